@@ -1,0 +1,266 @@
+"""Kafka wire protocol: size framing, request/response headers, Metadata v0–13 (spec §5, §6).
+
+Wire layout (spec §5.1)::
+
+    frame            = INT32 size || header || body        (size excludes itself)
+    request header   v0: api_key INT16, api_version INT16, correlation_id INT32
+                     v1: v0 + client_id NULLABLE_STRING (INT16 length, -1 = null)
+                     v2: v1 + TAGGED_FIELDS (client_id stays non-compact)
+    response header  v0: correlation_id INT32
+                     v1: v0 + TAGGED_FIELDS
+
+Header version selection: request v2 when the API version is flexible, else v1
+(ControlledShutdown v0 uses v0); response v1 when flexible, else v0 — except
+ApiVersionsResponse, which always uses response header v0 so any client can read it.
+
+Contract: every public decoder takes ``bytes | bytearray | memoryview`` plus a position and
+returns a value or raises :class:`~epochlib.errors.DecodeError` with the absolute byte
+position; any other exception escaping is a bug (the fuzz tests enforce it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _wire as w
+from ._wire import Buffer
+from .errors import DecodeError
+
+__all__ = [
+    "API_KEYS",
+    "ERROR_NAMES",
+    "FLEXIBLE_FROM",
+    "decode_request_header",
+    "decode_response_header",
+    "encode_request_header",
+    "encode_response_header",
+    "error_name",
+    "frame",
+    "is_flexible",
+    "request_header_version",
+    "response_header_version",
+    "split_frames",
+]
+
+# ------------------------------------------------------------------ API keys
+
+#: API key -> name (spec §5.2 and the keys a capture commonly shows).
+API_KEYS: dict[int, str] = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 4: "LeaderAndIsr",
+    5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
+    14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake",
+    18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords",
+    22: "InitProducerId", 23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit",
+    29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs",
+    33: "AlterConfigs", 34: "AlterReplicaLogDirs", 35: "DescribeLogDirs", 36: "SaslAuthenticate",
+    37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders", 44: "IncrementalAlterConfigs",
+    45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 47: "OffsetDelete",
+    48: "DescribeClientQuotas", 49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials", 55: "DescribeQuorum", 57: "UpdateFeatures",
+    60: "DescribeCluster", 61: "DescribeProducers", 65: "DescribeTransactions",
+    66: "ListTransactions", 74: "ListConfigResources", 75: "DescribeTopicPartitions",
+}
+
+#: API key -> first flexible API version (None = never flexible). From the request schemas'
+#: ``flexibleVersions`` (kafka-python 3.0.12's vendored copy, ≈ Kafka 4.1; a test re-reads it).
+#: Keys 4–7 are broker-internal (pre-KRaft) and not in that copy: LeaderAndIsr 4+,
+#: StopReplica 2+, UpdateMetadata 6+, ControlledShutdown 3+.
+FLEXIBLE_FROM: dict[int, int | None] = {
+    0: 9, 1: 12, 2: 6, 3: 9, 4: 4, 5: 2, 6: 6, 7: 3, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4,
+    13: 4, 14: 4, 15: 5, 16: 3, 17: None, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4,
+    24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 34: 2, 35: 2,
+    36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 48: 1, 49: 1, 50: 0,
+    51: 0, 55: 0, 57: 0, 60: 0, 61: 0, 65: 0, 66: 0, 74: 0, 75: 0,
+}
+
+_API_VERSIONS = 18
+_CONTROLLED_SHUTDOWN = 7
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    """Whether ``api_version`` of ``api_key`` uses the flexible (compact + tagged) encoding.
+
+    Unknown API keys are treated as non-flexible (the header then has no tag section).
+    """
+    first = FLEXIBLE_FROM.get(api_key)
+    return first is not None and api_version >= first
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Request header version for an API call (spec §5.1)."""
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    return 2 if is_flexible(api_key, api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """Response header version for an API call; ApiVersionsResponse always uses v0."""
+    if api_key == _API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, api_version) else 0
+
+
+# ------------------------------------------------------------------ headers
+
+
+def decode_request_header(buf: Buffer, pos: int = 0) -> tuple[dict[str, Any], int]:
+    """Decode a request header starting at ``pos`` (after the size prefix).
+
+    The header version is chosen from the API key and version read first (spec §5.1).
+
+    Returns:
+        ``({"api_key", "api_version", "correlation_id", "client_id", "header_version",
+        "tagged_fields"}, pos_after_header)``; ``client_id`` is None for header v0 or a
+        null client id, ``tagged_fields`` is ``{tag: raw bytes}`` (empty below v2).
+
+    Raises:
+        DecodeError: truncated or malformed header, with the absolute byte position.
+    """
+    try:
+        api_key, pos = w.read_int16(buf, pos)
+        api_version, pos = w.read_int16(buf, pos)
+        correlation_id, pos = w.read_int32(buf, pos)
+        hv = request_header_version(api_key, api_version)
+        client_id = None
+        tagged: dict[int, bytes] = {}
+        if hv >= 1:
+            client_id, pos = w.read_nullable_string(buf, pos)
+        if hv >= 2:
+            tagged, pos = w.read_tagged_fields(buf, pos)
+    except DecodeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - contract: only DecodeError escapes
+        raise DecodeError(f"malformed request header ({type(e).__name__}: {e})", pos) from None
+    return {
+        "api_key": api_key,
+        "api_version": api_version,
+        "correlation_id": correlation_id,
+        "client_id": client_id,
+        "header_version": hv,
+        "tagged_fields": tagged,
+    }, pos
+
+
+def decode_response_header(
+    buf: Buffer, api_key: int, api_version: int, pos: int = 0
+) -> tuple[dict[str, Any], int]:
+    """Decode a response header; the version comes from the request's API key and version.
+
+    Returns ``({"correlation_id", "header_version", "tagged_fields"}, pos_after_header)``.
+    """
+    try:
+        hv = response_header_version(api_key, api_version)
+        correlation_id, pos = w.read_int32(buf, pos)
+        tagged: dict[int, bytes] = {}
+        if hv >= 1:
+            tagged, pos = w.read_tagged_fields(buf, pos)
+    except DecodeError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise DecodeError(f"malformed response header ({type(e).__name__}: {e})", pos) from None
+    return {"correlation_id": correlation_id, "header_version": hv, "tagged_fields": tagged}, pos
+
+
+def encode_request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None = None,
+    tagged_fields: dict[int, bytes] | None = None,
+) -> bytes:
+    """Encode a request header in the version the API call requires."""
+    hv = request_header_version(api_key, api_version)
+    out = w.write_int16(api_key) + w.write_int16(api_version) + w.write_int32(correlation_id)
+    if hv >= 1:
+        out += w.write_nullable_string(client_id)
+    if hv >= 2:
+        out += w.write_tagged_fields(tagged_fields)
+    return out
+
+
+def encode_response_header(
+    api_key: int, api_version: int, correlation_id: int, tagged_fields: dict[int, bytes] | None = None
+) -> bytes:
+    """Encode a response header in the version the API call requires."""
+    out = w.write_int32(correlation_id)
+    if response_header_version(api_key, api_version) >= 1:
+        out += w.write_tagged_fields(tagged_fields)
+    return out
+
+
+# ------------------------------------------------------------------ framing
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix ``payload`` (header + body) with its INT32 size."""
+    return w.write_int32(len(payload)) + bytes(payload)
+
+
+def split_frames(buf: Buffer, pos: int = 0) -> list[bytes]:
+    """Split a byte stream of size-prefixed frames into their payloads (header + body).
+
+    Raises:
+        DecodeError: a negative size or a frame that runs past the end (at its size field).
+    """
+    out: list[bytes] = []
+    n = len(buf)
+    while pos < n:
+        start = pos
+        size, pos = w.read_int32(buf, pos)
+        if size < 0:
+            raise DecodeError(f"negative frame size {size}", start)
+        if pos + size > n:
+            raise DecodeError(f"frame of {size} bytes runs past the end ({n - pos} left)", start)
+        out.append(bytes(buf[pos : pos + size]))
+        pos += size
+    return out
+
+
+# ------------------------------------------------------------------ error codes (§6)
+
+_ERRORS = """
+-1 UNKNOWN_SERVER_ERROR; 0 NONE; 1 OFFSET_OUT_OF_RANGE; 2 CORRUPT_MESSAGE;
+3 UNKNOWN_TOPIC_OR_PARTITION; 4 INVALID_FETCH_SIZE; 5 LEADER_NOT_AVAILABLE; 6 NOT_LEADER_OR_FOLLOWER;
+7 REQUEST_TIMED_OUT; 8 BROKER_NOT_AVAILABLE; 9 REPLICA_NOT_AVAILABLE; 10 MESSAGE_TOO_LARGE;
+11 STALE_CONTROLLER_EPOCH; 12 OFFSET_METADATA_TOO_LARGE; 13 NETWORK_EXCEPTION; 14 COORDINATOR_LOAD_IN_PROGRESS;
+15 COORDINATOR_NOT_AVAILABLE; 16 NOT_COORDINATOR; 17 INVALID_TOPIC_EXCEPTION; 18 RECORD_LIST_TOO_LARGE;
+19 NOT_ENOUGH_REPLICAS; 20 NOT_ENOUGH_REPLICAS_AFTER_APPEND; 21 INVALID_REQUIRED_ACKS; 22 ILLEGAL_GENERATION;
+23 INCONSISTENT_GROUP_PROTOCOL; 24 INVALID_GROUP_ID; 25 UNKNOWN_MEMBER_ID; 26 INVALID_SESSION_TIMEOUT;
+27 REBALANCE_IN_PROGRESS; 28 INVALID_COMMIT_OFFSET_SIZE; 29 TOPIC_AUTHORIZATION_FAILED; 30 GROUP_AUTHORIZATION_FAILED;
+31 CLUSTER_AUTHORIZATION_FAILED; 32 INVALID_TIMESTAMP; 33 UNSUPPORTED_SASL_MECHANISM; 34 ILLEGAL_SASL_STATE;
+35 UNSUPPORTED_VERSION; 36 TOPIC_ALREADY_EXISTS; 37 INVALID_PARTITIONS; 38 INVALID_REPLICATION_FACTOR;
+39 INVALID_REPLICA_ASSIGNMENT; 40 INVALID_CONFIG; 41 NOT_CONTROLLER; 42 INVALID_REQUEST; 43 UNSUPPORTED_FOR_MESSAGE_FORMAT;
+44 POLICY_VIOLATION; 45 OUT_OF_ORDER_SEQUENCE_NUMBER; 46 DUPLICATE_SEQUENCE_NUMBER; 47 INVALID_PRODUCER_EPOCH;
+48 INVALID_TXN_STATE; 49 INVALID_PRODUCER_ID_MAPPING; 50 INVALID_TRANSACTION_TIMEOUT; 51 CONCURRENT_TRANSACTIONS;
+52 TRANSACTION_COORDINATOR_FENCED; 53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; 54 SECURITY_DISABLED; 55 OPERATION_NOT_ATTEMPTED;
+56 KAFKA_STORAGE_ERROR; 57 LOG_DIR_NOT_FOUND; 58 SASL_AUTHENTICATION_FAILED; 59 UNKNOWN_PRODUCER_ID;
+60 REASSIGNMENT_IN_PROGRESS; 61 DELEGATION_TOKEN_AUTH_DISABLED; 62 DELEGATION_TOKEN_NOT_FOUND; 63 DELEGATION_TOKEN_OWNER_MISMATCH;
+64 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED; 65 DELEGATION_TOKEN_AUTHORIZATION_FAILED; 66 DELEGATION_TOKEN_EXPIRED;
+67 INVALID_PRINCIPAL_TYPE; 68 NON_EMPTY_GROUP; 69 GROUP_ID_NOT_FOUND; 70 FETCH_SESSION_ID_NOT_FOUND;
+71 INVALID_FETCH_SESSION_EPOCH; 72 LISTENER_NOT_FOUND; 73 TOPIC_DELETION_DISABLED; 74 FENCED_LEADER_EPOCH;
+75 UNKNOWN_LEADER_EPOCH; 76 UNSUPPORTED_COMPRESSION_TYPE; 77 STALE_BROKER_EPOCH; 78 OFFSET_NOT_AVAILABLE;
+79 MEMBER_ID_REQUIRED; 80 PREFERRED_LEADER_NOT_AVAILABLE; 81 GROUP_MAX_SIZE_REACHED; 82 FENCED_INSTANCE_ID;
+83 ELIGIBLE_LEADERS_NOT_AVAILABLE; 84 ELECTION_NOT_NEEDED; 85 NO_REASSIGNMENT_IN_PROGRESS; 86 GROUP_SUBSCRIBED_TO_TOPIC;
+87 INVALID_RECORD; 88 UNSTABLE_OFFSET_COMMIT; 89 THROTTLING_QUOTA_EXCEEDED; 90 PRODUCER_FENCED;
+91 RESOURCE_NOT_FOUND; 92 DUPLICATE_RESOURCE; 93 UNACCEPTABLE_CREDENTIAL; 94 INCONSISTENT_VOTER_SET;
+95 INVALID_UPDATE_VERSION; 96 FEATURE_UPDATE_FAILED; 97 PRINCIPAL_DESERIALIZATION_FAILURE; 98 SNAPSHOT_NOT_FOUND;
+99 POSITION_OUT_OF_RANGE; 100 UNKNOWN_TOPIC_ID; 101 DUPLICATE_BROKER_REGISTRATION; 102 BROKER_ID_NOT_REGISTERED;
+103 INCONSISTENT_TOPIC_ID; 104 INCONSISTENT_CLUSTER_ID; 105 TRANSACTIONAL_ID_NOT_FOUND; 106 FETCH_SESSION_TOPIC_ID_ERROR;
+107 INELIGIBLE_REPLICA; 108 NEW_LEADER_ELECTED; 109 OFFSET_MOVED_TO_TIERED_STORAGE; 110 FENCED_MEMBER_EPOCH;
+111 UNRELEASED_INSTANCE_ID; 112 UNSUPPORTED_ASSIGNOR; 113 STALE_MEMBER_EPOCH; 114 MISMATCHED_ENDPOINT_TYPE;
+115 UNSUPPORTED_ENDPOINT_TYPE; 116 UNKNOWN_CONTROLLER_ID; 117 UNKNOWN_SUBSCRIPTION_ID; 118 TELEMETRY_TOO_LARGE;
+119 INVALID_REGISTRATION; 120 TRANSACTION_ABORTABLE; 121 INVALID_RECORD_STATE; 122 SHARE_SESSION_NOT_FOUND;
+123 INVALID_SHARE_SESSION_EPOCH; 124 FENCED_STATE_EPOCH; 125 INVALID_VOTER_KEY; 126 DUPLICATE_VOTER;
+127 VOTER_NOT_FOUND; 128 INVALID_REGULAR_EXPRESSION; 129 REBOOTSTRAP_REQUIRED; 130 STREAMS_INVALID_TOPOLOGY;
+131 STREAMS_INVALID_TOPOLOGY_EPOCH; 132 STREAMS_TOPOLOGY_FENCED; 133 SHARE_SESSION_LIMIT_REACHED
+"""
+
+#: Error code -> Kafka's name (spec §6, Errors.java; 133 from a 2025 trunk).
+ERROR_NAMES: dict[int, str] = {
+    int(code): name
+    for code, name in (item.split() for item in _ERRORS.replace("\n", " ").split(";"))
+}
+
+
+def error_name(code: int) -> str:
+    """Kafka's name for an error code; unknown codes come back as ``"UNKNOWN_ERROR_<code>"``."""
+    return ERROR_NAMES.get(code, f"UNKNOWN_ERROR_{code}")
