@@ -1,0 +1,40 @@
+"""Named errors of the `jobs` package, under one base.
+
+Each error's message is one line a user can act on; the CLI prints ``str(error)`` and exits non-zero.
+Anything else escaping a job is a bug.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CommitError",
+    "ConfigError",
+    "EpochAuditError",
+    "InputError",
+    "SchemaMismatchError",
+    "SinkError",
+]
+
+
+class EpochAuditError(Exception):
+    """Base of every error the jobs raise on purpose."""
+
+
+class ConfigError(EpochAuditError, ValueError):
+    """The configuration (TOML file, CLI flag or date range) is invalid."""
+
+
+class InputError(EpochAuditError):
+    """An input location is missing or unreadable (not a decode failure: those are quarantined)."""
+
+
+class SinkError(EpochAuditError):
+    """The Delta sink could not write or read a table."""
+
+
+class SchemaMismatchError(SinkError):
+    """The data's columns do not match the table's schema (missing, extra or incompatible columns)."""
+
+
+class CommitError(SinkError):
+    """The Delta transaction could not be committed; the table stays at its previous version."""

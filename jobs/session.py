@@ -1,0 +1,143 @@
+"""The one place that creates (or reuses) the SparkSession.
+
+Notebooks, ``spark-submit`` and tests all go through :func:`get_or_create_session`:
+
+- An active session (Databricks notebook, an interactive shell, a test fixture) is reused and ``master``
+  is ignored; only runtime-modifiable settings of ``extra_conf`` are applied to it.
+- Under ``spark-submit`` the JVM already exists with its own ``--master``; we never override it.
+- Otherwise a new local session is built with sane small-machine defaults: UTC session time zone, Arrow
+  for pandas/Arrow conversions, modest driver memory, the in-memory catalog (no Hive), Parquet
+  timestamps written as INT64 micros (readable by delta-rs, DuckDB, Polars), and the UI off under pytest.
+
+Maven packages are never downloaded here: Delta support is whatever the session already has
+(:func:`has_delta`), and the sink falls back to delta-rs otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["LOCAL_DEFAULTS", "UTC_CONF", "get_or_create_session", "has_delta"]
+
+log = logging.getLogger(__name__)
+
+#: Settings every session needs for correct results (``event_date`` is a UTC date); also applied to a
+#: reused session, since they are runtime SQL settings.
+UTC_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Spark's default INT96 timestamps are legacy; delta-rs and other readers expect INT64 micros.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+}
+
+#: Defaults for a session this module creates itself (never applied to a reused session).
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.driver.memory": "1g",
+    "spark.sql.catalogImplementation": "in-memory",  # no Hive metastore, no derby files in the cwd
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+_DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+_DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def _conf_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _under_spark_submit() -> bool:
+    """True when the Python driver was launched by spark-submit (the JVM and its --master exist)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def get_or_create_session(
+    master: str = "local[*]",
+    app_name: str = "epoch-audit",
+    extra_conf: Mapping[str, Any] | None = None,
+) -> SparkSession:
+    """Return the active SparkSession, or build a local one.
+
+    Args:
+        master: Spark master for a *new* session (ignored when a session is active or under spark-submit).
+        app_name: application name for a new session.
+        extra_conf: more Spark settings (values are stringified; booleans become ``true``/``false``).
+            They override the local defaults. On a reused session only runtime-modifiable keys are set;
+            the others are logged and skipped.
+
+    Returns:
+        The session, with ``spark.sql.session.timeZone=UTC``.
+    """
+    from pyspark.sql import SparkSession
+
+    extra = {k: _conf_str(v) for k, v in (extra_conf or {}).items()}
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        for key, value in {**UTC_CONF, **extra}.items():
+            if active.conf.get(key, None) == value:
+                continue
+            try:
+                if active.conf.isModifiable(key):
+                    active.conf.set(key, value)
+                else:
+                    log.info("session already running: ignoring static Spark setting %s", key)
+            except Exception as exc:  # Spark Connect / restricted clusters may refuse some keys
+                log.info("could not set %s on the active session: %s", key, exc)
+        return active
+
+    conf: dict[str, str] = {}
+    builder = SparkSession.builder.appName(app_name)
+    if not _under_spark_submit():
+        builder = builder.master(master)
+        conf.update(LOCAL_DEFAULTS)
+        if "pytest" in sys.modules:
+            conf["spark.ui.enabled"] = "false"
+    conf.update(UTC_CONF)
+    conf.update(extra)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def has_delta(spark: SparkSession) -> bool:
+    """True when the session can read and write Delta through Spark's own data source.
+
+    That is: on Databricks (Delta is built in), or when the Delta SQL extension or catalog is configured
+    *and* the ``io.delta`` classes load in the driver JVM. Never downloads anything.
+    """
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return True
+    try:
+        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+        catalog = spark.conf.get("spark.sql.catalog.spark_catalog", "") or ""
+    except Exception:
+        return False
+    if _DELTA_EXTENSION not in extensions and catalog != _DELTA_CATALOG:
+        return False
+    jvm = getattr(getattr(spark, "sparkContext", None), "_jvm", None) if _has_jvm(spark) else None
+    if jvm is None:  # Spark Connect: no py4j gateway; trust the server's configuration
+        return True
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader.loadClass("io.delta.tables.DeltaTable")
+        return True
+    except Exception:
+        return False
+
+
+def _has_jvm(spark: SparkSession) -> bool:
+    try:
+        return spark.sparkContext is not None  # raises on Spark Connect sessions
+    except Exception:
+        return False
