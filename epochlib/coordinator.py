@@ -1,0 +1,682 @@
+"""``__consumer_offsets`` records: keys and values of types 0–24 as data (spec §1).
+
+Framing (spec §1.1)::
+
+    key   = INT16 record_type   || key struct (always schema version 0, never flexible)
+    value = INT16 value_version || value struct at that version
+    value = null                -> tombstone (the state addressed by the key is deleted)
+
+Types (spec §1.2): 0/1 offset commits (both read with the OffsetCommitValue table, v0–v4),
+2 classic group metadata (v0–v4; the consumer embedded protocol inside is decoded too),
+3–8 and 16 KIP-848 consumer groups (always flexible v0), 9–15 share groups and 17–24 streams
+groups (preview layouts: decoded where the spec gives them, kept raw otherwise or when the
+layout does not fit). Types ≥ 25 (or negative) are unknown: recognised, raw bytes kept, no
+error — as the broker's loader skips them.
+
+Leniency, as Kafka's readers: bytes after a complete key or value struct are ignored.
+
+Public decoders raise only :class:`~epochlib.errors.DecodeError` (position relative to the
+key or value bytes). :func:`decode_offsets_arrow` never raises on row data: a bad row gets its
+reason in the ``error`` column.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import _wire as w
+from ._schema import F, M, MessageSpec, decode, encode
+from ._wire import Buffer
+from .errors import DecodeError
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "KEY_SPECS",
+    "TYPE_NAMES",
+    "VALUE_SPECS",
+    "CoordinatorRecord",
+    "decode_consumer_assignment",
+    "decode_consumer_subscription",
+    "decode_key",
+    "decode_offsets_arrow",
+    "decode_offsets_rows",
+    "decode_record",
+    "decode_value",
+    "encode_consumer_assignment",
+    "encode_consumer_subscription",
+    "encode_group_metadata_value",
+    "encode_key",
+    "encode_offset_commit_key",
+    "encode_offset_commit_value",
+    "encode_value",
+]
+
+# ------------------------------------------------------------------ tables (spec §1.2–1.5)
+
+TYPE_NAMES: dict[int, str] = {
+    0: "LegacyOffsetCommit", 1: "OffsetCommit", 2: "GroupMetadata",
+    3: "ConsumerGroupMetadata", 4: "ConsumerGroupPartitionMetadata",
+    5: "ConsumerGroupMemberMetadata", 6: "ConsumerGroupTargetAssignmentMetadata",
+    7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment",
+    9: "ShareGroupPartitionMetadata", 10: "ShareGroupMemberMetadata", 11: "ShareGroupMetadata",
+    12: "ShareGroupTargetAssignmentMetadata", 13: "ShareGroupTargetAssignmentMember",
+    14: "ShareGroupCurrentMemberAssignment", 15: "ShareGroupStatePartitionMetadata",
+    16: "ConsumerGroupRegularExpression", 17: "StreamsGroupMetadata",
+    18: "StreamsGroupPartitionMetadata", 19: "StreamsGroupMemberMetadata",
+    20: "StreamsGroupTargetAssignmentMetadata", 21: "StreamsGroupTargetAssignmentMember",
+    22: "StreamsGroupCurrentMemberAssignment", 23: "StreamsGroupTopology",
+    24: "StreamsGroupTargetAssignmentResolvedTopicIds",
+}
+UNKNOWN_TYPE_NAME = "Unknown"
+
+#: Share (KIP-932) and streams (KIP-1071) types: preview schemas that changed between releases.
+#: A value that does not fit the layout below is kept raw instead of failing the record.
+PREVIEW_TYPES = frozenset(range(9, 16)) | frozenset(range(17, 25))
+
+# Keys (§1.3): non-flexible, schema version 0.
+_OFFSET_KEY = M("OffsetCommitKey", "0", "none",
+                F("group", "string"), F("topic", "string"), F("partition", "int32"))
+_GROUP_KEY = M("GroupMetadataKey", "0", "none", F("group", "string"))
+_GROUP_ID_KEY = M("GroupIdKey", "0", "none", F("GroupId", "string"))
+_MEMBER_KEY = M("GroupMemberKey", "0", "none", F("GroupId", "string"), F("MemberId", "string"))
+_REGEX_KEY = M("ConsumerGroupRegularExpressionKey", "0", "none",
+               F("GroupId", "string"), F("RegularExpression", "string"))
+
+KEY_SPECS: dict[int, MessageSpec] = {0: _OFFSET_KEY, 1: _OFFSET_KEY, 2: _GROUP_KEY, 16: _REGEX_KEY}
+KEY_SPECS.update({t: _GROUP_ID_KEY for t in (3, 4, 6, 9, 11, 12, 15, 17, 18, 20, 23, 24)})
+KEY_SPECS.update({t: _MEMBER_KEY for t in (5, 7, 8, 10, 13, 14, 19, 21, 22)})
+
+# OffsetCommitValue (§1.4). v1 added expireTimestamp, v2 dropped it again, v3 added
+# leaderEpoch (KIP-320), v4 is v3 in the flexible encoding (no broker writes it yet).
+OFFSET_COMMIT_VALUE = M(
+    "OffsetCommitValue", "0-4", "4+",
+    F("offset", "int64"),
+    F("leaderEpoch", "int32", "3+", default=-1),
+    F("metadata", "string"),
+    F("commitTimestamp", "int64"),
+    F("expireTimestamp", "int64", "1", default=-1),
+)
+
+# GroupMetadataValue (§1.4). v1 added member.rebalanceTimeout, v2 currentStateTimestamp,
+# v3 member.groupInstanceId (KIP-345), v4 = v3 flexible.
+GROUP_METADATA_VALUE = M(
+    "GroupMetadataValue", "0-4", "4+",
+    F("protocolType", "string"),
+    F("generation", "int32"),
+    F("protocol", "string", nullable="0+"),
+    F("leader", "string", nullable="0+"),
+    F("currentStateTimestamp", "int64", "2+", default=-1),
+    F("members", "[]struct", fields=(
+        F("memberId", "string"),
+        F("groupInstanceId", "string", "3+", nullable="3+", default=None),
+        F("clientId", "string"),
+        F("clientHost", "string"),
+        F("rebalanceTimeout", "int32", "1+", default=-1),
+        F("sessionTimeout", "int32"),
+        F("subscription", "bytes"),
+        F("assignment", "bytes"),
+    )),
+)
+
+_TOPIC_PARTITIONS = (F("Topic", "string"), F("Partitions", "[]int32"))
+
+# Consumer embedded protocol (§1.4), never flexible; v1 OwnedPartitions (KIP-429),
+# v2 GenerationId, v3 RackId (KIP-881). Newer versions are read with the v3 layout.
+CONSUMER_SUBSCRIPTION = M(
+    "ConsumerProtocolSubscription", "0-3", "none",
+    F("Topics", "[]string"),
+    F("UserData", "bytes", nullable="0+", default=None),
+    F("OwnedPartitions", "[]struct", "1+", fields=_TOPIC_PARTITIONS),
+    F("GenerationId", "int32", "2+", default=-1),
+    F("RackId", "string", "3+", nullable="3+", default=None),
+)
+CONSUMER_ASSIGNMENT = M(
+    "ConsumerProtocolAssignment", "0-3", "none",
+    F("AssignedPartitions", "[]struct", fields=_TOPIC_PARTITIONS),
+    F("UserData", "bytes", nullable="0+", default=None),
+)
+
+# KIP-848 / share / streams values (§1.5): validVersions 0, always flexible.
+_TOPIC_ID_PARTITIONS = (F("TopicId", "uuid"), F("Partitions", "[]int32"))
+_PARTITION_METADATA = (
+    F("Topics", "[]struct", fields=(
+        F("TopicId", "uuid"), F("TopicName", "string"), F("NumPartitions", "int32"),
+        F("PartitionMetadata", "[]struct", fields=(F("Partition", "int32"), F("Racks", "[]string"))),
+    )),
+)
+_TASKS = (F("SubtopologyId", "string"), F("Partitions", "[]int32"))
+
+
+def _v0(name: str, *fields) -> MessageSpec:
+    return M(name, "0", "0+", *fields)
+
+
+VALUE_SPECS: dict[int, MessageSpec | None] = {
+    0: OFFSET_COMMIT_VALUE,
+    1: OFFSET_COMMIT_VALUE,
+    2: GROUP_METADATA_VALUE,
+    3: _v0("ConsumerGroupMetadataValue", F("Epoch", "int32")),
+    4: _v0("ConsumerGroupPartitionMetadataValue", *_PARTITION_METADATA),
+    5: _v0(
+        "ConsumerGroupMemberMetadataValue",
+        F("InstanceId", "string", nullable="0+", default=None),
+        F("RackId", "string", nullable="0+", default=None),
+        F("ClientId", "string"),
+        F("ClientHost", "string"),
+        F("SubscribedTopicNames", "[]string"),
+        F("SubscribedTopicRegex", "string", nullable="0+", default=None),
+        F("RebalanceTimeoutMs", "int32", default=-1),
+        F("ServerAssignor", "string", nullable="0+", default=None),
+        F("ClassicMemberMetadata", "struct", nullable="0+", tag=0, tagged="0+", default=None, fields=(
+            F("SessionTimeoutMs", "int32"),
+            F("SupportedProtocols", "[]struct", fields=(F("Name", "string"), F("Metadata", "bytes"))),
+        )),
+    ),
+    6: _v0("ConsumerGroupTargetAssignmentMetadataValue", F("AssignmentEpoch", "int32")),
+    7: _v0("ConsumerGroupTargetAssignmentMemberValue",
+           F("TopicPartitions", "[]struct", fields=_TOPIC_ID_PARTITIONS)),
+    8: _v0(
+        "ConsumerGroupCurrentMemberAssignmentValue",
+        F("MemberEpoch", "int32"),
+        F("PreviousMemberEpoch", "int32"),
+        F("State", "int8"),
+        F("AssignedPartitions", "[]struct", fields=_TOPIC_ID_PARTITIONS),
+        F("PartitionsPendingRevocation", "[]struct", fields=_TOPIC_ID_PARTITIONS),
+    ),
+    9: _v0("ShareGroupPartitionMetadataValue", *_PARTITION_METADATA),
+    10: _v0("ShareGroupMemberMetadataValue",
+            F("RackId", "string", nullable="0+", default=None), F("ClientId", "string"),
+            F("ClientHost", "string"), F("SubscribedTopicNames", "[]string")),
+    11: _v0("ShareGroupMetadataValue", F("Epoch", "int32")),
+    12: _v0("ShareGroupTargetAssignmentMetadataValue", F("AssignmentEpoch", "int32")),
+    13: _v0("ShareGroupTargetAssignmentMemberValue",
+            F("TopicPartitions", "[]struct", fields=_TOPIC_ID_PARTITIONS)),
+    14: _v0("ShareGroupCurrentMemberAssignmentValue",
+            F("MemberEpoch", "int32"), F("PreviousMemberEpoch", "int32"), F("State", "int8"),
+            F("AssignedPartitions", "[]struct", fields=_TOPIC_ID_PARTITIONS)),
+    15: _v0("ShareGroupStatePartitionMetadataValue",
+            F("InitializedTopics", "[]struct", fields=(
+                F("TopicId", "uuid"), F("TopicName", "string"), F("Partitions", "[]int32"))),
+            F("DeletingTopics", "[]struct", fields=(F("TopicId", "uuid"), F("TopicName", "string")))),
+    16: _v0("ConsumerGroupRegularExpressionValue",
+            F("Topics", "[]string"), F("Version", "int64"), F("Timestamp", "int64")),
+    17: _v0("StreamsGroupMetadataValue", F("Epoch", "int32")),
+    18: _v0("StreamsGroupPartitionMetadataValue", *_PARTITION_METADATA),
+    19: _v0(
+        "StreamsGroupMemberMetadataValue",
+        F("InstanceId", "string", nullable="0+", default=None),
+        F("RackId", "string", nullable="0+", default=None),
+        F("ClientId", "string"),
+        F("ClientHost", "string"),
+        F("RebalanceTimeoutMs", "int32", default=-1),
+        F("TopologyEpoch", "int32"),
+        F("ProcessId", "string"),
+        F("UserEndpoint", "struct", nullable="0+", default=None,
+          fields=(F("Host", "string"), F("Port", "uint16"))),
+        F("ClientTags", "[]struct", fields=(F("Key", "string"), F("Value", "string"))),
+    ),
+    20: _v0("StreamsGroupTargetAssignmentMetadataValue", F("AssignmentEpoch", "int32")),
+    21: _v0("StreamsGroupTargetAssignmentMemberValue",
+            F("ActiveTasks", "[]struct", fields=_TASKS),
+            F("StandbyTasks", "[]struct", fields=_TASKS),
+            F("WarmupTasks", "[]struct", fields=_TASKS)),
+    22: None,  # six task lists whose exact layout the spec does not give: kept raw
+    23: None,  # topology: "see JSON" in the spec: kept raw
+    24: _v0("StreamsGroupTargetAssignmentResolvedTopicIdsValue",
+            F("AssignmentEpoch", "int32"),
+            F("ResolvedTopicIdsBySubtopology", "[]struct", fields=(
+                F("SubtopologyId", "string"), F("TopicIds", "[]uuid")))),
+}
+
+
+# ------------------------------------------------------------------ decoding
+
+
+def _wrap(fn, *args):
+    """Run a decoder, turning any stray exception into DecodeError (contract)."""
+    try:
+        return fn(*args)
+    except DecodeError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise DecodeError(f"{type(e).__name__}: {e}", 0) from None
+
+
+def type_name(record_type: int) -> str:
+    """The record kind for a key's record type ("Unknown" for types this codec does not know)."""
+    return TYPE_NAMES.get(record_type, UNKNOWN_TYPE_NAME)
+
+
+def decode_key(key: Buffer) -> dict[str, Any]:
+    """Decode a ``__consumer_offsets`` key.
+
+    Returns ``{"record_type", "type_name", ...key fields}``; unknown types give
+    ``{"record_type", "type_name": "Unknown", "raw": bytes after the type}``.
+
+    Raises:
+        DecodeError: fewer than 2 bytes, or a known type whose key struct is malformed.
+    """
+    return _wrap(_decode_key, key)
+
+
+def _decode_key(key: Buffer) -> dict[str, Any]:
+    if key is None:
+        raise DecodeError("null key", 0)
+    record_type, pos = w.read_int16(key, 0)
+    spec = KEY_SPECS.get(record_type)
+    if spec is None:
+        return {"record_type": record_type, "type_name": UNKNOWN_TYPE_NAME, "raw": bytes(key[2:])}
+    fields, _ = decode(spec, 0, key, pos)
+    return {"record_type": record_type, "type_name": TYPE_NAMES[record_type], **fields}
+
+
+def decode_value(record_type: int, value: Buffer | None) -> dict[str, Any] | None:
+    """Decode a value for a key of ``record_type``; ``None`` (tombstone) gives ``None``.
+
+    Returns ``{"version": int, ...fields}``. Type 2 members of ``"consumer"`` groups gain
+    ``subscription_decoded`` / ``assignment_decoded`` (None when the embedded bytes do not
+    parse; the raw bytes stay in ``subscription`` / ``assignment``). Values kept raw (unknown
+    types, types 22/23, preview layouts that do not fit) are ``{"version", "raw"}``
+    (plus ``"layout_error"`` for the last case).
+
+    Raises:
+        DecodeError: malformed value of a known type, or an unsupported value version.
+    """
+    if value is None:
+        return None
+    return _wrap(_decode_value, record_type, value)
+
+
+def _decode_value(record_type: int, value: Buffer) -> dict[str, Any]:
+    known = record_type in VALUE_SPECS
+    if not known and len(value) < 2:
+        return {"version": None, "raw": bytes(value)}
+    version, pos = w.read_int16(value, 0)
+    spec = VALUE_SPECS.get(record_type)
+    if spec is None:
+        return {"version": version, "raw": bytes(value[2:])}
+    try:
+        fields, _ = decode(spec, version, value, pos)
+    except DecodeError as e:
+        if record_type in PREVIEW_TYPES:
+            return {"version": version, "raw": bytes(value[2:]), "layout_error": str(e)}
+        raise
+    if record_type == 2 and fields["protocol_type"] == "consumer":
+        for m in fields["members"]:
+            m["subscription_decoded"] = _try(decode_consumer_subscription, m["subscription"])
+            m["assignment_decoded"] = _try(decode_consumer_assignment, m["assignment"])
+    return {"version": version, **fields}
+
+
+def _try(fn, raw: bytes):
+    try:
+        return fn(raw)
+    except DecodeError:
+        return None
+
+
+def _decode_embedded(spec: MessageSpec, raw: Buffer) -> dict[str, Any]:
+    version, pos = w.read_int16(raw, 0)
+    if version < 0:
+        raise DecodeError(f"{spec.name}: negative version {version}", 0)
+    fields, _ = decode(spec, min(version, spec.valid_versions.hi), raw, pos)
+    return {"version": version, **fields}
+
+
+def decode_consumer_subscription(raw: Buffer) -> dict[str, Any]:
+    """Decode ConsumerProtocolSubscription (int16 version + struct; newer versions read as v3)."""
+    return _wrap(_decode_embedded, CONSUMER_SUBSCRIPTION, raw)
+
+
+def decode_consumer_assignment(raw: Buffer) -> dict[str, Any]:
+    """Decode ConsumerProtocolAssignment (int16 version + struct; newer versions read as v3)."""
+    return _wrap(_decode_embedded, CONSUMER_ASSIGNMENT, raw)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    """One decoded ``__consumer_offsets`` record.
+
+    ``key`` / ``value`` are the dicts of :func:`decode_key` / :func:`decode_value`;
+    ``raw_value`` holds the value bytes when they were kept undecoded. The offset-commit
+    convenience fields are None for other types (``group`` is set for every group-keyed type).
+    """
+
+    record_type: int
+    type_name: str
+    key: dict[str, Any]
+    value: dict[str, Any] | None
+    is_tombstone: bool
+    value_version: int | None = None
+    raw_value: bytes | None = None
+    group: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    leader_epoch: int | None = None
+    metadata: str | None = None
+    commit_timestamp: int | None = None
+    expire_timestamp: int | None = None
+
+    @property
+    def is_offset_commit(self) -> bool:
+        return self.record_type in (0, 1)
+
+
+def decode_record(key: Buffer, value: Buffer | None) -> CoordinatorRecord:
+    """Decode a key/value pair into a :class:`CoordinatorRecord` (value None = tombstone).
+
+    Raises:
+        DecodeError: malformed key or value (unknown record types are not an error).
+    """
+    k = decode_key(key)
+    rt = k["record_type"]
+    v = decode_value(rt, value)
+    raw = None
+    if v is not None and "raw" in v:
+        raw = v["raw"]
+    group = k.get("group", k.get("group_id"))
+    common = dict(
+        record_type=rt, type_name=k["type_name"], key=k, value=v, is_tombstone=value is None,
+        value_version=None if v is None else v["version"], raw_value=raw, group=group,
+    )
+    if rt in (0, 1):
+        common.update(topic=k["topic"], partition=k["partition"])
+        if v is not None:
+            common.update(
+                offset=v["offset"], leader_epoch=v["leader_epoch"], metadata=v["metadata"],
+                commit_timestamp=v["commit_timestamp"], expire_timestamp=v["expire_timestamp"],
+            )
+    return CoordinatorRecord(**common)
+
+
+# ------------------------------------------------------------------ encoding
+
+
+def encode_key(record_type: int, data: dict[str, Any]) -> bytes:
+    """Encode a key of a known ``record_type`` (``data`` uses the snake_case field names)."""
+    spec = KEY_SPECS.get(record_type)
+    if spec is None:
+        return w.write_int16(record_type) + bytes(data.get("raw", b""))
+    return w.write_int16(record_type) + encode(spec, 0, data)
+
+
+def encode_value(record_type: int, version: int, data: dict[str, Any]) -> bytes:
+    """Encode a value of ``record_type`` at ``version`` (types kept raw write ``data["raw"]``)."""
+    spec = VALUE_SPECS.get(record_type)
+    if spec is None:
+        return w.write_int16(version) + bytes(data.get("raw", b""))
+    return w.write_int16(version) + encode(spec, version, data)
+
+
+def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    """Type-1 key for (group, topic, partition)."""
+    return encode_key(1, {"group": group, "topic": topic, "partition": partition})
+
+
+def encode_offset_commit_value(
+    offset: int, *, leader_epoch: int = -1, metadata: str = "", commit_timestamp: int,
+    expire_timestamp: int = -1, version: int = 3,
+) -> bytes:
+    """OffsetCommitValue at ``version`` (brokers write v3; v1 when an expiry is set)."""
+    return encode_value(1, version, {
+        "offset": offset, "leader_epoch": leader_epoch, "metadata": metadata,
+        "commit_timestamp": commit_timestamp, "expire_timestamp": expire_timestamp,
+    })
+
+
+def encode_group_metadata_value(data: dict[str, Any], version: int = 3) -> bytes:
+    """GroupMetadataValue at ``version`` (brokers write v3)."""
+    return encode_value(2, version, data)
+
+
+def encode_consumer_subscription(data: dict[str, Any], version: int) -> bytes:
+    """ConsumerProtocolSubscription bytes (int16 version + struct), for group member fixtures."""
+    return w.write_int16(version) + encode(CONSUMER_SUBSCRIPTION, version, data)
+
+
+def encode_consumer_assignment(data: dict[str, Any], version: int) -> bytes:
+    """ConsumerProtocolAssignment bytes (int16 version + struct)."""
+    return w.write_int16(version) + encode(CONSUMER_ASSIGNMENT, version, data)
+
+
+# ------------------------------------------------------------------ Arrow batch function
+
+#: Columns of :func:`decode_offsets_arrow` (and the dicts of :func:`decode_offsets_rows`).
+ARROW_SCHEMA = pa.schema([
+    ("record_type", pa.int16()),
+    ("value_version", pa.int16()),
+    ("is_tombstone", pa.bool_()),
+    ("group_id", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("committed_offset", pa.int64()),
+    ("leader_epoch", pa.int32()),
+    ("metadata", pa.string()),
+    ("commit_timestamp", pa.int64()),
+    ("expire_timestamp", pa.int64()),
+    ("group_metadata_json", pa.string()),
+    ("error", pa.string()),
+])
+_COLUMNS = ARROW_SCHEMA.names
+_NUMERIC = {f.name: f.type.to_pandas_dtype() for f in ARROW_SCHEMA if pa.types.is_integer(f.type)}
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return bytes(o).hex()
+    raise TypeError(type(o).__name__)
+
+
+def _reference_row(key: Buffer | None, value: Buffer | None) -> dict[str, Any]:
+    """One output row, computed with :func:`decode_record` (the oracle of the batch function)."""
+    row: dict[str, Any] = dict.fromkeys(_COLUMNS)
+    try:
+        if key is None:
+            raise DecodeError("null key", 0)
+        rec = decode_record(key, value)
+    except DecodeError as e:
+        row["error"] = str(e)
+        return row
+    row.update(
+        record_type=rec.record_type, value_version=rec.value_version, is_tombstone=rec.is_tombstone,
+        group_id=rec.group, topic=rec.topic, partition=rec.partition, committed_offset=rec.offset,
+        leader_epoch=rec.leader_epoch, metadata=rec.metadata, commit_timestamp=rec.commit_timestamp,
+        expire_timestamp=rec.expire_timestamp,
+    )
+    if rec.record_type == 2 and rec.value is not None:
+        row["group_metadata_json"] = json.dumps(rec.value, default=_json_default, sort_keys=True)
+    return row
+
+
+def decode_offsets_rows(keys, values) -> list[dict[str, Any]]:
+    """Per-record reference for :func:`decode_offsets_arrow`: one dict per (key, value) pair."""
+    return [_reference_row(k, v) for k, v in zip(keys, values, strict=True)]
+
+
+def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, valid, padded data) of a (Large)BinaryArray, zero-copy where possible."""
+    n = len(arr)
+    if pa.types.is_null(arr.type):
+        z = np.zeros(n, np.int64)
+        return z, z, np.zeros(n, bool), np.zeros(16, np.uint8)
+    bufs = arr.buffers()
+    odt = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offs = np.frombuffer(bufs[1], dtype=odt, count=arr.offset + n + 1)[arr.offset:].astype(np.int64)
+    raw = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    data = np.zeros(len(raw) + 16, np.uint8)  # padding: gathers at clamped positions never overrun
+    data[: len(raw)] = raw
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else np.ones(n, bool)
+    return offs[:-1], offs[1:], valid, data
+
+
+def _be(data: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
+    """Big-endian signed integers of ``size`` bytes gathered at ``pos`` (vectorised)."""
+    acc = data[pos].astype(np.uint64)
+    for i in range(1, size):
+        acc = (acc << np.uint64(8)) | data[pos + i]
+    return acc.astype({2: np.uint16, 4: np.uint32, 8: np.uint64}[size]).view(
+        {2: np.int16, 4: np.int32, 8: np.int64}[size])
+
+
+class _Cursor:
+    """Vectorised reader: advances per-row positions while ``ok`` tracks rows still in bounds."""
+
+    def __init__(self, data: np.ndarray, pos: np.ndarray, end: np.ndarray, ok: np.ndarray) -> None:
+        self.data, self.pos, self.end, self.ok = data, pos, end, ok
+
+    def int(self, size: int) -> np.ndarray:
+        self.ok &= self.pos + size <= self.end
+        v = _be(self.data, np.where(self.ok, self.pos, 0), size)
+        self.pos = self.pos + size
+        return v
+
+    def string(self) -> tuple[np.ndarray, np.ndarray]:
+        n = self.int(2).astype(np.int64)
+        self.ok &= n >= 0
+        n = np.where(self.ok, n, 0)
+        start = self.pos
+        self.pos = self.pos + n
+        self.ok &= self.pos <= self.end
+        return start, n
+
+
+def _gather_binary(data: np.ndarray, start: np.ndarray, length: np.ndarray, take: np.ndarray):
+    """Concatenate ``data[start:start+length]`` of the rows in ``take`` into Arrow buffers.
+
+    Returns (offsets int32, values uint8, rows with a byte >= 0x80 — UTF-8 to be checked).
+    Segments of different rows never overlap or touch, so a +1/-1 difference array and one
+    cumulative sum mark every wanted byte in a single pass over the data buffer.
+    """
+    length = np.where(take, length, 0)
+    offsets = np.zeros(len(length) + 1, np.int64)
+    np.cumsum(length, out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise OverflowError("string column larger than 2 GiB")
+    nz = length > 0
+    s = start[nz]
+    mark = np.zeros(len(data) + 1, np.int8)
+    mark[s] = 1
+    mark[s + length[nz]] = -1
+    values = data[np.cumsum(mark[:-1], dtype=np.int8).view(bool)]
+    high = np.flatnonzero(values >= 0x80)
+    suspicious = np.unique(np.searchsorted(offsets, high, side="right") - 1) if high.size else high
+    return offsets.astype(np.int32), values, suspicious
+
+
+def _binary_array(offsets, values, valid, n) -> pa.Array:
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(values)])
+
+
+def _prepare(arr) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    elif not isinstance(arr, pa.Array):
+        arr = pa.array(arr, type=pa.binary())
+    if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type) or pa.types.is_null(arr.type)):
+        raise TypeError(f"expected a binary array, got {arr.type}")
+    return arr
+
+
+def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
+    """Decode a batch of ``__consumer_offsets`` key/value pairs into :data:`ARROW_SCHEMA`.
+
+    Offset commits (types 0/1, value v0–v3 or tombstone, ASCII strings) are read straight from
+    the Arrow buffers with numpy; every other row (group metadata, KIP-848, unknown types,
+    v4, non-ASCII text, malformed bytes) goes through :func:`_reference_row`, so each row
+    equals :func:`decode_offsets_rows`. Row data never raises: a bad row has only ``error`` set.
+
+    Args:
+        keys: ``binary`` or ``large_binary`` array (null keys become error rows).
+        values: same length; null = tombstone.
+    """
+    keys, values = _prepare(keys), _prepare(values)
+    n = len(keys)
+    if len(values) != n:
+        raise ValueError(f"{n} keys but {len(values)} values")
+    ks, ke, kvalid, kdata = _binary_parts(keys)
+    vs, ve, vvalid, vdata = _binary_parts(values)
+
+    # key: int16 type, string group, string topic, int32 partition
+    kc = _Cursor(kdata, ks, ke, kvalid.copy())
+    rtype = kc.int(2)
+    kc.ok &= (rtype == 0) | (rtype == 1)
+    g_start, g_len = kc.string()
+    t_start, t_len = kc.string()
+    partition = kc.int(4)
+    oc = kc.ok
+
+    # value: int16 version, then the per-version layouts of OffsetCommitValue v0-v3
+    tomb = ~vvalid
+    vc = _Cursor(vdata, vs, ve, oc & vvalid)
+    version = vc.int(2)
+    vc.ok &= (version >= 0) & (version <= 3)
+    offset = vc.int(8)
+    is3 = version == 3
+    epoch_pos = vc.pos
+    vc.pos = np.where(is3, vc.pos + 4, vc.pos)
+    vc.ok &= vc.pos <= vc.end
+    leader_epoch = np.where(is3, _be(vdata, np.where(vc.ok & is3, epoch_pos, 0), 4), -1).astype(np.int32)
+    m_start, m_len = vc.string()
+    commit = vc.int(8)
+    is1 = version == 1
+    exp_pos = vc.pos
+    vc.ok &= ~is1 | (exp_pos + 8 <= vc.end)
+    expire = np.where(is1, _be(vdata, np.where(vc.ok & is1, exp_pos, 0), 8), -1)
+
+    fast = oc & (tomb | vc.ok)
+    live = fast & ~tomb
+    g_off, g_val, g_bad = _gather_binary(kdata, g_start, g_len, fast)
+    t_off, t_val, t_bad = _gather_binary(kdata, t_start, t_len, fast)
+    m_off, m_val, m_bad = _gather_binary(vdata, m_start, m_len, live)
+    for bad in (g_bad, t_bad, m_bad):  # non-ASCII text: let the reference check the UTF-8
+        fast[bad] = False
+    live &= fast
+    slow = np.flatnonzero(~fast)
+
+    cols: dict[str, Any] = {
+        "record_type": (rtype, fast), "value_version": (version, live), "is_tombstone": (tomb, fast),
+        "partition": (partition, fast), "committed_offset": (offset, live),
+        "leader_epoch": (leader_epoch, live), "commit_timestamp": (commit, live),
+        "expire_timestamp": (expire, live),
+    }
+    strings = {
+        "group_id": _binary_array(g_off, g_val, fast, n),
+        "topic": _binary_array(t_off, t_val, fast, n),
+        "metadata": _binary_array(m_off, m_val, live, n),
+    }
+    ref_rows = []
+    if slow.size:
+        key_list = keys.take(pa.array(slow)).to_pylist()
+        val_list = values.take(pa.array(slow)).to_pylist()
+        ref_rows = [_reference_row(k, v) for k, v in zip(key_list, val_list, strict=True)]
+
+    arrays = []
+    for name in _COLUMNS:
+        typ = ARROW_SCHEMA.field(name).type
+        if name in cols:
+            data, valid = cols[name]
+            data = np.asarray(data).astype(typ.to_pandas_dtype(), copy=True)
+            valid = valid.copy()
+            for i, row in zip(slow, ref_rows, strict=True):
+                v = row[name]
+                valid[i] = v is not None
+                if v is not None:
+                    data[i] = v
+            arrays.append(pa.array(data, type=typ, mask=~valid))
+            continue
+        arr = strings[name] if name in strings else pa.nulls(n, pa.binary())
+        if slow.size:
+            mask = np.zeros(n, bool)
+            mask[slow] = True
+            repl = pa.array([row[name] for row in ref_rows], type=pa.string()).cast(pa.binary())
+            arr = pc.replace_with_mask(arr, pa.array(mask), repl)
+        arrays.append(arr.view(pa.string()))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
