@@ -254,11 +254,11 @@ def _check_struct(fields: Iterable[FieldSpec], prefix: str) -> None:
         if not isinstance(f, FieldSpec):
             raise SchemaError(f"{prefix}{f!r}: not a FieldSpec")
         if f.key in names:
-            raise SchemaError(f"field {prefix}{f.name!r}: duplicate name")
+            raise SchemaError(f"field {prefix + f.name!r}: duplicate name")
         names.add(f.key)
         if f.tag is not None:
             if f.tag in tags:
-                raise SchemaError(f"field {prefix}{f.name!r}: duplicate tag {f.tag}")
+                raise SchemaError(f"field {prefix + f.name!r}: duplicate tag {f.tag}")
             tags.add(f.tag)
 
 
