@@ -157,7 +157,7 @@ class FieldSpec:
     default: Any = _MISSING
     fields: tuple[FieldSpec, ...] = ()
     flexible_versions: Versions | None = None  # None = follow the message; "none" = never compact
-    key: str = field(default="", compare=False)
+    key: str = field(default="", compare=False)  # dict key; "" = snake_case(name)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -169,7 +169,7 @@ class FieldSpec:
         if self.flexible_versions is not None:
             set_(self, "flexible_versions", Versions.parse(self.flexible_versions))
         set_(self, "fields", tuple(self.fields))
-        set_(self, "key", snake_case(self.name))
+        set_(self, "key", self.key or snake_case(self.name))
         where = f"field {self.name!r}"
         if not self.name or not self.name.replace("_", "a").isalnum():
             raise SchemaError(f"{where}: invalid name")
@@ -566,11 +566,11 @@ def _elem_writer(elem: str, compact: bool):
 
 def F(name: str, type: str, versions: str = "0+", *, nullable: str = "none", tag: int | None = None,
       tagged: str = "none", default: Any = _MISSING, fields: Iterable[FieldSpec] = (),
-      flexible: str | None = None) -> FieldSpec:
+      flexible: str | None = None, key: str = "") -> FieldSpec:
     """Compact constructor for tables: ``F("LeaderEpoch", "int32", "3+", default=-1)``."""
     return FieldSpec(name, type, Versions.parse(versions), Versions.parse(nullable), tag,
                      Versions.parse(tagged), default, tuple(fields),
-                     None if flexible is None else Versions.parse(flexible))
+                     None if flexible is None else Versions.parse(flexible), key)
 
 
 def M(name: str, valid: str, flexible: str, *fields: FieldSpec) -> MessageSpec:

@@ -204,8 +204,9 @@ VALUE_SPECS: dict[int, MessageSpec | None] = {
             F("InitializedTopics", "[]struct", fields=(
                 F("TopicId", "uuid"), F("TopicName", "string"), F("Partitions", "[]int32"))),
             F("DeletingTopics", "[]struct", fields=(F("TopicId", "uuid"), F("TopicName", "string")))),
+    # its "Version" field would clash with the value version: exposed as "regex_version"
     16: _v0("ConsumerGroupRegularExpressionValue",
-            F("Topics", "[]string"), F("Version", "int64"), F("Timestamp", "int64")),
+            F("Topics", "[]string"), F("Version", "int64", key="regex_version"), F("Timestamp", "int64")),
     17: _v0("StreamsGroupMetadataValue", F("Epoch", "int32")),
     18: _v0("StreamsGroupPartitionMetadataValue", *_PARTITION_METADATA),
     19: _v0(
@@ -302,6 +303,8 @@ def _decode_value(record_type: int, value: Buffer) -> dict[str, Any]:
     if spec is None:
         return {"version": version, "raw": bytes(value[2:])}
     try:
+        if version not in spec.valid_versions:
+            raise DecodeError(f"{spec.name} version {version} not in {spec.valid_versions}", 0)
         fields, _ = decode(spec, version, value, pos)
     except DecodeError as e:
         if record_type in PREVIEW_TYPES:
