@@ -1,0 +1,259 @@
+"""Operational rows: ``quarantine`` (undecodable input units) and ``audit_runs`` (one row per run and
+source kind), plus the :class:`RunContext` every job of a run shares.
+
+Ingestion jobs build quarantine rows on the executors with :func:`quarantine_frame` (a DataFrame
+transform) or on the driver with :func:`quarantine_row`; the run's end builds ``audit_runs`` rows with
+:func:`audit_run_table` from :class:`SourceCounts`, whose constructor enforces the reconciliation
+``units_read = units_decoded + units_quarantined`` (DESIGN.md "Outputs").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from . import schemas
+from .config import Config, parse_date_range
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from .sink import SinkResult
+
+__all__ = [
+    "MAX_RAW_BYTES",
+    "SOURCE_KINDS",
+    "STATUSES",
+    "UNITS",
+    "RunContext",
+    "SourceCounts",
+    "audit_run_table",
+    "bound_raw",
+    "quarantine_frame",
+    "quarantine_row",
+    "quarantine_table",
+    "write_audit_runs",
+]
+
+#: At most this many bytes of an undecodable unit are kept in ``quarantine.raw``.
+MAX_RAW_BYTES = 4096
+SOURCE_KINDS: tuple[str, ...] = ("offsets", "logdirs", "metadata")
+UNITS: tuple[str, ...] = ("batch", "record", "line", "file", "frame")
+STATUSES: tuple[str, ...] = ("succeeded", "failed")
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _code_version() -> str:
+    import epochlib
+
+    return str(getattr(epochlib, "__version__", "unknown"))
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Identity of one run: what every row it writes is stamped with."""
+
+    cluster: str
+    range_from: dt.date
+    range_to: dt.date
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started_at: dt.datetime = field(default_factory=_utcnow)
+    code_version: str = field(default_factory=_code_version)
+
+    def __post_init__(self) -> None:
+        if self.range_from > self.range_to:
+            raise ValueError(f"range_from {self.range_from} is after range_to {self.range_to}")
+        if self.started_at.tzinfo is None:
+            raise ValueError("started_at must be timezone-aware (UTC)")
+
+    @classmethod
+    def start(
+        cls,
+        config: Config,
+        from_: dt.date | str,
+        to: dt.date | str | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> RunContext:
+        """A context for ``config.cluster`` over ``[from_, to]`` (validated like the CLI flags)."""
+        start, end = parse_date_range(from_, to)
+        extra = {"run_id": run_id} if run_id is not None else {}
+        return cls(cluster=config.cluster, range_from=start, range_to=end, **extra)
+
+    @property
+    def date_range(self) -> tuple[dt.date, dt.date]:
+        return (self.range_from, self.range_to)
+
+
+# ------------------------------------------------------------------------------------------- quarantine
+
+
+def bound_raw(raw: bytes | bytearray | memoryview | None) -> bytes | None:
+    """The first :data:`MAX_RAW_BYTES` bytes of ``raw`` (None stays None)."""
+    if raw is None:
+        return None
+    return bytes(memoryview(raw)[:MAX_RAW_BYTES])
+
+
+def _check(name: str, value: str, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        raise ValueError(f"{name} {value!r} is not one of {', '.join(valid)}")
+
+
+def quarantine_row(
+    ctx: RunContext,
+    *,
+    source_kind: str,
+    source: str,
+    position: int,
+    unit: str,
+    reason: str,
+    raw: bytes | bytearray | memoryview | None,
+    event_date: dt.date | None = None,
+) -> dict[str, Any]:
+    """One ``quarantine`` row as a dict (driver side: file-level failures, tests).
+
+    ``event_date`` is the unit's own UTC date if it has one inside the run's range, else the run's
+    ``from`` date (a replace-range write accepts only dates inside the range).
+    """
+    _check("source_kind", source_kind, SOURCE_KINDS)
+    _check("unit", unit, UNITS)
+    if event_date is None or not ctx.range_from <= event_date <= ctx.range_to:
+        event_date = ctx.range_from
+    return {
+        "cluster": ctx.cluster,
+        "event_date": event_date,
+        "run_id": ctx.run_id,
+        "source_kind": source_kind,
+        "source": source,
+        "position": int(position),
+        "unit": unit,
+        "reason": reason,
+        "raw": bound_raw(raw),
+    }
+
+
+def quarantine_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Rows from :func:`quarantine_row` as a ``pyarrow.Table`` in the ``quarantine`` schema."""
+    return pa.Table.from_pylist(list(rows), schema=schemas.arrow_schema("quarantine"))
+
+
+def quarantine_frame(df: DataFrame, ctx: RunContext, source_kind: str) -> DataFrame:
+    """Executor-side quarantine rows: ``df`` has ``source``, ``position``, ``unit``, ``reason``, ``raw``
+    and optionally ``event_date``; the result is in the ``quarantine`` schema with ``raw`` cut to
+    :data:`MAX_RAW_BYTES` and ``event_date`` defaulted as in :func:`quarantine_row`."""
+    from pyspark.sql import functions as F
+
+    _check("source_kind", source_kind, SOURCE_KINDS)
+    start, end = F.lit(ctx.range_from), F.lit(ctx.range_to)
+    if "event_date" in df.columns:
+        own = F.col("event_date").cast("date")
+        event_date = F.when(own.between(start, end), own).otherwise(start)
+    else:
+        event_date = start
+    out = df.select(
+        F.lit(ctx.cluster).alias("cluster"),
+        event_date.alias("event_date"),
+        F.lit(ctx.run_id).alias("run_id"),
+        F.lit(source_kind).alias("source_kind"),
+        F.col("source").cast("string").alias("source"),
+        F.col("position").cast("long").alias("position"),
+        F.col("unit").cast("string").alias("unit"),
+        F.col("reason").cast("string").alias("reason"),
+        F.substring(F.col("raw").cast("binary"), 1, MAX_RAW_BYTES).alias("raw"),
+    )
+    return out
+
+
+# ------------------------------------------------------------------------------------------- audit_runs
+
+
+@dataclass(frozen=True)
+class SourceCounts:
+    """What a run read from one source kind. Construction fails unless read = decoded + quarantined."""
+
+    source_kind: str
+    unit: str
+    units_decoded: int
+    units_quarantined: int
+    records_decoded: int
+    units_read: int | None = None
+    """Defaults to ``units_decoded + units_quarantined``; when given, it must equal that sum."""
+
+    def __post_init__(self) -> None:
+        _check("source_kind", self.source_kind, SOURCE_KINDS)
+        _check("unit", self.unit, UNITS)
+        for name in ("units_decoded", "units_quarantined", "records_decoded"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{self.source_kind}: {name} is negative")
+        total = self.units_decoded + self.units_quarantined
+        if self.units_read is None:
+            object.__setattr__(self, "units_read", total)
+        elif self.units_read != total:
+            raise ValueError(
+                f"{self.source_kind}: units_read {self.units_read} != units_decoded {self.units_decoded}"
+                f" + units_quarantined {self.units_quarantined}"
+            )
+
+
+def audit_run_table(
+    ctx: RunContext,
+    counts: Iterable[SourceCounts],
+    findings: Mapping[str, int] | None = None,
+    *,
+    status: str = "succeeded",
+    finished_at: dt.datetime | None = None,
+) -> pa.Table:
+    """The ``audit_runs`` rows of a run: one per source kind given (each kind at most once); when none
+    is given, one row with ``source_kind`` null so the run and its finding counts are still recorded."""
+    _check("status", status, STATUSES)
+    counts = list(counts)
+    kinds = [c.source_kind for c in counts]
+    if len(set(kinds)) != len(kinds):
+        raise ValueError(f"source kinds repeated in audit counts: {kinds}")
+    finished = finished_at or _utcnow()
+    found = sorted((str(k), int(v)) for k, v in (findings or {}).items())
+    base = {
+        "cluster": ctx.cluster,
+        "event_date": ctx.range_from,
+        "run_id": ctx.run_id,
+        "range_from": ctx.range_from,
+        "range_to": ctx.range_to,
+        "started_at": ctx.started_at,
+        "finished_at": finished,
+        "code_version": ctx.code_version,
+        "status": status,
+        "findings": found,
+    }
+    empty = {
+        "source_kind": None, "unit": None, "units_read": 0, "units_decoded": 0,
+        "units_quarantined": 0, "records_decoded": 0,
+    }
+    rows = [
+        {
+            **base,
+            "source_kind": c.source_kind,
+            "unit": c.unit,
+            "units_read": c.units_read,
+            "units_decoded": c.units_decoded,
+            "units_quarantined": c.units_quarantined,
+            "records_decoded": c.records_decoded,
+        }
+        for c in counts
+    ] or [{**base, **empty}]
+    return pa.Table.from_pylist(rows, schema=schemas.arrow_schema("audit_runs"))
+
+
+def write_audit_runs(rows: pa.Table, config: Config, **kwargs: Any) -> SinkResult:
+    """Append the run's rows to ``audit_runs`` (append-only history: each run has its own run_id)."""
+    from .sink import write_small
+
+    return write_small(rows, "audit_runs", config=config, mode="append", **kwargs)
