@@ -22,7 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from . import _wire as w
+from ._schema import F, M, MessageSpec, decode, encode
 from ._wire import Buffer
 from .errors import DecodeError
 
@@ -30,6 +33,15 @@ __all__ = [
     "API_KEYS",
     "ERROR_NAMES",
     "FLEXIBLE_FROM",
+    "METADATA_ARROW_SCHEMA",
+    "METADATA_REQUEST",
+    "METADATA_RESPONSE",
+    "decode_metadata_request",
+    "decode_metadata_response",
+    "encode_metadata_request",
+    "encode_metadata_response",
+    "metadata_observations",
+    "metadata_observations_arrow",
     "decode_request_header",
     "decode_response_header",
     "encode_request_header",
@@ -264,3 +276,215 @@ ERROR_NAMES: dict[int, str] = {
 def error_name(code: int) -> str:
     """Kafka's name for an error code; unknown codes come back as ``"UNKNOWN_ERROR_<code>"``."""
     return ERROR_NAMES.get(code, f"UNKNOWN_ERROR_{code}")
+
+
+# ------------------------------------------------------------------ Metadata (API key 3)
+
+METADATA = 3
+INT32_MIN = -(1 << 31)
+
+# MetadataRequest (spec §5.3). v1: null topics = all topics (v0: empty = all); v4
+# AllowAutoTopicCreation; v8 the authorized-operations flags; v9 flexible; v10 TopicId before
+# Name and Name nullable; v11 dropped IncludeClusterAuthorizedOperations; v12 lookups by id.
+METADATA_REQUEST = M(
+    "MetadataRequest", "0-13", "9+",
+    F("Topics", "[]struct", nullable="1+", fields=(
+        F("TopicId", "uuid", "10+"),
+        F("Name", "string", nullable="10+"),
+    )),
+    F("AllowAutoTopicCreation", "bool", "4+", default=True),
+    F("IncludeClusterAuthorizedOperations", "bool", "8-10"),
+    F("IncludeTopicAuthorizedOperations", "bool", "8+"),
+)
+
+# MetadataResponse (spec §5.4). v1 rack, controller, is_internal; v2 cluster_id; v3
+# throttle_time_ms; v4 = v3; v5 offline_replicas; v6 throttling change only; v7 leader_epoch
+# (KIP-320); v8 authorized operations; v9 flexible; v10 topic_id; v11 dropped cluster
+# authorized operations; v12 topic name nullable; v13 top-level error code (KIP-1102).
+METADATA_RESPONSE = M(
+    "MetadataResponse", "0-13", "9+",
+    F("ThrottleTimeMs", "int32", "3+"),
+    F("Brokers", "[]struct", fields=(
+        F("NodeId", "int32"),
+        F("Host", "string"),
+        F("Port", "int32"),
+        F("Rack", "string", "1+", nullable="1+", default=None),
+    )),
+    F("ClusterId", "string", "2+", nullable="2+", default=None),
+    F("ControllerId", "int32", "1+", default=-1),
+    F("Topics", "[]struct", fields=(
+        F("ErrorCode", "int16"),
+        F("Name", "string", nullable="12+"),
+        F("TopicId", "uuid", "10+"),
+        F("IsInternal", "bool", "1+", default=False),
+        F("Partitions", "[]struct", fields=(
+            F("ErrorCode", "int16"),
+            F("PartitionIndex", "int32"),
+            F("LeaderId", "int32"),
+            F("LeaderEpoch", "int32", "7+", default=-1),
+            F("ReplicaNodes", "[]int32"),
+            F("IsrNodes", "[]int32"),
+            F("OfflineReplicas", "[]int32", "5+"),
+        )),
+        F("TopicAuthorizedOperations", "int32", "8+", default=INT32_MIN),
+    )),
+    F("ClusterAuthorizedOperations", "int32", "8-10", default=INT32_MIN),
+    F("ErrorCode", "int16", "13+"),
+)
+
+
+def _decode_body(spec: MessageSpec, version: int, buf: Buffer, pos: int) -> dict[str, Any]:
+    body, end = decode(spec, version, buf, pos)
+    if end != len(buf):
+        raise DecodeError(f"{spec.name} v{version}: {len(buf) - end} bytes after the body", end)
+    return body
+
+
+def decode_metadata_response(buf: Buffer, api_version: int, *, with_header: bool = True) -> dict[str, Any]:
+    """Decode a MetadataResponse (no size prefix) at ``api_version``.
+
+    Returns the body dict (snake_case keys as in spec §5.4; absent fields hold their
+    defaults), plus ``correlation_id`` when ``with_header``. The whole buffer must be used.
+
+    Raises:
+        DecodeError: truncated, malformed, unsupported version or trailing bytes.
+    """
+    pos = 0
+    header: dict[str, Any] = {}
+    if with_header:
+        hdr, pos = decode_response_header(buf, METADATA, api_version)
+        header = {"correlation_id": hdr["correlation_id"]}
+    return {**header, **_decode_body(METADATA_RESPONSE, api_version, buf, pos)}
+
+
+def encode_metadata_response(body: dict[str, Any], api_version: int, correlation_id: int) -> bytes:
+    """Response header + MetadataResponse body at ``api_version`` (no size prefix)."""
+    return encode_response_header(METADATA, api_version, correlation_id) + encode(
+        METADATA_RESPONSE, api_version, body)
+
+
+def decode_metadata_request(
+    buf: Buffer, api_version: int | None = None, *, with_header: bool = True
+) -> dict[str, Any]:
+    """Decode a MetadataRequest (no size prefix).
+
+    With the header, the version comes from it (``api_version`` if given must agree) and the
+    result carries ``api_version``, ``correlation_id`` and ``client_id``.
+    """
+    pos = 0
+    header: dict[str, Any] = {}
+    if with_header:
+        hdr, pos = decode_request_header(buf, 0)
+        if hdr["api_key"] != METADATA:
+            raise DecodeError(f"api_key {hdr['api_key']} is not Metadata (3)", 0)
+        if api_version is not None and api_version != hdr["api_version"]:
+            raise DecodeError(f"header says v{hdr['api_version']}, caller says v{api_version}", 2)
+        api_version = hdr["api_version"]
+        header = {k: hdr[k] for k in ("api_version", "correlation_id", "client_id")}
+    elif api_version is None:
+        raise ValueError("api_version is required without a header")
+    return {**header, **_decode_body(METADATA_REQUEST, api_version, buf, pos)}
+
+
+def encode_metadata_request(
+    body: dict[str, Any], api_version: int, correlation_id: int, client_id: str | None = None
+) -> bytes:
+    """Request header + MetadataRequest body at ``api_version`` (no size prefix)."""
+    return encode_request_header(METADATA, api_version, correlation_id, client_id) + encode(
+        METADATA_REQUEST, api_version, body)
+
+
+# ------------------------------------------------------------------ observations
+
+METADATA_ARROW_SCHEMA = pa.schema([
+    ("response_index", pa.int32()),
+    ("correlation_id", pa.int32()),
+    ("throttle_time_ms", pa.int32()),
+    ("cluster_id", pa.string()),
+    ("controller_id", pa.int32()),
+    ("topic", pa.string()),
+    ("topic_id", pa.string()),
+    ("is_internal", pa.bool_()),
+    ("topic_error", pa.int16()),
+    ("partition", pa.int32()),
+    ("partition_error", pa.int16()),
+    ("leader_id", pa.int32()),
+    ("leader_epoch", pa.int32()),
+    ("replicas", pa.list_(pa.int32())),
+    ("isr", pa.list_(pa.int32())),
+    ("offline_replicas", pa.list_(pa.int32())),
+    ("top_error", pa.int16()),
+    ("error", pa.string()),
+])
+_OBS_COLUMNS = [n for n in METADATA_ARROW_SCHEMA.names if n != "response_index"]
+
+
+def metadata_observations(buf: Buffer, api_version: int) -> list[dict[str, Any]]:
+    """Flatten one MetadataResponse (header + body, no size prefix) to observation rows.
+
+    One row per (topic, partition); a topic without partitions (e.g. an error topic) gives one
+    row with the partition columns null, and a response without topics one row with the topic
+    columns null, so errors stay visible. ``topic_id`` is null below v10 or when all-zero;
+    ``leader_epoch`` is -1 below v7. Raises :class:`DecodeError` for undecodable input.
+    """
+    r = decode_metadata_response(buf, api_version)
+    base = {
+        "correlation_id": r["correlation_id"], "throttle_time_ms": r["throttle_time_ms"],
+        "cluster_id": r["cluster_id"], "controller_id": r["controller_id"],
+        "top_error": r["error_code"], "error": None,
+    }
+    empty_topic = dict.fromkeys(("topic", "topic_id", "is_internal", "topic_error"))
+    empty_part = dict.fromkeys(("partition", "partition_error", "leader_id", "leader_epoch", "replicas",
+                                "isr", "offline_replicas"))
+    rows: list[dict[str, Any]] = []
+    for t in r["topics"]:
+        topic = {
+            "topic": t["name"],
+            "topic_id": None if api_version < 10 or t["topic_id"] == w.ZERO_UUID else t["topic_id"],
+            "is_internal": t["is_internal"], "topic_error": t["error_code"],
+        }
+        if not t["partitions"]:
+            rows.append({**base, **topic, **empty_part})
+        for p in t["partitions"]:
+            rows.append({
+                **base, **topic,
+                "partition": p["partition_index"], "partition_error": p["error_code"],
+                "leader_id": p["leader_id"], "leader_epoch": p["leader_epoch"],
+                "replicas": p["replica_nodes"], "isr": p["isr_nodes"], "offline_replicas": p["offline_replicas"],
+            })
+    if not rows:
+        rows.append({**base, **empty_topic, **empty_part})
+    return rows
+
+
+def metadata_observations_arrow(responses: pa.Array, api_versions: pa.Array) -> pa.RecordBatch:
+    """Batch form of :func:`metadata_observations` over Arrow arrays (for Spark).
+
+    Args:
+        responses: ``binary``/``large_binary`` MetadataResponses (header + body, no size prefix).
+        api_versions: ``int16`` API version of each response's request.
+
+    Returns a batch in :data:`METADATA_ARROW_SCHEMA`; ``response_index`` is the input row.
+    Row data never raises: an undecodable (or null) response gives one row with only
+    ``response_index`` and ``error`` set.
+    """
+    if isinstance(responses, pa.ChunkedArray):
+        responses = responses.combine_chunks()
+    if isinstance(api_versions, pa.ChunkedArray):
+        api_versions = api_versions.combine_chunks()
+    if len(responses) != len(api_versions):
+        raise ValueError(f"{len(responses)} responses but {len(api_versions)} versions")
+    cols: dict[str, list] = {n: [] for n in METADATA_ARROW_SCHEMA.names}
+    for i, (buf, ver) in enumerate(zip(responses.to_pylist(), api_versions.to_pylist(), strict=True)):
+        try:
+            if buf is None or ver is None:
+                raise DecodeError("null response or api_version", 0)
+            rows = metadata_observations(buf, ver)
+        except DecodeError as e:
+            rows = [{**dict.fromkeys(_OBS_COLUMNS), "error": str(e)}]
+        for row in rows:
+            cols["response_index"].append(i)
+            for name in _OBS_COLUMNS:
+                cols[name].append(row[name])
+    return pa.RecordBatch.from_arrays(
+        [pa.array(cols[f.name], type=f.type) for f in METADATA_ARROW_SCHEMA], schema=METADATA_ARROW_SCHEMA)
