@@ -1,0 +1,189 @@
+"""Divergence between replicas of one partition: D1 and D2.
+
+Snapshots are grouped into rounds: sorted by time, a round takes every snapshot within
+``tolerance_ms`` of its first one (config ``snapshot_tolerance_seconds``); a broker seen twice in one
+round keeps its later snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ._model import ERROR, Finding, ReplicaSnapshot
+from .fencing import _rounds, leader_of_round
+
+__all__ = ["check_replica_divergence", "snapshot_rounds"]
+
+
+def snapshot_rounds(
+    snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int
+) -> list[tuple[int, dict[str, ReplicaSnapshot]]]:
+    """(round start ts, broker -> snapshot) in time order."""
+    out = []
+    for start, members in _rounds(snapshots, tolerance_ms):
+        by_broker: dict[str, ReplicaSnapshot] = {}
+        for s in members:  # sorted by time: the later one wins
+            by_broker[s.broker] = s
+        out.append((start, by_broker))
+    return out
+
+
+def _same_topic(a: ReplicaSnapshot, b: ReplicaSnapshot) -> bool:
+    return a.topic_id is None or b.topic_id is None or a.topic_id == b.topic_id
+
+
+def _d2_round(replicas: list[ReplicaSnapshot]) -> list[tuple[tuple, Finding]]:
+    found = []
+    caches = {s.broker: s.repaired_cache().entries for s in replicas}
+    for i, a in enumerate(replicas):
+        for b in replicas[i + 1 :]:
+            if not _same_topic(a, b):
+                continue
+            ea, eb = caches[a.broker], caches[b.broker]
+            if not ea or not eb:
+                continue
+            ia = {e.epoch: (k, e.start_offset) for k, e in enumerate(ea)}
+            for kb, e in enumerate(eb):
+                if e.epoch not in ia:
+                    continue
+                ka, sa = ia[e.epoch]
+                sb = e.start_offset
+                if sa == sb or ka == len(ea) - 1 or kb == len(eb) - 1:
+                    continue
+                # truncateFromStart moves a head entry's start forward to that replica's own log start:
+                # a later start on a head entry is explained by retention, not a conflict
+                if (sa > sb and ka == 0) or (sb > sa and kb == 0):
+                    continue
+                x, y = (a, b) if a.broker <= b.broker else (b, a)
+                sx, sy = (sa, sb) if x is a else (sb, sa)
+                key = ("D2", x.broker, y.broker, e.epoch, sx, sy)
+                ts = max(a.snapshot_ts, b.snapshot_ts)
+                found.append(
+                    (
+                        key,
+                        Finding(
+                            rule="D2",
+                            kind="replica_lineage_conflict",
+                            severity=ERROR,
+                            event_ts=ts,
+                            topic=x.topic,
+                            topic_id=x.topic_id or y.topic_id,
+                            partition=x.partition,
+                            broker=x.broker,
+                            numbers={
+                                "leader_epoch": e.epoch,
+                                "start_offset": sx,
+                                "other_start_offset": sy,
+                                "other_broker": int(y.broker) if y.broker.isdigit() else None,
+                            },
+                            evidence=(x.pointer(e.epoch), y.pointer(e.epoch)),
+                            detail=(
+                                f"epoch {e.epoch} starts at {sx} on broker {x.broker} but at {sy} on broker "
+                                f"{y.broker}, and it is not the last entry of either lineage."
+                            ),
+                        ),
+                    )
+                )
+    return found
+
+
+def _d1_point(leader: ReplicaSnapshot, follower: ReplicaSnapshot) -> tuple[int, int, int] | None:
+    """(E', truncation point, follower LEO) when the follower holds offsets past the truncation
+    point; None when it does not, or the comparison cannot be made."""
+    if leader.log_end_offset is None or follower.log_end_offset is None:
+        return None
+    lc, fc = leader.repaired_cache(), follower.repaired_cache()
+    f_latest = fc.latest_epoch
+    if f_latest is None or lc.latest_epoch is None:
+        return None
+    if f_latest == lc.latest_epoch:
+        return None  # same current epoch: the follower's data came from this leader (skew, not divergence)
+    e2, end = lc.end_offset_for(f_latest, leader.log_end_offset)
+    if e2 < 0 or end < 0:
+        return None
+    _, f_end = fc.end_offset_for(e2, follower.log_end_offset)
+    point = end if f_end < 0 else min(end, f_end)
+    if follower.log_end_offset > point:
+        return (e2, point, follower.log_end_offset)
+    return None
+
+
+def check_replica_divergence(
+    snapshots_of_one_partition: Iterable[ReplicaSnapshot], tolerance_ms: int = 300_000
+) -> list[Finding]:
+    """D1 and D2 over every snapshot (all brokers, all times) of one topic-partition.
+
+    - D2 ``replica_lineage_conflict`` (error): two replicas of one round hold the same epoch with
+      different start offsets, and it is not the last entry of either lineage.
+    - D1 ``replica_divergence_unresolved`` (error): with A the replica holding the highest epoch,
+      (E', end) = A.endOffsetFor(F.latestEpoch); point = min(end, F.endOffsetFor(E').end); F's LEO above
+      the point in two consecutive rounds (consecutive rounds in which F and a leader appear). Reports the
+      offsets F holds that A does not (``records_affected`` = F.LEO - point).
+
+    Judgement calls: lineages are compared after the LogLoader repair; replicas whose topic ids differ
+    are not compared (re-created topic); a head entry whose start is later than the other replica's is
+    explained by that replica's own retention (truncateFromStart), not a conflict; the leader is the
+    highest epoch, ties broken by the higher LEO then the lower broker id; a follower whose latest epoch
+    equals the leader's is never divergent (its data came from that leader; LEO differences are snapshot
+    skew); D1 needs both LEOs; each conflict (D2: broker pair, epoch, starts; D1: follower, E', point) is
+    reported once, at the first round that proves it, so a persisting condition is not repeated every
+    round (it is reported again if it disappears and comes back).
+    """
+    out: list[Finding] = []
+    seen_d2: set[tuple] = set()
+    pending: dict[str, tuple] = {}  # follower -> (E', point) seen in its previous round
+    open_d1: set[tuple] = set()
+    for _, members in snapshot_rounds(snapshots_of_one_partition, tolerance_ms):
+        replicas = sorted(members.values(), key=lambda s: s.broker)
+        for key, f in _d2_round(replicas):
+            if key not in seen_d2:
+                seen_d2.add(key)
+                out.append(f)
+        leader = leader_of_round(replicas)
+        now: dict[str, tuple] = {}
+        for f in replicas:
+            if leader is None or f.broker == leader.broker or not _same_topic(f, leader):
+                continue
+            res = _d1_point(leader, f)
+            if res is None:
+                continue
+            e2, point, f_leo = res
+            now[f.broker] = (e2, point)
+            prev = pending.get(f.broker)
+            key = (f.broker, e2, point)
+            if prev is not None and key not in open_d1:
+                open_d1.add(key)
+                out.append(
+                    Finding(
+                        rule="D1",
+                        kind="replica_divergence_unresolved",
+                        severity=ERROR,
+                        event_ts=f.snapshot_ts,
+                        topic=f.topic,
+                        topic_id=f.topic_id or leader.topic_id,
+                        partition=f.partition,
+                        broker=f.broker,
+                        numbers={
+                            "leader_epoch": f.repaired_cache().latest_epoch,
+                            "expected_epoch": e2,
+                            "end_offset": point,
+                            "truncation_point": point,
+                            "log_end_offset": f_leo,
+                            "records_affected": f_leo - point,
+                            "leader_broker": int(leader.broker) if leader.broker.isdigit() else None,
+                            "leader_log_end_offset": leader.log_end_offset,
+                        },
+                        evidence=(f.pointer(f.repaired_cache().latest_epoch), leader.pointer(e2)),
+                        detail=(
+                            f"broker {f.broker} still holds offsets [{point}, {f_leo}) that leader {leader.broker} "
+                            f"does not (divergence after epoch {e2}) in two consecutive snapshots: its divergent "
+                            "suffix was not truncated (KAFKA-10706)."
+                        ),
+                    )
+                )
+        # a follower that resolved (or vanished) closes its open conditions
+        for key in list(open_d1):
+            if key[0] not in now or now[key[0]] != key[1:]:
+                open_d1.discard(key)
+        pending = now
+    return out

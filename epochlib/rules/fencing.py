@@ -1,0 +1,271 @@
+"""Fencing of commits, KIP-320 applied after the fact: F2, F4 (and F5, the epoch -1 filter).
+
+The leader lineage at a commit's time: the first snapshot round taken at or after the commit (the
+newest round when none is later), and in it the replica whose lineage holds the highest epoch.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ._model import ERROR, INFO, WARNING, Commit, Finding, ReplicaSnapshot
+
+__all__ = [
+    "FenceResult",
+    "LineageLookup",
+    "check_commit_fencing",
+    "fence_check",
+    "leader_of_round",
+    "leader_snapshot_at",
+    "make_lineage_lookup",
+]
+
+LineageLookup = Callable[[int], "ReplicaSnapshot | None"]
+
+
+def _broker_order(b: str) -> tuple:
+    return (0, int(b), "") if b.isdigit() else (1, 0, b)
+
+
+def leader_of_round(snapshots: Iterable[ReplicaSnapshot]) -> ReplicaSnapshot | None:
+    """The replica whose (repaired) lineage holds the highest epoch; ties go to the higher log end
+    offset, then the lower broker id (so the choice is deterministic)."""
+
+    def key(s: ReplicaSnapshot) -> tuple:
+        latest = s.repaired_cache().latest_epoch
+        return (
+            -(-1 if latest is None else latest),
+            -(-1 if s.log_end_offset is None else s.log_end_offset),
+            _broker_order(s.broker),
+        )
+
+    ordered = sorted(snapshots, key=key)
+    return ordered[0] if ordered else None
+
+
+def _rounds(
+    snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int
+) -> list[tuple[int, list[ReplicaSnapshot]]]:
+    """Snapshot rounds: sorted by time, a round starts at a snapshot and takes every later one within
+    ``tolerance_ms`` of that start. Returns (round start ts, members)."""
+    ordered = sorted(snapshots, key=lambda s: (s.snapshot_ts, s.broker))
+    rounds: list[tuple[int, list[ReplicaSnapshot]]] = []
+    for s in ordered:
+        if rounds and s.snapshot_ts - rounds[-1][0] <= tolerance_ms:
+            rounds[-1][1].append(s)
+        else:
+            rounds.append((s.snapshot_ts, [s]))
+    return rounds
+
+
+def leader_snapshot_at(
+    snapshots: Sequence[ReplicaSnapshot], ts: int, tolerance_ms: int = 0
+) -> ReplicaSnapshot | None:
+    """The leader's snapshot for an event at ``ts``: the first snapshot round at or after ``ts``, else
+    the newest round; in it the replica with the highest epoch (:func:`leader_of_round`).
+
+    A round is the snapshots taken within ``tolerance_ms`` of the round's first one (0: identical
+    ``snapshot_ts``, as the ``snapshot=<time>`` directory gives). None when there are no snapshots."""
+    return make_lineage_lookup(snapshots, tolerance_ms)(ts)
+
+
+def make_lineage_lookup(snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0) -> LineageLookup:
+    """A ``lineage_lookup(ts)`` over a fixed set of snapshots of one partition (rounds and leaders are
+    computed once; each lookup is a bisection)."""
+    rounds = _rounds(snapshots, tolerance_ms)
+    # a round is "at or after ts" when its last member is
+    ends = [max(s.snapshot_ts for s in members) for _, members in rounds]
+    leaders = [leader_of_round(members) for _, members in rounds]
+
+    def lookup(ts: int) -> ReplicaSnapshot | None:
+        if not rounds:
+            return None
+        i = bisect.bisect_left(ends, ts)
+        return leaders[i] if i < len(rounds) else leaders[-1]
+
+    return lookup
+
+
+@dataclass(frozen=True, slots=True)
+class FenceResult:
+    """The OffsetsForLeaderEpoch verdict for one commit against one lineage."""
+
+    status: str  # "ok" | "beyond_epoch_end" | "unknown_epoch" | "skipped"
+    end_epoch: int
+    end_offset: int
+    head_epoch: int | None
+    latest_epoch: int | None
+    reason: str = ""
+
+
+def fence_check(commit: Commit, snap: ReplicaSnapshot | None) -> FenceResult:
+    """F2 for one commit: ``(E', end) = endOffsetFor(e, LEO)`` on the repaired leader lineage.
+
+    ``skipped`` when: the epoch is -1 (F5); no snapshot or an empty lineage (no evidence); the snapshot
+    is older than the commit and the commit's epoch is the latest (or newer) one — the log and the epochs
+    may have grown since, so only a later snapshot can judge it; the epoch is the latest but the LEO is
+    unknown."""
+    e, o = commit.epoch, commit.committed_offset
+    if e < 0 or o is None:
+        return FenceResult("skipped", -1, -1, None, None, "epoch -1 (F5)")
+    if snap is None:
+        return FenceResult("skipped", -1, -1, None, None, "no lineage snapshot")
+    cache = snap.repaired_cache()
+    head = cache.earliest_entry
+    latest = cache.latest_epoch
+    if latest is None:
+        return FenceResult("skipped", -1, -1, None, None, "empty lineage")
+    head_epoch = head.epoch if head else None
+    older = snap.snapshot_ts < commit.ts
+    if older and e >= latest:
+        return FenceResult("skipped", -1, -1, head_epoch, latest, "snapshot older than the commit")
+    if e == latest and snap.log_end_offset is None:
+        return FenceResult("skipped", -1, -1, head_epoch, latest, "log end offset unknown")
+    leo = snap.log_end_offset if snap.log_end_offset is not None else -1
+    end_epoch, end = cache.end_offset_for(e, leo)
+    if end_epoch == -1:
+        return FenceResult("unknown_epoch", end_epoch, end, head_epoch, latest)
+    if 0 <= end < o:
+        return FenceResult("beyond_epoch_end", end_epoch, end, head_epoch, latest)
+    return FenceResult("ok", end_epoch, end, head_epoch, latest)
+
+
+def _pointers(*commits: Commit | None) -> tuple[str, ...]:
+    return tuple(c.pointer() for c in commits if c is not None)
+
+
+def _subject(c: Commit) -> dict:
+    return dict(event_ts=c.ts, topic=c.topic, partition=c.partition, group_id=c.group_id)
+
+
+def check_commit_fencing(
+    commits_sorted: Iterable[Commit], lineage_lookup: LineageLookup | None
+) -> list[Finding]:
+    """F2 and F4 over one (group, topic, partition) commit sequence in ``__consumer_offsets`` log order.
+
+    - F2 ``commit_beyond_epoch_end`` (error): end >= 0 and end < offset; records affected = offset - end.
+      F2 ``commit_unknown_epoch`` (error): E' = -1, the epoch is newer than the whole lineage.
+    - F4 ``commit_epoch_regression`` (warning): epoch >= 0 and below the highest epoch committed before
+      (KIP-232's INVALID_LEADER_EPOCH, not enforced by brokers). F4 ``commit_epoch_dropped`` (info):
+      epoch -1 after epochs >= 0.
+    - F5: epoch -1 (or null) disables the epoch checks for that commit.
+
+    Only ``txn_state`` none/committed commits count (aborted/open are ignored); a tombstone ends the
+    sequence, the next commit starts a new F4 baseline.
+
+    Judgement calls: F2 uses :func:`fence_check` (skips a snapshot older than the commit for the latest
+    epoch, and empty lineages); a commit repeating the (offset, epoch) of the previous live commit is not
+    re-reported for F2 (idle consumers re-commit the same position); ``commit_epoch_dropped`` is reported
+    once per run of -1 commits; an epoch -1 commit leaves the F4 baseline unchanged.
+    """
+    out: list[Finding] = []
+    highest: int | None = None
+    highest_commit: Commit | None = None
+    dropped_reported = False
+    last_key: tuple[int | None, int] | None = None
+    for c in commits_sorted:
+        if not c.is_live:
+            continue
+        if c.is_tombstone:
+            highest, highest_commit, dropped_reported, last_key = None, None, False, None
+            continue
+        e = c.epoch
+        key = (c.committed_offset, e)
+        if e < 0:
+            if highest is not None and not dropped_reported:
+                out.append(
+                    Finding(
+                        rule="F4",
+                        kind="commit_epoch_dropped",
+                        severity=INFO,
+                        numbers={
+                            "committed_offset": c.committed_offset,
+                            "leader_epoch": -1,
+                            "expected_epoch": highest,
+                        },
+                        evidence=_pointers(c, highest_commit),
+                        detail=(
+                            f"commit at offset {c.committed_offset} carries no leader epoch (-1) after epoch "
+                            f"{highest} had been committed: client downgrade or external tool; epoch checks off."
+                        ),
+                        **_subject(c),
+                    )
+                )
+                dropped_reported = True
+            last_key = key
+            continue
+        dropped_reported = False
+        if highest is not None and e < highest:
+            out.append(
+                Finding(
+                    rule="F4",
+                    kind="commit_epoch_regression",
+                    severity=WARNING,
+                    numbers={
+                        "committed_offset": c.committed_offset,
+                        "leader_epoch": e,
+                        "expected_epoch": highest,
+                    },
+                    evidence=_pointers(c, highest_commit),
+                    detail=(
+                        f"commit at offset {c.committed_offset} carries epoch {e}, lower than epoch {highest} "
+                        "committed before (KIP-232 INVALID_LEADER_EPOCH, not enforced by the broker)."
+                    ),
+                    **_subject(c),
+                )
+            )
+        if highest is None or e > highest:
+            highest, highest_commit = e, c
+        if key == last_key:
+            continue
+        last_key = key
+        snap = lineage_lookup(c.ts) if lineage_lookup is not None else None
+        r = fence_check(c, snap)
+        if r.status in ("ok", "skipped") or snap is None:
+            continue
+        ev = (c.pointer(), snap.pointer(r.end_epoch if r.end_epoch >= 0 else r.latest_epoch))
+        nums = {
+            "committed_offset": c.committed_offset,
+            "leader_epoch": e,
+            "expected_epoch": r.end_epoch,
+            "end_offset": r.end_offset,
+            "log_end_offset": snap.log_end_offset,
+        }
+        if r.status == "unknown_epoch":
+            out.append(
+                Finding(
+                    rule="F2",
+                    kind="commit_unknown_epoch",
+                    severity=ERROR,
+                    numbers={**nums, "records_affected": None},
+                    evidence=ev,
+                    detail=(
+                        f"commit at offset {c.committed_offset} carries epoch {e}, newer than every epoch in "
+                        f"the leader lineage on broker {snap.broker} (latest {r.latest_epoch})."
+                    ),
+                    **_subject(c),
+                    broker=snap.broker,
+                    topic_id=snap.topic_id,
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    rule="F2",
+                    kind="commit_beyond_epoch_end",
+                    severity=ERROR,
+                    numbers={**nums, "records_affected": c.committed_offset - r.end_offset},  # type: ignore[operator]
+                    evidence=ev,
+                    detail=(
+                        f"commit at offset {c.committed_offset} in epoch {e} is beyond the end {r.end_offset} "
+                        f"of epoch {r.end_epoch} in the leader lineage on broker {snap.broker}: "
+                        f"{c.committed_offset - r.end_offset} consumed record(s) are no longer in the log."  # type: ignore[operator]
+                    ),
+                    **_subject(c),
+                    broker=snap.broker,
+                    topic_id=snap.topic_id,
+                )
+            )
+    return out

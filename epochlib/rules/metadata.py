@@ -1,0 +1,310 @@
+"""Stale metadata in captured MetadataResponses: M1, M2 (+ rates) and M3.
+
+Observations are processed in capture-time order (a stable sort is applied, so ties keep input order).
+Responses captured at the *same* millisecond are never "already seen" relative to each other: each is
+compared only with what was seen strictly earlier.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Any
+
+from ._model import ERROR, INFO, WARNING, Finding, MetadataObservation
+
+__all__ = ["check_broker_staleness", "check_client_metadata", "stale_rates"]
+
+
+def _key(o: MetadataObservation) -> tuple:
+    """Partition identity: by topic id (v10+), else by name."""
+    if o.topic_id is not None:
+        return ("id", o.topic_id, o.partition)
+    return ("name", o.topic, o.partition)
+
+
+def _subject(o: MetadataObservation) -> dict[str, Any]:
+    return dict(
+        event_ts=o.capture_ts,
+        topic=o.topic,
+        topic_id=o.topic_id,
+        partition=o.partition,
+        client_id=o.client_id,
+        broker=o.broker,
+    )
+
+
+@dataclass
+class _Baseline:
+    highest: int = -1
+    first_seen_ts: int = 0
+    first_seen: MetadataObservation | None = None
+    last: MetadataObservation | None = None
+    epochs_first_seen: dict[int, tuple[int, MetadataObservation]] = field(default_factory=dict)
+
+
+def _looks_recreated(base: _Baseline, o: MetadataObservation) -> bool:
+    """Without topic ids: the epoch dropped to 0 and the replica set changed (both sets known)."""
+    if o.topic_id is not None or o.epoch != 0 or base.highest <= 0 or base.last is None:
+        return False
+    old, new = set(base.last.replicas), set(o.replicas)
+    return bool(old) and bool(new) and old != new
+
+
+def _recreation_finding(o: MetadataObservation, base: _Baseline, rule: str) -> Finding:
+    prev = base.last
+    return Finding(
+        rule=rule,
+        kind="possible_topic_recreation",
+        severity=INFO,
+        numbers={"served_epoch": 0, "cached_epoch": base.highest, "correlation_id": o.correlation_id},
+        evidence=(o.pointer(),) + ((prev.pointer(),) if prev is not None else ()),
+        detail=(
+            f"leader epoch of {o.topic}-{o.partition} dropped from {base.highest} to 0 and the replica set "
+            f"changed from {sorted(prev.replicas) if prev else []} to {sorted(o.replicas)} in a response without "
+            "topic ids: treated as a possible re-creation of the topic (new baseline), not as stale metadata."
+        ),
+        **_subject(o),
+    )
+
+
+def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) -> list[Finding]:
+    """M1 and M3 per client (any mix of clients may be passed; they are separated by ``client_id``).
+
+    - M1 ``client_epoch_regression`` (warning): per (client, topic id, partition) a response whose leader
+      epoch is below the highest the client has already seen; names the serving broker, the cached and
+      served epochs and ``staleness_ms`` = how long ago the client first saw the newer epoch. Equal is
+      fine; epoch -1 (below v7) is not comparable.
+    - M3 ``topic_id_regression`` (error): a response serves a topic id for a name that is older than an id
+      the client has already seen for that name. A new id starts a new baseline (re-created topic,
+      KAFKA-12257: no finding).
+    - M3 ``possible_topic_recreation`` (info): without ids, the epoch dropped to 0 together with a change
+      of replica set: a new baseline, reported so the operator sees why no M1 was raised.
+
+    Judgement calls: responses without a topic id are keyed by name, separately from id-keyed ones;
+    error codes do not exclude a partition (its epoch is still what the broker's cache held), only
+    epoch -1 does; the all-zero Uuid counts as "no id"; M3 needs the topic name in the response.
+    """
+    out: list[Finding] = []
+    obs = sorted(observations_sorted, key=lambda o: o.capture_ts)
+    by_client: dict[Any, list[MetadataObservation]] = defaultdict(list)
+    for o in obs:
+        by_client[o.client_id].append(o)
+    for _client, items in by_client.items():
+        bases: dict[tuple, _Baseline] = {}
+        ids: dict[str, list[tuple[str, int, MetadataObservation]]] = {}
+        for _ts, group in groupby(items, key=lambda o: o.capture_ts):
+            group = list(group)
+            # judge the whole tie group against the state before it
+            for o in group:
+                if o.topic_id is not None and o.topic is not None:
+                    seen = ids.get(o.topic, [])
+                    known = [x for x in seen if x[0] == o.topic_id]
+                    if known and seen[-1][0] != o.topic_id:
+                        newest = seen[-1]
+                        out.append(
+                            Finding(
+                                rule="M3",
+                                kind="topic_id_regression",
+                                severity=ERROR,
+                                numbers={
+                                    "staleness_ms": o.capture_ts - newest[1],
+                                    "correlation_id": o.correlation_id,
+                                    "served_epoch": o.leader_epoch,
+                                },
+                                evidence=(o.pointer(), newest[2].pointer()),
+                                detail=(
+                                    f"broker {o.broker} served topic id {o.topic_id} for {o.topic}, older than id "
+                                    f"{newest[0]} the client had seen {o.capture_ts - newest[1]} ms before "
+                                    "(a deleted incarnation of the topic)."
+                                ),
+                                **_subject(o),
+                            )
+                        )
+                        continue
+                if o.epoch < 0:
+                    continue
+                base = bases.get(_key(o))
+                if base is None:
+                    continue
+                if _looks_recreated(base, o):
+                    out.append(_recreation_finding(o, base, "M3"))
+                    continue
+                if o.epoch < base.highest:
+                    out.append(
+                        Finding(
+                            rule="M1",
+                            kind="client_epoch_regression",
+                            severity=WARNING,
+                            numbers={
+                                "served_epoch": o.epoch,
+                                "cached_epoch": base.highest,
+                                "staleness_ms": o.capture_ts - base.first_seen_ts,
+                                "correlation_id": o.correlation_id,
+                            },
+                            evidence=(o.pointer(),)
+                            + ((base.first_seen.pointer(),) if base.first_seen else ()),
+                            detail=(
+                                f"client {o.client_id} was served leader epoch {o.epoch} for "
+                                f"{o.topic or o.topic_id}-{o.partition} by broker {o.broker}, but had seen epoch "
+                                f"{base.highest} {o.capture_ts - base.first_seen_ts} ms earlier."
+                            ),
+                            **_subject(o),
+                        )
+                    )
+            # then fold the group into the state
+            for o in group:
+                if o.topic_id is not None and o.topic is not None:
+                    seen = ids.setdefault(o.topic, [])
+                    if not any(x[0] == o.topic_id for x in seen):
+                        seen.append((o.topic_id, o.capture_ts, o))
+                if o.epoch < 0:
+                    continue
+                k = _key(o)
+                base = bases.get(k)
+                if base is None or _looks_recreated(base, o):
+                    base = bases[k] = _Baseline()
+                if o.epoch > base.highest:
+                    base.highest, base.first_seen_ts, base.first_seen = o.epoch, o.capture_ts, o
+                base.last = o
+    return out
+
+
+def check_broker_staleness(
+    observations_sorted: Iterable[MetadataObservation], grace_ms: int = 1000
+) -> list[Finding]:
+    """M2 ``broker_served_stale`` (warning) per (topic id, partition) across all clients and brokers.
+
+    A response serving epoch e at time t although a higher epoch had been observed (from any broker)
+    before t - grace: ``staleness_ms`` = t - (first time any epoch above e was seen). Where captures carry
+    a monotone cluster-metadata token, a token lower than one first seen before t - grace is stale the
+    same way (tokens are compared across every observation passed in: they are cluster-wide).
+
+    Judgement calls: "before t - grace" is strict (staleness must exceed the grace); one finding per stale
+    (response, partition) — the epoch comparison wins, the token one is reported only when the epoch does
+    not show staleness; without topic ids a drop to epoch 0 with a changed replica set resets the baseline
+    (possible re-creation, reported by M3 in :func:`check_client_metadata`, not here); epoch -1 is not
+    compared (the token still is).
+    """
+    out: list[Finding] = []
+    obs = sorted(observations_sorted, key=lambda o: o.capture_ts)
+    bases: dict[tuple, _Baseline] = {}
+    tokens: dict[int, tuple[int, MetadataObservation]] = {}
+    for o in obs:
+        t = o.capture_ts
+        k = _key(o)
+        base = bases.get(k)
+        if base is not None and o.epoch >= 0 and _looks_recreated(base, o):
+            base = bases[k] = _Baseline()
+        finding = None
+        if base is not None and o.epoch >= 0:
+            older = [
+                (ts, ep, src)
+                for ep, (ts, src) in base.epochs_first_seen.items()
+                if ep > o.epoch and ts < t - grace_ms
+            ]
+            if older:
+                ts0, ep0, src0 = min(older, key=lambda x: (x[0], -x[1]))
+                finding = Finding(
+                    rule="M2",
+                    kind="broker_served_stale",
+                    severity=WARNING,
+                    numbers={
+                        "served_epoch": o.epoch,
+                        "cached_epoch": max(x[1] for x in older),
+                        "staleness_ms": t - ts0,
+                        "correlation_id": o.correlation_id,
+                        "metadata_token": o.metadata_token,
+                    },
+                    evidence=(o.pointer(), src0.pointer()),
+                    detail=(
+                        f"broker {o.broker} served leader epoch {o.epoch} for {o.topic or o.topic_id}-{o.partition} "
+                        f"to client {o.client_id} {t - ts0} ms after epoch {ep0} had been observed "
+                        f"(grace {grace_ms} ms)."
+                    ),
+                    **_subject(o),
+                )
+        if finding is None and o.metadata_token is not None:
+            older_t = [
+                (ts, tok, src)
+                for tok, (ts, src) in tokens.items()
+                if tok > o.metadata_token and ts < t - grace_ms
+            ]
+            if older_t:
+                ts0, tok0, src0 = min(older_t, key=lambda x: (x[0], -x[1]))
+                finding = Finding(
+                    rule="M2",
+                    kind="broker_served_stale",
+                    severity=WARNING,
+                    numbers={
+                        "served_epoch": o.leader_epoch,
+                        "cached_epoch": None,
+                        "staleness_ms": t - ts0,
+                        "correlation_id": o.correlation_id,
+                        "metadata_token": o.metadata_token,
+                        "newer_metadata_token": max(x[1] for x in older_t),
+                    },
+                    evidence=(o.pointer(), src0.pointer()),
+                    detail=(
+                        f"broker {o.broker} served cluster-metadata token {o.metadata_token} to client "
+                        f"{o.client_id} {t - ts0} ms after token {tok0} had been observed (grace {grace_ms} ms)."
+                    ),
+                    **_subject(o),
+                )
+        if finding is not None:
+            out.append(finding)
+        # fold in
+        if o.epoch >= 0:
+            if base is None:
+                base = bases[k] = _Baseline()
+            base.epochs_first_seen.setdefault(o.epoch, (t, o))
+            base.highest = max(base.highest, o.epoch)
+            base.last = o
+        if o.metadata_token is not None:
+            tokens.setdefault(o.metadata_token, (t, o))
+    return out
+
+
+def _utc_date(ms: int) -> _dt.date:
+    return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).date()
+
+
+def stale_rates(
+    observations: Iterable[MetadataObservation], findings: Iterable[Finding], by_date: bool = True
+) -> list[dict[str, Any]]:
+    """Per broker and per client: Metadata responses observed, responses with at least one M2 finding,
+    and their ratio — rows shaped like the ``stale_metadata_rates`` table: ``event_date`` (UTC date of
+    the capture, or None when ``by_date`` is False), ``dimension`` (broker|client), ``subject``,
+    ``responses``, ``stale_responses``, ``stale_rate``.
+
+    A response is identified by its capture pointer (file + line/frame), so a response with many
+    partitions counts once; an M2 finding is linked to its response by its first evidence pointer.
+    Rows are sorted by (event_date, dimension, subject)."""
+    stale_ptrs = {f.evidence[0] for f in findings if f.rule == "M2" and f.evidence}
+    responses: dict[tuple, set[str]] = defaultdict(set)
+    stale: dict[tuple, set[str]] = defaultdict(set)
+    for o in observations:
+        ptr = o.pointer()
+        d = _utc_date(o.capture_ts) if by_date else None
+        for dim, subj in (("broker", o.broker), ("client", o.client_id)):
+            k = (d, dim, subj)
+            responses[k].add(ptr)
+            if ptr in stale_ptrs:
+                stale[k].add(ptr)
+    rows = []
+    for k in sorted(responses, key=lambda k: (str(k[0]), k[1], str(k[2]))):
+        n, s = len(responses[k]), len(stale.get(k, ()))
+        rows.append(
+            {
+                "event_date": k[0],
+                "dimension": k[1],
+                "subject": k[2],
+                "responses": n,
+                "stale_responses": s,
+                "stale_rate": s / n if n else 0.0,
+            }
+        )
+    return rows

@@ -1,0 +1,429 @@
+"""Offset resets S1 (rewind) and S2 (forward jump), and their M4 correlation with stale metadata.
+
+Rule ids carry the bullet of spec/detection-rules.md that classified the move:
+S1a truncation / over_rewind, S1b operator_reset, S1c stale_epoch_commit, S1d spurious_rewind_to_earliest,
+S1e spurious_rewind; S2a retention, S2b spurious_skip.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ._model import ERROR, INFO, WARNING, Commit, Finding, GroupState, ReplicaSnapshot
+from .fencing import LineageLookup, _rounds, fence_check, leader_of_round, make_lineage_lookup
+
+__all__ = [
+    "CORRELATED_KINDS",
+    "LogEndEstimate",
+    "ResetContext",
+    "check_offset_resets",
+    "correlate_resets",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LogEndEstimate:
+    """A known log end (next offset) of the partition at a time: from segments, the
+    replication-offset-checkpoint (high watermark), or the highest offset seen anywhere."""
+
+    ts: int
+    offset: int
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class ResetContext:
+    """What S1/S2 may consult besides the commits, all for the commits' (topic, partition) and group.
+
+    - ``snapshots``: lineage snapshots of the partition (all brokers); the leader lineage at a time is
+      :func:`~epochlib.rules.fencing.leader_snapshot_at` over them (``tolerance_ms`` groups rounds);
+      ``lineage_lookup`` overrides that choice when given;
+    - ``group_states``: the group's metadata records (any order);
+    - ``log_end_estimates``: extra log-end estimates; the snapshots' LEO (else high watermark) of the
+      leader of each round are added automatically;
+    - ``skip_pace_factor``: S2b needs a jump larger than this many times the largest forward step the
+      sequence made before (see :func:`check_offset_resets`).
+    """
+
+    snapshots: Sequence[ReplicaSnapshot] = ()
+    group_states: Sequence[GroupState] = ()
+    log_end_estimates: Sequence[LogEndEstimate] = ()
+    lineage_lookup: LineageLookup | None = None
+    tolerance_ms: int = 0
+    skip_pace_factor: float = 10.0
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # -- derived lookups (computed once, on first use) ---------------------------------------------
+
+    def leader_at(self, ts: int) -> ReplicaSnapshot | None:
+        """The leader snapshot for an event at ``ts`` (first round at/after, else newest)."""
+        if self.lineage_lookup is not None:
+            return self.lineage_lookup(ts)
+        if "lookup" not in self._cache:
+            self._cache["lookup"] = make_lineage_lookup(self.snapshots, self.tolerance_ms)
+        return self._cache["lookup"](ts)
+
+    def leader_before(self, ts: int) -> ReplicaSnapshot | None:
+        """The leader snapshot of the newest round taken at or before ``ts``."""
+        if "before" not in self._cache:
+            rounds = _rounds(self.snapshots, self.tolerance_ms)
+            self._cache["before"] = (
+                [max(s.snapshot_ts for s in m) for _, m in rounds],
+                [leader_of_round(m) for _, m in rounds],
+            )
+        ends, leaders = self._cache["before"]
+        i = bisect.bisect_right(ends, ts) - 1
+        return leaders[i] if i >= 0 else None
+
+    def group_state_at(self, ts: int) -> GroupState | None:
+        """The group's last metadata record at or before ``ts``."""
+        if "groups" not in self._cache:
+            states = sorted(self.group_states, key=lambda g: g.event_ts)
+            self._cache["groups"] = ([g.event_ts for g in states], states)
+        times, states = self._cache["groups"]
+        i = bisect.bisect_right(times, ts) - 1
+        return states[i] if i >= 0 else None
+
+    def log_end_before(self, ts: int) -> LogEndEstimate | None:
+        """The newest log-end estimate at or before ``ts`` (the end the log had reached by then)."""
+        if "ends" not in self._cache:
+            ests = list(self.log_end_estimates)
+            for _, members in _rounds(self.snapshots, self.tolerance_ms):
+                lead = leader_of_round(members)
+                if lead is None:
+                    continue
+                end = lead.log_end_offset if lead.log_end_offset is not None else lead.high_watermark
+                if end is not None:
+                    ests.append(LogEndEstimate(lead.snapshot_ts, end, lead.pointer() + f" (log end {end})"))
+            ests.sort(key=lambda e: (e.ts, e.offset))
+            self._cache["ends"] = ([e.ts for e in ests], ests)
+        times, ests = self._cache["ends"]
+        i = bisect.bisect_right(times, ts) - 1
+        return ests[i] if i >= 0 else None
+
+
+def _log_start(snap: ReplicaSnapshot | None) -> tuple[int | None, str]:
+    """Log start of a snapshot: the log-start-offset checkpoint, else the repaired lineage head."""
+    if snap is None:
+        return None, ""
+    if snap.log_start_offset is not None:
+        return snap.log_start_offset, f"{snap.pointer()} (log start offset {snap.log_start_offset})"
+    head = snap.repaired_cache().earliest_entry
+    if head is None:
+        return None, ""
+    return head.start_offset, f"{snap.pointer(head.epoch)} (lineage head ({head.epoch}, {head.start_offset}))"
+
+
+def _subject(c: Commit) -> dict[str, Any]:
+    return dict(event_ts=c.ts, topic=c.topic, partition=c.partition, group_id=c.group_id)
+
+
+def _finding(rule, kind, sev, c: Commit, prev: Commit, nums: dict, evidence, detail, snap=None) -> Finding:
+    base = {
+        "previous_offset": prev.committed_offset,
+        "new_offset": c.committed_offset,
+        "leader_epoch": c.epoch,
+        "previous_epoch": prev.epoch,
+        "records_reread": None,
+        "records_skipped": None,
+        "log_start_offset": None,
+        "truncation_point": None,
+    }
+    base.update(nums)
+    return Finding(
+        rule=rule,
+        kind=kind,
+        severity=sev,
+        numbers=base,
+        evidence=(c.pointer(), prev.pointer(), *[e for e in evidence if e]),
+        detail=detail,
+        topic_id=snap.topic_id if snap is not None else None,
+        broker=snap.broker if snap is not None else None,
+        **_subject(c),
+    )
+
+
+def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
+    o, po = c.committed_offset, prev.committed_offset
+    assert o is not None and po is not None
+    snap = ctx.leader_at(c.ts)
+    reread = po - o
+    # (a) a real truncation: F2 holds for the previous commit on the lineage as of the rewind
+    r = fence_check(replace(prev, event_ts=c.ts), snap)
+    covered = r.head_epoch is not None and prev.epoch >= r.head_epoch  # case 4 is no proof of truncation
+    if r.status == "beyond_epoch_end" and covered and snap is not None:
+        point = r.end_offset
+        ev = (
+            snap.pointer(r.end_epoch),
+            snap.pointer(r.latest_epoch) if r.latest_epoch != r.end_epoch else "",
+        )
+        if o >= point:
+            return _finding(
+                "S1a",
+                "truncation",
+                INFO,
+                c,
+                prev,
+                {
+                    "truncation_point": point,
+                    "records_reread": reread,
+                    "end_offset": point,
+                    "records_affected": po - point,
+                },
+                ev,
+                f"rewind {po} -> {o} follows a log truncation: epoch {prev.epoch} ends at {point} in the leader "
+                f"lineage on broker {snap.broker}, and the new offset is at or above it.",
+                snap,
+            )
+        return _finding(
+            "S1a",
+            "over_rewind",
+            WARNING,
+            c,
+            prev,
+            {
+                "truncation_point": point,
+                "records_reread": point - o,
+                "end_offset": point,
+                "records_affected": po - point,
+            },
+            ev,
+            f"rewind {po} -> {o} goes {point - o} record(s) below the truncation point {point} (epoch "
+            f"{prev.epoch} ends there on broker {snap.broker}): records re-read beyond what the truncation required.",
+            snap,
+        )
+    # (b) the group had no members: an operator reset
+    g = ctx.group_state_at(c.ts)
+    if g is not None and g.is_empty:
+        return _finding(
+            "S1b",
+            "operator_reset",
+            INFO,
+            c,
+            prev,
+            {"records_reread": reread, "member_count": g.member_count},
+            (g.pointer(),),
+            f"rewind {po} -> {o} while group {c.group_id} had no members "
+            f"({'deleted' if g.is_tombstone else 'empty'} since its record at {g.event_ts}): an operator reset "
+            "(kafka-consumer-groups --reset-offsets).",
+            snap,
+        )
+    ls, ls_ev = _log_start(snap)
+    cache = snap.repaired_cache() if snap is not None else None
+    head = cache.earliest_entry if cache is not None else None
+    # (c) a commit carries an epoch below the lineage head (KAFKA-19902)
+    if head is not None and snap is not None:
+        stale = [x for x in (prev, c) if 0 <= x.epoch < head.epoch]
+        if stale:
+            x = stale[0]
+            return _finding(
+                "S1c",
+                "stale_epoch_commit",
+                WARNING,
+                c,
+                prev,
+                {
+                    "records_reread": reread,
+                    "expected_epoch": head.epoch,
+                    "log_start_offset": ls,
+                    "stale_epoch": x.epoch,
+                },
+                (snap.pointer(head.epoch),),
+                f"rewind {po} -> {o}: the {'previous' if x is prev else 'new'} commit carries epoch {x.epoch}, below "
+                f"the lineage head epoch {head.epoch} on broker {snap.broker} (KAFKA-19902).",
+                snap,
+            )
+    # (d) reset to earliest without a reason
+    if ls is not None and o == ls:
+        return _finding(
+            "S1d",
+            "spurious_rewind_to_earliest",
+            ERROR,
+            c,
+            prev,
+            {"records_reread": reread, "log_start_offset": ls},
+            (ls_ev,),
+            f"rewind {po} -> {o} lands on the log start offset with no truncation, empty group or stale "
+            "epoch to explain it: a spurious reset to earliest (KAFKA-6262).",
+            snap,
+        )
+    # (e) anything else
+    return _finding(
+        "S1e",
+        "spurious_rewind",
+        ERROR,
+        c,
+        prev,
+        {"records_reread": reread, "log_start_offset": ls},
+        (ls_ev,) if ls is not None else (),
+        f"rewind {po} -> {o} is not explained by a truncation, an operator reset or a stale epoch: "
+        f"{reread} record(s) re-read.",
+        snap,
+    )
+
+
+def _classify_jump(c: Commit, prev: Commit, ctx: ResetContext, max_step: int | None) -> Finding | None:
+    o, po = c.committed_offset, prev.committed_offset
+    assert o is not None and po is not None
+    jump = o - po
+    # (a) retention: the previous offset had fallen below the log start and the new one is the log start
+    for snap in (ctx.leader_at(c.ts), ctx.leader_before(c.ts)):
+        ls, ls_ev = _log_start(snap)
+        if ls is not None and po < ls and o == ls:
+            return _finding(
+                "S2a",
+                "retention",
+                INFO,
+                c,
+                prev,
+                {"records_skipped": jump, "log_start_offset": ls, "records_affected": jump},
+                (ls_ev,),
+                f"jump {po} -> {o}: the previous offset had fallen below the log start {ls}; the consumer reset "
+                f"to earliest and {jump} record(s) were lost to retention.",
+                snap,
+            )
+    # (b) a jump to the log end: needs a log-end estimate, and a jump well beyond the sequence's own pace
+    est = ctx.log_end_before(c.ts)
+    if est is None or o < est.offset or max_step is None:
+        return None
+    if jump <= ctx.skip_pace_factor * max(max_step, 1):
+        return None
+    snap = ctx.leader_at(c.ts)
+    r = fence_check(replace(prev, event_ts=c.ts), snap)
+    if r.status == "beyond_epoch_end":
+        return None  # a truncation explains a reset of the position
+    ls, ls_ev = _log_start(snap)
+    if ls is None or po < ls:
+        return None  # retention cannot be excluded
+    return _finding(
+        "S2b",
+        "spurious_skip",
+        ERROR,
+        c,
+        prev,
+        {
+            "records_skipped": jump,
+            "log_start_offset": ls,
+            "log_end_offset": est.offset,
+            "largest_previous_step": max_step,
+        },
+        (est.evidence, ls_ev),
+        f"jump {po} -> {o} reaches the log end ({est.offset} known at {est.ts}) past {jump} record(s) never "
+        f"committed as consumed, {jump // max(max_step, 1)}x the largest earlier step, with the previous offset "
+        f"still above the log start {ls} and no truncation: a spurious reset to latest.",
+        snap,
+    )
+
+
+def check_offset_resets(
+    commits_sorted: Iterable[Commit], context: ResetContext | None = None
+) -> list[Finding]:
+    """S1 and S2 over one (group, topic, partition) commit sequence in ``__consumer_offsets`` log order.
+
+    Consecutive live commits (txn_state none/committed) are compared; a tombstone ends the sequence (the
+    offset was deleted) and the next commit starts a new one, so it is never a rewind. Equal offsets are
+    no move. Epoch -1 commits still take part (F5 only disables epoch checks).
+
+    S1, rewind (new < previous), classified in this order:
+      S1a ``truncation`` (info) — F2 holds for the previous commit on the leader lineage as of the rewind
+      and the new offset is at or above the truncation point; ``over_rewind`` (warning) when below it
+      (records re-read = point - new); S1b ``operator_reset`` (info) — the group was empty (or deleted);
+      S1c ``stale_epoch_commit`` (warning) — a commit's epoch is below the lineage head (KAFKA-19902);
+      S1d ``spurious_rewind_to_earliest`` (error) — the new offset is the log start; S1e ``spurious_rewind``
+      (error). Records re-read = previous - new.
+    S2, forward move: S2a ``retention`` (info) — previous below the log start and new == log start;
+      S2b ``spurious_skip`` (error) — see below. Ordinary forward moves yield nothing.
+
+    Judgement calls:
+    - S1a checks the previous commit against the lineage as of the *new* commit (the truncation happened
+      before the rewind), and only when the previous epoch is covered by the lineage (>= head epoch):
+      endOffsetFor's answer for an epoch older than the head is the head start, no proof of truncation —
+      that case is S1c.
+    - S1c looks at both commits' epochs (the previous one is what the consumer validated on restart).
+    - Log start = the log-start-offset checkpoint, else the repaired lineage head start. For S2a both the
+      round at/after and the round at/before the commit are tried, since log starts only move forward.
+    - S2b ("jump to the log end past records never committed as consumed") needs: a log-end estimate
+      taken at or before the commit that the new offset reaches; at least one earlier forward step in the
+      sequence, and a jump larger than ``skip_pace_factor`` (default 10) times the largest earlier step —
+      a caught-up consumer also commits the log end, so without a sense of its pace a jump is not a skip;
+      a known log start at or below the previous offset (retention excluded); no truncation (F2 of the
+      previous commit). Without these, no guess is made.
+    - Operator reset: a group whose last metadata record at or before the commit shows 0 members or a
+      tombstone. Standalone consumers (assign(), no members ever) look empty too: their rewinds read as
+      operator resets — the evidence names the group record so an operator can disagree.
+    """
+    ctx = context or ResetContext()
+    out: list[Finding] = []
+    prev: Commit | None = None
+    max_step: int | None = None
+    for c in commits_sorted:
+        if not c.is_live:
+            continue
+        if c.is_tombstone or c.committed_offset is None:
+            prev, max_step = None, None
+            continue
+        if prev is not None and prev.committed_offset is not None:
+            o, po = c.committed_offset, prev.committed_offset
+            if o < po:
+                out.append(_classify_rewind(c, prev, ctx))
+            elif o > po:
+                f = _classify_jump(c, prev, ctx, max_step)
+                if f is not None:
+                    out.append(f)
+                else:
+                    max_step = o - po if max_step is None else max(max_step, o - po)
+        prev = c
+    return out
+
+
+CORRELATED_KINDS = frozenset(
+    {"spurious_rewind", "spurious_rewind_to_earliest", "spurious_skip", "over_rewind", "stale_epoch_commit"}
+)
+"""Reset kinds M4 may attribute to stale metadata; truncation, operator_reset and retention are
+explained by facts of their own."""
+
+
+def correlate_resets(
+    reset_findings: Iterable[Finding],
+    metadata_findings: Iterable[Finding],
+    window_ms: int = 15 * 60 * 1000,
+    group_clients: Mapping[str, Collection[str]] | Callable[[str], Collection[str] | None] | None = None,
+) -> list[Finding]:
+    """M4: a reset (S1/S2) of a partition within ``window_ms`` after an M1/M2 finding for that partition
+    gets ``correlated_finding_id`` (that finding's id) and the cause "stale metadata" (KAFKA-6262).
+
+    When ``group_clients`` (group id -> client ids, from group metadata) knows clients of the reset's
+    group, only metadata findings of those clients count; otherwise any client's do. Returns every reset
+    finding, in input order, correlated or not (ids unchanged: correlation is not part of the id).
+
+    Judgement calls: only the kinds in :data:`CORRELATED_KINDS` are correlated; the partition is matched
+    by (topic, partition) (resets carry no topic id); the window is inclusive, metadata finding time <=
+    reset time <= finding time + window; when several qualify, the latest one before the reset wins
+    (ties: the smaller finding id).
+    """
+    meta: dict[tuple, list[Finding]] = {}
+    for m in metadata_findings:
+        if m.rule in ("M1", "M2"):
+            meta.setdefault((m.topic, m.partition), []).append(m)
+    out = []
+    for r in reset_findings:
+        if r.kind not in CORRELATED_KINDS:
+            out.append(r)
+            continue
+        clients: Collection[str] | None = None
+        if group_clients is not None and r.group_id is not None:
+            clients = group_clients(r.group_id) if callable(group_clients) else group_clients.get(r.group_id)
+        cands = [
+            m
+            for m in meta.get((r.topic, r.partition), ())
+            if m.event_ts <= r.event_ts <= m.event_ts + window_ms and (not clients or m.client_id in clients)
+        ]
+        if not cands:
+            out.append(r)
+            continue
+        best = min(cands, key=lambda m: (-m.event_ts, m.id))
+        out.append(r.with_correlation(best.id, "stale metadata"))
+    return out

@@ -1,0 +1,167 @@
+"""Input conversion (from_row), timestamps and finding ids."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from epochlib.lineage import EpochEntry
+from epochlib.rules import (
+    BatchHeader,
+    Commit,
+    Finding,
+    GroupState,
+    MetadataObservation,
+    ReplicaSnapshot,
+    finding_id,
+    to_ms,
+)
+
+
+def test_to_ms_accepts_the_shapes_spark_and_arrow_hand_over():
+    when = dt.datetime(2024, 10, 1, 0, 0, 1, 500000, tzinfo=dt.timezone.utc)
+    ms = 1727740801500
+    assert to_ms(when) == ms
+    assert to_ms(when.replace(tzinfo=None)) == ms  # naive = UTC
+    assert to_ms(ms) == ms
+    assert to_ms("2024-10-01T00:00:01.5Z") == ms
+    assert to_ms(str(ms)) == ms
+    assert to_ms(np.datetime64("2024-10-01T00:00:01.500")) == ms
+    assert to_ms(None) is None and to_ms(float("nan")) is None
+    with pytest.raises(TypeError):
+        to_ms(True)
+
+
+def test_commit_from_row_and_defaults():
+    c = Commit.from_row(
+        {
+            "group_id": "g",
+            "topic": "t",
+            "partition": 3,
+            "committed_offset": 10,
+            "leader_epoch": None,
+            "commit_ts": dt.datetime(1970, 1, 1, 0, 0, 1),
+            "event_ts": None,
+            "is_tombstone": None,
+            "txn_state": None,
+            "log_offset": 7,
+            "source": "/o/00.log",
+            "position": 4096,
+            "extra": "ignored",
+        }
+    )
+    assert c.epoch == -1 and c.ts == 1000 and c.is_live and not c.is_tombstone
+    assert c.pointer() == "offsets:/o/00.log@4096 offset 7"
+    assert not Commit("g", "t", 0, 1, txn_state="aborted").is_live
+    assert Commit("g", "t", 0, 1, txn_state="committed").is_live
+
+
+def test_snapshot_from_row_entries_and_pointer():
+    s = ReplicaSnapshot.from_row(
+        {
+            "broker": 1,
+            "snapshot_ts": 5,
+            "topic": "t",
+            "partition": 0,
+            "topic_id": None,
+            "entries": [{"epoch": 0, "start_offset": 0}, {"epoch": 2, "start_offset": 40}],
+            "log_end_offset": 50,
+            "source": "broker=1/snapshot=20241001T000000Z/t-0/leader-epoch-checkpoint",
+        }
+    )
+    assert s.broker == "1" and s.entries == (EpochEntry(0, 0), EpochEntry(2, 40))
+    assert s.pointer(2).endswith("leader-epoch-checkpoint line 4")
+    assert s.repaired_cache().entries == s.entries
+
+
+def test_other_rows():
+    b = BatchHeader.from_row(
+        {
+            "broker": 2,
+            "topic": "t",
+            "partition": 0,
+            "base_offset": 5,
+            "magic": None,
+            "partition_leader_epoch": 3,
+            "max_timestamp": 9,
+        }
+    )
+    assert b.magic == 2 and b.max_timestamp == 9
+    o = MetadataObservation.from_row(
+        {
+            "capture_ts": 3,
+            "client_id": "c",
+            "broker": "b:9092",
+            "topic": "t",
+            "partition": 0,
+            "leader_epoch": None,
+            "topic_id": "AAAAAAAAAAAAAAAAAAAAAA",
+            "replicas": [1, 2],
+            "source": "cap.jsonl",
+            "position": 12,
+        }
+    )
+    assert o.epoch == -1 and o.topic_id is None and o.replicas == (1, 2)
+    assert o.pointer() == "capture:cap.jsonl line 12"
+    g = GroupState.from_row(
+        {
+            "group_id": "g",
+            "event_ts": 1,
+            "member_count": None,
+            "members": [{"client_id": "c1"}, {"client_id": "c2"}],
+        }
+    )
+    assert g.member_count == 2 and g.client_ids == ("c1", "c2") and not g.is_empty
+    assert GroupState("g", 1, is_tombstone=True).is_empty
+
+
+def test_finding_id_is_deterministic_and_ignores_wording_and_correlation():
+    f = Finding(
+        "F2",
+        "commit_beyond_epoch_end",
+        "error",
+        1000,
+        topic="t",
+        partition=0,
+        group_id="g",
+        numbers={"b": 2, "a": 1},
+        evidence=("x",),
+        detail="one",
+    )
+    same = Finding(
+        "F2",
+        "commit_beyond_epoch_end",
+        "warning",
+        1000,
+        topic="t",
+        partition=0,
+        group_id="g",
+        numbers={"a": 1, "b": 2},
+        evidence=("x",),
+        detail="two",
+    )
+    assert finding_id(f) == finding_id(same) == f.id
+    assert len(f.id) == 32 and int(f.id, 16) >= 0
+    assert f.with_correlation("abc", "stale metadata").id == f.id
+    assert (
+        finding_id(
+            Finding(
+                "F2",
+                "commit_beyond_epoch_end",
+                "error",
+                1001,
+                topic="t",
+                partition=0,
+                group_id="g",
+                numbers={"a": 1, "b": 2},
+                evidence=("x",),
+            )
+        )
+        != f.id
+    )
+    assert hash(f) == hash(same)
+    row = f.to_row()
+    assert row["finding_id"] == f.id and row["a"] == 1 and row["evidence"] == ["x"]
+    assert Finding("S1e", "spurious_rewind", "error", 0).to_row()["classification"] == "spurious_rewind"
