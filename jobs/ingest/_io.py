@@ -120,7 +120,8 @@ class Reader:
         if n <= 0 or pos >= self.size:
             return b""
         if self._kind == "arrow":
-            return self._f.read_at(n, pos).to_pybytes()
+            data = self._f.read_at(n, pos)
+            return data if isinstance(data, bytes) else data.to_pybytes()
         self._f.seek(pos)
         return self._f.read(n)
 

@@ -1,0 +1,248 @@
+"""Ingestion: every input -> silver Delta tables, plus ``quarantine`` and ``audit_runs`` rows.
+
+:func:`run_ingestion` is the one call path (CLI, notebook and tests)::
+
+    result = run_ingestion(spark, config, "2024-05-01", "2024-05-01")
+
+1. discovery lists the configured input roots (driver: names and sizes only, :mod:`.discover`);
+2. executors decode the files through ``mapInArrow`` into per-kind *work* rows (:mod:`.offsets`,
+   :mod:`.textdumps`, :mod:`.logdirs`, :mod:`.metadata`), which are persisted once and shaped into
+   ``offset_commits``, ``group_metadata``, ``record_batches``, ``epoch_lineage`` and
+   ``metadata_observations``;
+3. every table is written through :func:`jobs.sink.write_table` replacing exactly the run's
+   ``[from, to]`` ``event_date`` partitions: rows whose own date lies outside the range are not written
+   (reports read earlier days from the silver tables of earlier runs); rows without any time of their
+   own land on the ``from`` date;
+4. ``quarantine`` gets one row per undecodable unit (and per unrecognised file), and ``audit_runs`` one
+   row per (source kind, unit) with ``units_read = units_decoded + units_quarantined`` — counted by Spark
+   aggregations over per-task stats rows, over *all* units read (not only those dated in the range).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .discover import Inventory, discover
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from jobs.config import Config
+    from jobs.runlog import RunContext, SourceCounts
+    from jobs.sink import SinkResult
+
+__all__ = ["DEFAULT_SPLIT_BYTES", "IngestResult", "run_ingestion"]
+
+#: Segment files larger than this are decoded in ranges of about this size, in parallel.
+DEFAULT_SPLIT_BYTES = 64 << 20
+
+SILVER = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage", "metadata_observations")
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What an ingestion run did.
+
+    Attributes:
+        run: the run's identity (run id, cluster, range).
+        counts: per (source kind, unit): units read / decoded / quarantined and silver rows produced;
+            each satisfies ``units_read == units_decoded + units_quarantined``.
+        tables: table name -> :class:`jobs.sink.SinkResult` of its write (silver, quarantine, audit_runs).
+        files: number of input files decoded, unrecognised (quarantined) and ignored, by source kind.
+    """
+
+    run: RunContext
+    counts: tuple[SourceCounts, ...]
+    tables: dict[str, SinkResult] = field(default_factory=dict)
+    files: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, source_kind: str, unit: str) -> SourceCounts | None:
+        """The counts of one (source kind, unit), None when that unit was not met."""
+        return next((c for c in self.counts if c.source_kind == source_kind and c.unit == unit), None)
+
+    @property
+    def units_quarantined(self) -> int:
+        return sum(c.units_quarantined for c in self.counts)
+
+
+def _event_date(ts: Column, default: dt.date) -> Column:
+    """UTC date of a timestamp, independent of the session time zone; ``default`` when null."""
+    from pyspark.sql import functions as F
+
+    days = F.floor(F.unix_micros(ts) / F.lit(86_400_000_000)).cast("int")
+    return F.coalesce(F.date_from_unix_date(days), F.lit(default))
+
+
+def _dated(df: DataFrame, run: RunContext) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    out = df.withColumn("cluster", F.lit(run.cluster)).withColumn(
+        "event_date", _event_date(F.col("event_ts"), run.range_from))
+    return out.filter(F.col("event_date").between(F.lit(run.range_from), F.lit(run.range_to)))
+
+
+def _quarantine(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    from jobs.runlog import quarantine_frame
+
+    q = work.filter(F.col("row_kind") == "quarantine").select(
+        "source", "position", "unit", "reason", "raw",
+        F.when(F.col("q_ms").isNotNull(), _event_date(F.timestamp_millis("q_ms"), run.range_from))
+        .alias("event_date"))
+    return quarantine_frame(q, run, kind)
+
+
+def _stats(work: DataFrame, kind: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return work.filter(F.col("row_kind") == "stats").select(
+        F.lit(kind).alias("source_kind"), "unit", "n_read", "n_bad", "n_out")
+
+
+def run_ingestion(
+    spark: SparkSession,
+    config: Config,
+    date_from: dt.date | str,
+    date_to: dt.date | str | None = None,
+    run: RunContext | None = None,
+    *,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    write_audit: bool = True,
+) -> IngestResult:
+    """Decode every configured input and write the silver tables for ``[date_from, date_to]``.
+
+    Args:
+        spark: the session (any master; nothing is collected but file names and count aggregates).
+        config: inputs (``offsets``/``logdirs``/``metadata``, ``broker_ports``), output and cluster.
+        date_from, date_to: the inclusive ``event_date`` range to (re)write; ``date_to`` defaults to
+            ``date_from``. Ignored when ``run`` is given.
+        run: the run's :class:`~jobs.runlog.RunContext` when a larger job (the CLI's ``run``) shares it.
+        split_bytes: target byte size of the segment ranges decoded by one task.
+        write_audit: append this run's ``audit_runs`` rows (the CLI may prefer to write them itself once
+            the reports have run, with their finding counts).
+
+    Returns:
+        An :class:`IngestResult`.
+
+    Raises:
+        jobs.errors.InputError: a configured input root does not exist or cannot be listed.
+        jobs.errors.SinkError: a table could not be written.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from jobs.runlog import RunContext, SourceCounts, audit_run_table, quarantine_table, write_audit_runs
+    from jobs.runlog import quarantine_row as make_qrow
+    from jobs.sink import write_table
+
+    from . import logdirs as ld
+    from . import metadata as md
+    from . import offsets as off
+    from ._spark import default_parallelism, files_frame, ranges_frame, to_spark_schema
+    from .discover import LEC, PMETA, ROOT_CKPT, SEGMENT
+
+    if run is None:
+        run = RunContext.start(config, date_from, date_to)
+    inputs = config.inputs
+    inv: Inventory = discover(inputs.offsets, inputs.logdirs, inputs.metadata)
+    par = default_parallelism(spark)
+    works: dict[str, DataFrame] = {}
+
+    offsets_files = inv.of("offsets")
+    if offsets_files:
+        works["offsets"] = off.offsets_work(spark, offsets_files, split_bytes=split_bytes, parallelism=par)
+    logdir_files = inv.of("logdirs", LEC, PMETA, ROOT_CKPT)
+    logdir_segs = inv.of("logdirs", SEGMENT)
+    if logdir_files or logdir_segs:
+        parts = []
+        wschema = to_spark_schema(ld.WORK)
+        if logdir_files:
+            parts.append(files_frame(spark, logdir_files, ld.FILE_SCHEMA, par).mapInArrow(
+                ld.decode_logdir_files, wschema))
+        if logdir_segs:
+            parts.append(ranges_frame(spark, logdir_segs, split_bytes=split_bytes, parallelism=par,
+                                      plan=off.plan_segment_ranges, schema=off.RANGE_SCHEMA)
+                         .mapInArrow(ld.decode_logdir_segments, wschema))
+        w = parts[0]
+        for p in parts[1:]:
+            w = w.unionByName(p)
+        works["logdirs"] = w
+    capture_files = inv.of("metadata")
+    if capture_files:
+        works["metadata"] = files_frame(spark, capture_files, md.FILE_SCHEMA, par).mapInArrow(
+            md.decode_capture_files(inputs.broker_ports), to_spark_schema(md.WORK))
+    for k in list(works):
+        works[k] = works[k].persist(StorageLevel.MEMORY_AND_DISK)
+
+    try:
+        silver: dict[str, DataFrame] = {}
+        if "offsets" in works:
+            silver["offset_commits"] = off.commits_frame(works["offsets"])
+            silver["group_metadata"] = off.groups_frame(works["offsets"])
+        if "logdirs" in works:
+            silver["record_batches"] = ld.batches_frame(works["logdirs"])
+            silver["epoch_lineage"] = ld.lineage_frame(works["logdirs"])
+        if "metadata" in works:
+            silver["metadata_observations"] = md.observations_frame(works["metadata"])
+
+        tables: dict[str, SinkResult] = {}
+        for name in SILVER:
+            if name in silver:
+                tables[name] = write_table(_dated(silver[name], run), name, config=config,
+                                           mode="replace_range", date_range=run.date_range)
+
+        # quarantine: executor rows + unrecognised files (names only, from the driver)
+        qparts = [_quarantine(w, kind, run) for kind, w in works.items()]
+        if inv.unrecognised:
+            rows = [make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
+                              reason=u.reason, raw=None) for u in inv.unrecognised]
+            from jobs.schemas import spark_schema
+
+            qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
+        if qparts:
+            q = qparts[0]
+            for p in qparts[1:]:
+                q = q.unionByName(p)
+            tables["quarantine"] = write_table(q, "quarantine", config=config, mode="replace_range",
+                                               date_range=run.date_range)
+
+        # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
+        totals: dict[tuple[str, str], list[int]] = {}
+        sparts = [_stats(w, kind) for kind, w in works.items()]
+        if sparts:
+            s = sparts[0]
+            for p in sparts[1:]:
+                s = s.unionByName(p)
+            agg = s.groupBy("source_kind", "unit").agg(
+                F.sum("n_read").alias("read"), F.sum("n_bad").alias("bad"), F.sum("n_out").alias("out"))
+            for r in agg.collect():
+                totals[(r["source_kind"], r["unit"])] = [int(r["read"] or 0), int(r["bad"] or 0),
+                                                         int(r["out"] or 0)]
+        for u in inv.unrecognised:
+            t = totals.setdefault((u.kind, "file"), [0, 0, 0])
+            t[0] += 1
+            t[1] += 1
+        counts = tuple(
+            SourceCounts(source_kind=k, unit=u, units_decoded=r - b, units_quarantined=b, records_decoded=o,
+                         units_read=r)
+            for (k, u), (r, b, o) in sorted(totals.items()))
+        if write_audit and counts:
+            import pyarrow as pa
+
+            audit = pa.concat_tables([audit_run_table(run, [c]) for c in counts])
+            tables["audit_runs"] = write_audit_runs(audit, config)
+    finally:
+        for w in works.values():
+            w.unpersist()
+
+    files: dict[str, dict[str, int]] = {}
+    for kind in ("offsets", "logdirs", "metadata"):
+        files[kind] = {
+            "decoded": len(inv.of(kind)),
+            "unrecognised": sum(1 for u in inv.unrecognised if u.kind == kind),
+            "ignored": sum(1 for k, _ in inv.ignored if k == kind),
+        }
+    return IngestResult(run=run, counts=counts, tables=tables, files=files)

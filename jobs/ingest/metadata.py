@@ -1,0 +1,246 @@
+"""MetadataResponse captures -> ``metadata_observations`` (executor + Spark parts).
+
+- JSONL: one response per line ``{"ts", "client_id", "broker", "api_version", "response"}`` (``response``
+  = base64 of header + body, no size prefix). Unit ``line``, ``position`` = line number.
+- pcap / pcapng: :func:`epochlib.pcap.iter_exchanges` reassembles the TCP streams on the configured broker
+  ports and pairs requests with responses by correlation id; the API version comes from the request, the
+  client id from its header. Unit ``frame``, ``position`` = the response's frame number; a
+  :class:`~epochlib.pcap.CaptureError` is one quarantined frame.
+
+Each decodable response becomes one row per (topic, partition) via
+:func:`epochlib.protocol.metadata_observations_arrow` (a response without topics gives one row with the
+topic columns null, as the codec returns it). An undecodable response is quarantined.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from epochlib import protocol
+
+from ._io import open_reader
+from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row
+from .offsets import _iter_lines, _ts_ms
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["FILE_SCHEMA", "WORK", "decode_capture_files", "observations_frame"]
+
+_OBS = [
+    ("correlation_id", pa.int32()), ("cluster_id", pa.string()), ("controller_id", pa.int32()),
+    ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()), ("leader_id", pa.int32()),
+    ("leader_epoch", pa.int32()), ("replicas", pa.list_(pa.int32())), ("isr", pa.list_(pa.int32())),
+    ("offline_replicas", pa.list_(pa.int32())), ("topic_error", pa.int16()), ("partition_error", pa.int16()),
+]
+
+WORK = pa.schema([
+    *SIDE_FIELDS,
+    pa.field("capture_ms", pa.int64()),
+    pa.field("client_id", pa.string()),
+    pa.field("broker", pa.string()),
+    pa.field("api_version", pa.int16()),
+    *[pa.field(n, t) for n, t in _OBS],
+])
+
+FILE_SCHEMA = pa.schema([pa.field("source", pa.string()), pa.field("size", pa.int64()),
+                         pa.field("form", pa.string())])
+
+_CHUNK = 4096
+
+
+def _broker_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, versions: list,
+                  side: RowBuffer) -> tuple[pa.RecordBatch | None, int, int]:
+    """Decode a chunk of responses; returns (observation rows, quarantined units, rows out)."""
+    n = len(responses)
+    if not n:
+        return None, 0, 0
+    obs = protocol.metadata_observations_arrow(pa.array(responses, pa.binary()), pa.array(versions, pa.int16()))
+    idx = obs.column("response_index").to_numpy(zero_copy_only=False)
+    err = obs.column("error")
+    bad_mask = pc.is_valid(err).to_numpy(zero_copy_only=False)
+    n_bad = 0
+    for i in np.unique(idx[bad_mask]).tolist():
+        n_bad += 1
+        reason = err[int(np.flatnonzero((idx == i) & bad_mask)[0])].as_py()
+        side.add(side_row(src, ctx["position"][i], unit, f"undecodable MetadataResponse: {reason}",
+                          (responses[i] or b"")[:RAW_MAX], q_ms=ctx["capture_ms"][i],
+                          client_id=ctx["client_id"][i], broker=ctx["broker"][i],
+                          api_version=versions[i]))
+    good = obs.filter(pc.invert(pc.is_valid(err)))
+    gidx = pa.array(good.column("response_index").to_numpy(zero_copy_only=False).astype(np.int64))
+    m = good.num_rows
+    if not m:
+        return None, n_bad, 0
+    cols = {
+        "row_kind": pa.array(["observation"] * m), "source": pa.array([src] * m),
+        "position": pc.take(pa.array(ctx["position"], pa.int64()), gidx),
+        "capture_ms": pc.take(pa.array(ctx["capture_ms"], pa.int64()), gidx),
+        "client_id": pc.take(pa.array(ctx["client_id"], pa.string()), gidx),
+        "broker": pc.take(pa.array(ctx["broker"], pa.string()), gidx),
+        "api_version": pc.take(pa.array(versions, pa.int16()), gidx),
+    }
+    for name, _t in _OBS:
+        cols[name] = good.column(name)
+    return make_batch(WORK, cols, m), n_bad, m
+
+
+def _decode_jsonl(src: str) -> Iterator[pa.RecordBatch]:
+    side = RowBuffer(WORK)
+    ctx: dict[str, list] = {k: [] for k in ("position", "capture_ms", "client_id", "broker")}
+    responses: list = []
+    versions: list = []
+    n_read = n_bad = n_out = 0
+
+    def flush():
+        nonlocal n_bad, n_out
+        batch, bad, out = _observations(src, "line", ctx, responses, versions, side)
+        n_bad += bad
+        n_out += out
+        for v in ctx.values():
+            v.clear()
+        responses.clear()
+        versions.clear()
+        return batch
+
+    for line_no, _pos, line in _iter_lines(src):
+        if not line.strip():
+            continue
+        n_read += 1
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
+                raise ValueError("not a JSON object with a base64 response")
+            resp = base64.b64decode(obj["response"], validate=True)
+            ver = obj.get("api_version")
+            if not isinstance(ver, int) or isinstance(ver, bool) or not 0 <= ver <= 0x7FFF:
+                raise ValueError(f"bad api_version {ver!r}")
+            ts = obj.get("ts")
+            ms = _ts_ms(ts)
+            if ms is None:
+                raise ValueError(f"missing or unparseable ts {str(ts)[:40]!r}")
+        except (ValueError, TypeError, binascii.Error) as e:
+            n_bad += 1
+            side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX]))
+            continue
+        ctx["position"].append(line_no)
+        ctx["capture_ms"].append(ms)
+        ctx["client_id"].append(obj.get("client_id"))
+        ctx["broker"].append(_broker_text(obj.get("broker")))
+        responses.append(resp)
+        versions.append(ver)
+        if len(responses) >= _CHUNK:
+            batch = flush()
+            if batch is not None:
+                yield batch
+    batch = flush()
+    if batch is not None:
+        yield batch
+    side.add(stats_row(src, "line", n_read, n_bad, n_out))
+    yield side.flush()
+
+
+def _ms(ts: Any) -> int | None:
+    """Capture time of an exchange in epoch ms (``ts`` in seconds as a float, or ms as an int)."""
+    if ts is None:
+        return None
+    if isinstance(ts, float):
+        return int(round(ts * 1000))
+    return int(ts)
+
+
+def _decode_pcap(src: str, broker_ports: Sequence[int]) -> Iterator[pa.RecordBatch]:
+    from epochlib import pcap
+
+    side = RowBuffer(WORK)
+    try:
+        with open_reader(src) as r:
+            data = r.read_all()
+    except OSError as e:
+        side.add(side_row(src, 0, "file", f"unreadable: {e}"))
+        side.add(stats_row(src, "file", 1, 1, 0))
+        yield side.flush()
+        return
+    ctx: dict[str, list] = {k: [] for k in ("position", "capture_ms", "client_id", "broker")}
+    responses: list = []
+    versions: list = []
+    n_read = n_bad = n_out = 0
+    for ex in pcap.iter_exchanges(data, broker_ports=tuple(broker_ports), api_keys={3}):
+        n_read += 1
+        if isinstance(ex, pcap.CaptureError):
+            n_bad += 1
+            side.add(side_row(src, ex.position, "frame", ex.reason, None))
+            continue
+        ctx["position"].append(ex.frame_index)
+        ctx["capture_ms"].append(_ms(ex.ts))
+        ctx["client_id"].append(ex.client_id)
+        ctx["broker"].append(_broker_text(ex.broker))
+        responses.append(ex.response)
+        versions.append(ex.api_version)
+        if len(responses) >= _CHUNK:
+            batch, bad, out = _observations(src, "frame", ctx, responses, versions, side)
+            n_bad += bad
+            n_out += out
+            for v in ctx.values():
+                v.clear()
+            responses.clear()
+            versions.clear()
+            if batch is not None:
+                yield batch
+    batch, bad, out = _observations(src, "frame", ctx, responses, versions, side)
+    n_bad += bad
+    n_out += out
+    if batch is not None:
+        yield batch
+    if n_read == 0 and not _looks_like_capture(data):
+        side.add(side_row(src, 0, "file", "not a pcap/pcapng capture", data[:RAW_MAX]))
+        side.add(stats_row(src, "file", 1, 1, 0))
+    else:
+        side.add(stats_row(src, "frame", n_read, n_bad, n_out))
+    yield side.flush()
+
+
+def _looks_like_capture(data: bytes) -> bool:
+    magic = data[:4]
+    return magic in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d",
+                     b"\x0a\x0d\x0d\x0a")
+
+
+def decode_capture_files(broker_ports: Sequence[int]):
+    """A ``mapInArrow`` function decoding capture files into :data:`WORK` rows."""
+    ports = tuple(int(p) for p in broker_ports)
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            for row in rb.to_pylist():
+                if row["form"] == "pcap":
+                    yield from _decode_pcap(row["source"], ports)
+                else:
+                    yield from _decode_jsonl(row["source"])
+
+    return fn
+
+
+def observations_frame(work: DataFrame) -> DataFrame:
+    """``metadata_observations`` columns (minus cluster/event_date)."""
+    from pyspark.sql import functions as F
+
+    o = work.filter(F.col("row_kind") == "observation")
+    return o.select(
+        F.timestamp_millis("capture_ms").alias("capture_ts"), "client_id", "broker", "api_version",
+        "correlation_id", "topic", "topic_id", "partition", "leader_id", "leader_epoch", "replicas", "isr",
+        "offline_replicas", "topic_error", "partition_error", "cluster_id", "controller_id", "source",
+        "position", F.timestamp_millis("capture_ms").alias("event_ts"),
+    )

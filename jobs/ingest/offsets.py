@@ -1,0 +1,745 @@
+"""``__consumer_offsets`` evidence -> ``offset_commits`` and ``group_metadata`` (executor + Spark parts).
+
+Inputs (DESIGN.md): raw segments, Parquet/JSONL dumps with binary key/value (the schema of Spark's Kafka
+source; base64 strings in JSONL; timestamps ISO-8601 or epoch ms) and tool text dumps.
+
+Executor side (plain functions over Arrow batches, testable without Spark):
+
+- segments are cut into byte ranges on batch boundaries (:func:`plan_segment_ranges`, reading only entry
+  headers, in executors) and every range is decoded by :func:`decode_segment_ranges` with
+  :mod:`epochlib.records` and :func:`epochlib.coordinator.decode_offsets_arrow`;
+- Parquet and JSONL dumps by :func:`decode_dump_files` (Arrow columns straight into the codec);
+- text dumps by :func:`decode_text_files` (:mod:`epochlib.dumps` iterators).
+
+Spark side: :func:`offsets_work` builds one work DataFrame (schema :data:`WORK`), and
+:func:`commits_frame` / :func:`groups_frame` shape the silver tables; transactional commits get their
+``txn_state`` from the next COMMIT/ABORT marker of the same producer in the same log partition (a window,
+not a driver loop).
+
+Units: segment batches (``batch``; a bad CRC or a torn tail is one quarantined batch), records inside good
+batches whose key/value cannot be decoded (``record``), Parquet rows (``record``), JSONL and text lines
+(``line``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from epochlib import coordinator, records
+
+from ._io import open_reader
+from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "RANGE_SCHEMA",
+    "WORK",
+    "commits_frame",
+    "decode_dump_files",
+    "decode_segment_ranges",
+    "decode_text_files",
+    "groups_frame",
+    "offsets_work",
+    "plan_segment_ranges",
+]
+
+_ASSIGNED = pa.struct([pa.field("topic", pa.string()), pa.field("partitions", pa.list_(pa.int32()))])
+_MEMBER = pa.struct([
+    pa.field("member_id", pa.string()),
+    pa.field("group_instance_id", pa.string()),
+    pa.field("client_id", pa.string()),
+    pa.field("client_host", pa.string()),
+    pa.field("assigned_partitions", pa.list_(_ASSIGNED)),
+])
+
+#: The work schema of every offsets decode function.
+WORK = pa.schema([
+    *SIDE_FIELDS,
+    pa.field("broker", pa.string()),
+    pa.field("log_partition", pa.int32()),
+    pa.field("log_offset", pa.int64()),
+    pa.field("record_ms", pa.int64()),
+    pa.field("batch_leader_epoch", pa.int32()),
+    pa.field("producer_id", pa.int64()),
+    pa.field("is_transactional", pa.bool_()),
+    pa.field("control_type", pa.string()),
+    pa.field("key_type", pa.int16()),
+    pa.field("value_version", pa.int16()),
+    pa.field("is_tombstone", pa.bool_()),
+    pa.field("group_id", pa.string()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("committed_offset", pa.int64()),
+    pa.field("leader_epoch", pa.int32()),
+    pa.field("metadata", pa.string()),
+    pa.field("commit_ms", pa.int64()),
+    pa.field("expire_ms", pa.int64()),
+    pa.field("record_type", pa.string()),
+    pa.field("protocol_type", pa.string()),
+    pa.field("generation", pa.int32()),
+    pa.field("protocol", pa.string()),
+    pa.field("leader", pa.string()),
+    pa.field("state_ms", pa.int64()),
+    pa.field("member_count", pa.int32()),
+    pa.field("members", pa.list_(_MEMBER)),
+])
+
+#: Input of :func:`plan_segment_ranges` / :func:`decode_segment_ranges`: one row per file or byte range.
+RANGE_SCHEMA = pa.schema([
+    pa.field("source", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("start", pa.int64()),
+    pa.field("end", pa.int64()),
+    pa.field("target", pa.int64()),
+    pa.field("broker", pa.string()),
+    pa.field("log_partition", pa.int32()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("snapshot_ms", pa.int64()),
+])
+
+#: Input of the per-file decode functions.
+FILE_SCHEMA = pa.schema([
+    pa.field("source", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("broker", pa.string()),
+])
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake_type_name(record_type: int) -> str:
+    """``GroupMetadata`` -> ``group_metadata`` (the ``record_type`` column of ``group_metadata``)."""
+    return _CAMEL.sub("_", coordinator.type_name(record_type)).lower()
+
+
+# ----------------------------------------------------------------------------------- segment ranges
+
+
+def plan_segment_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: each input file row -> its byte ranges on batch boundaries.
+
+    Files no larger than their ``target`` become one range without being opened; larger ones are walked
+    header by header (:func:`epochlib.records.split_points`), reading only the 17-byte entry prefixes.
+    An unreadable file becomes one range covering it all, so the decoder reports the error.
+    """
+    for rb in batches:
+        out = []
+        for row in rb.to_pylist():
+            size, target = row["size"], row["target"]
+            ranges: list[tuple[int, int]]
+            if size <= target:
+                ranges = [(0, size)] if size > 0 else []
+            else:
+                try:
+                    with open_reader(row["source"]) as r:
+                        ranges = records.split_points(r.read_at, size, target)
+                except OSError:
+                    ranges = [(0, size)]
+            for start, end in ranges:
+                out.append({**row, "start": start, "end": end})
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=RANGE_SCHEMA)
+
+
+_BATCH_FIELDS = (
+    "position", "size", "magic", "base_offset", "last_offset", "partition_leader_epoch", "compression",
+    "is_transactional", "is_control", "producer_id", "records_count", "max_timestamp",
+)
+
+
+def segment_tables(buf: bytes, base: int, *, with_records: bool = True) -> tuple[list[dict], dict[str, list]]:
+    """Decode a byte range of a segment: (batch rows with ``error``/``raw`` for bad ones, record columns).
+
+    Record columns: ``batch_position, offset, timestamp, key, value, is_control, control_type,
+    producer_id, is_transactional, partition_leader_epoch`` (control records carry the marker name).
+    """
+    heads: list[dict] = []
+    cols: dict[str, list] = {k: [] for k in (
+        "batch_position", "offset", "timestamp", "key", "value", "is_control", "control_type", "producer_id",
+        "is_transactional", "partition_leader_epoch")}
+    for b in records.iter_batches(buf, base_position=base, decode_records=with_records):
+        if isinstance(b, records.BadBatch):
+            heads.append({"position": b.position, "error": b.reason, "raw": b.raw_slice, "size": b.length})
+            continue
+        heads.append({f: getattr(b, f) for f in _BATCH_FIELDS})
+        if not with_records:
+            continue
+        for r in b.records:
+            cols["batch_position"].append(b.position)
+            cols["offset"].append(r.offset)
+            cols["timestamp"].append(r.timestamp)
+            cols["key"].append(r.key)
+            cols["value"].append(r.value)
+            cols["is_control"].append(b.is_control)
+            cols["control_type"].append(r.control_name)
+            cols["producer_id"].append(b.producer_id)
+            cols["is_transactional"].append(b.is_transactional)
+            cols["partition_leader_epoch"].append(b.partition_leader_epoch)
+    return heads, cols
+
+
+def decode_segment_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: each byte range of a ``__consumer_offsets`` segment -> :data:`WORK` rows."""
+    for rb in batches:
+        for row in rb.to_pylist():
+            yield from _decode_range(row)
+
+
+def _decode_range(row: dict) -> Iterator[pa.RecordBatch]:
+    source, start, end = row["source"], row["start"], row["end"]
+    ctx = {"source": source, "broker": row["broker"], "log_partition": row["log_partition"]}
+    side = RowBuffer(WORK)
+    try:
+        with open_reader(source) as r:
+            buf = r.read_at(start, end - start)
+    except OSError as e:
+        side.add(side_row(source, start, "file", f"unreadable: {e}", **_ctx(ctx)))
+        side.add(stats_row(source, "file", 1, 1, 0))
+        yield side.flush()
+        return
+    heads, cols = segment_tables(buf, start)
+    n_bad = 0
+    for h in heads:
+        if h.get("error") is not None:
+            n_bad += 1
+            side.add(side_row(source, h["position"], "batch", h["error"], h.get("raw"), **_ctx(ctx)))
+    del buf
+    n_out = 0
+    n_rec = n_rec_bad = 0
+    if cols["offset"]:
+        rec = pa.table({
+            "batch_position": pa.array(cols["batch_position"], pa.int64()),
+            "offset": pa.array(cols["offset"], pa.int64()),
+            "timestamp": pa.array(cols["timestamp"], pa.int64()),
+            "key": pa.array(cols["key"], pa.binary()),
+            "value": pa.array(cols["value"], pa.binary()),
+            "is_control": pa.array(cols["is_control"], pa.bool_()),
+            "control_type": pa.array(cols["control_type"], pa.string()),
+            "producer_id": pa.array(cols["producer_id"], pa.int64()),
+            "is_transactional": pa.array(cols["is_transactional"], pa.bool_()),
+            "partition_leader_epoch": pa.array(cols["partition_leader_epoch"], pa.int32()),
+        })
+        markers = rec.filter(pc.and_(rec["is_control"], pc.is_in(rec["control_type"],
+                                                                  pa.array(["COMMIT", "ABORT"]))))
+        if markers.num_rows:
+            yield make_batch(WORK, {
+                "row_kind": pa.array(["marker"] * markers.num_rows),
+                "source": pa.array([source] * markers.num_rows),
+                "position": markers["batch_position"], "broker": pa.array([ctx["broker"]] * markers.num_rows,
+                                                                           pa.string()),
+                "log_partition": pa.array([ctx["log_partition"]] * markers.num_rows, pa.int32()),
+                "log_offset": markers["offset"], "record_ms": markers["timestamp"],
+                "producer_id": markers["producer_id"], "is_transactional": markers["is_transactional"],
+                "control_type": markers["control_type"],
+            }, markers.num_rows)
+        data = rec.filter(pc.invert(rec["is_control"]))
+        if data.num_rows:
+            ctx_cols = {
+                "source": pa.array([source] * data.num_rows),
+                "position": data["batch_position"],
+                "broker": pa.array([ctx["broker"]] * data.num_rows, pa.string()),
+                "log_partition": pa.array([ctx["log_partition"]] * data.num_rows, pa.int32()),
+                "log_offset": data["offset"], "record_ms": data["timestamp"],
+                "batch_leader_epoch": data["partition_leader_epoch"], "producer_id": data["producer_id"],
+                "is_transactional": data["is_transactional"],
+            }
+            n_rec = data.num_rows
+            for out, bad, good in _decode_kv(data["key"], data["value"], ctx_cols, unit="record",
+                                             source=source):
+                n_out += good
+                n_rec_bad += bad
+                if out is not None:
+                    yield out
+    side.add(stats_row(source, "batch", len(heads), n_bad, 0))
+    side.add(stats_row(source, "record", n_rec, n_rec_bad, n_out))
+    yield side.flush()
+
+
+def _ctx(ctx: dict) -> dict:
+    return {"broker": ctx.get("broker"), "log_partition": ctx.get("log_partition")}
+
+
+# ----------------------------------------------------------------------------------- key/value -> rows
+
+
+def _decode_offsets(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
+    """The codec's batch function (:func:`epochlib.coordinator.decode_offsets_arrow`)."""
+    fn = getattr(coordinator, "decode_offsets_arrow", None)
+    if fn is not None:
+        return fn(keys, values)
+    return _decode_offsets_reference(keys, values)  # pragma: no cover - until the batch function lands
+
+
+def _decode_offsets_reference(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
+    cols: dict[str, list] = {k: [] for k in (
+        "record_type", "value_version", "is_tombstone", "group_id", "topic", "partition", "committed_offset",
+        "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "error")}
+    for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True):
+        try:
+            r = coordinator.decode_record(k, v)
+        except Exception as e:  # noqa: BLE001
+            r, err = None, getattr(e, "reason", str(e))
+        else:
+            err = None
+        cols["error"].append(err)
+        cols["record_type"].append(None if r is None else r.record_type)
+        cols["value_version"].append(None if r is None else r.value_version)
+        cols["is_tombstone"].append(None if r is None else r.is_tombstone)
+        cols["group_id"].append(None if r is None else r.group)
+        for c, a in (("topic", "topic"), ("partition", "partition"), ("committed_offset", "offset"),
+                     ("leader_epoch", "leader_epoch"), ("metadata", "metadata"),
+                     ("commit_timestamp", "commit_timestamp"), ("expire_timestamp", "expire_timestamp")):
+            cols[c].append(None if r is None else getattr(r, a))
+    return pa.RecordBatch.from_pydict({
+        "record_type": pa.array(cols["record_type"], pa.int16()),
+        "value_version": pa.array(cols["value_version"], pa.int16()),
+        "is_tombstone": pa.array(cols["is_tombstone"], pa.bool_()),
+        "group_id": pa.array(cols["group_id"], pa.string()),
+        "topic": pa.array(cols["topic"], pa.string()),
+        "partition": pa.array(cols["partition"], pa.int32()),
+        "committed_offset": pa.array(cols["committed_offset"], pa.int64()),
+        "leader_epoch": pa.array(cols["leader_epoch"], pa.int32()),
+        "metadata": pa.array(cols["metadata"], pa.string()),
+        "commit_timestamp": pa.array(cols["commit_timestamp"], pa.int64()),
+        "expire_timestamp": pa.array(cols["expire_timestamp"], pa.int64()),
+        "error": pa.array(cols["error"], pa.string()),
+    })
+
+
+def _decode_kv(keys, values, ctx_cols: dict[str, Any], *, unit: str, source: str,
+               q_ms=None) -> Iterator[tuple[pa.RecordBatch | None, int, int]]:
+    """Decode aligned key/value arrays; yields ``(work batch, quarantined units, decoded rows)`` pieces.
+
+    ``ctx_cols`` holds per-row context arrays (source, position, log offset …) aligned with the keys.
+    Offset commits (types 0/1) take the vectorised path; other record types (group metadata, KIP-848)
+    go through the per-record reference decoder (they are few).
+    """
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    dec = _decode_offsets(keys, values)
+    err = dec.column("error")
+    rtype = dec.column("record_type")
+    ok = pc.is_null(err)
+    commit_mask = pc.and_(ok, pc.is_in(rtype, pa.array([0, 1], rtype.type))).fill_null(False)
+    ctx_arrays = {k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in ctx_cols.items()}
+    if pc.any(commit_mask).as_py():
+        sel = {k: v.filter(commit_mask) for k, v in ctx_arrays.items()}
+        d = dec.filter(commit_mask)
+        m = d.num_rows
+        yield make_batch(WORK, {
+            **sel,
+            "row_kind": pa.array(["commit"] * m),
+            "key_type": d.column("record_type"), "value_version": d.column("value_version"),
+            "is_tombstone": d.column("is_tombstone"), "group_id": d.column("group_id"),
+            "topic": d.column("topic"), "partition": d.column("partition"),
+            "committed_offset": d.column("committed_offset"), "leader_epoch": d.column("leader_epoch"),
+            "metadata": d.column("metadata"), "commit_ms": d.column("commit_timestamp"),
+            "expire_ms": d.column("expire_timestamp"),
+        }, m), 0, m
+    other = pc.invert(commit_mask)
+    idx = np.flatnonzero(other.to_numpy(zero_copy_only=False))
+    if len(idx) == 0:
+        return
+    rows = RowBuffer(WORK)
+    n_bad = 0
+    key_list, val_list = keys, values
+    errs = err.to_pylist()
+    for i in idx.tolist():
+        ctx = {k: v[i].as_py() for k, v in ctx_arrays.items()}
+        k, v = key_list[i].as_py(), val_list[i].as_py()
+        reason = errs[i]
+        rec = None
+        if reason is None:
+            try:
+                rec = coordinator.decode_record(k, v)
+            except Exception as e:  # noqa: BLE001 - DecodeError by contract; anything else is quarantined too
+                reason = getattr(e, "reason", None) or str(e)
+        if rec is None:
+            n_bad += 1
+            raw = (k or b"") + (v or b"")
+            log_offset = ctx.get("log_offset")
+            where = f"record at log offset {log_offset}: " if log_offset is not None else ""
+            rows.add(side_row(source, ctx.get("position"), unit, where + str(reason), raw[:RAW_MAX],
+                              q_ms=ctx.get("record_ms") if q_ms is None else q_ms,
+                              broker=ctx.get("broker"), log_partition=ctx.get("log_partition"),
+                              log_offset=log_offset))
+            continue
+        rows.add({**ctx, **group_row(rec)})
+    yield rows.flush(), n_bad, len(idx) - n_bad
+
+
+def group_row(rec: coordinator.CoordinatorRecord) -> dict[str, Any]:
+    """The ``group_metadata`` columns of a decoded non-commit coordinator record."""
+    v = rec.value or {}
+    members = None
+    if rec.record_type == 2 and v:
+        members = []
+        for m in v.get("members") or []:
+            assigned = (m.get("assignment_decoded") or {}).get("assigned_partitions") or []
+            members.append({
+                "member_id": m.get("member_id"), "group_instance_id": m.get("group_instance_id"),
+                "client_id": m.get("client_id"), "client_host": m.get("client_host"),
+                "assigned_partitions": [{"topic": a.get("topic"), "partitions": list(a.get("partitions") or [])}
+                                        for a in assigned],
+            })
+    state = v.get("current_state_timestamp")
+    return {
+        "row_kind": "group",
+        "key_type": rec.record_type,
+        "record_type": snake_type_name(rec.record_type),
+        "value_version": rec.value_version,
+        "is_tombstone": rec.is_tombstone,
+        "group_id": rec.group,
+        "protocol_type": v.get("protocol_type"),
+        "generation": v.get("generation") if rec.record_type == 2 else v.get("group_epoch", v.get("epoch")),
+        "protocol": v.get("protocol"),
+        "leader": v.get("leader"),
+        "state_ms": state if isinstance(state, int) and state >= 0 else None,
+        "member_count": len(members) if members is not None else None,
+        "members": members,
+    }
+
+
+# ----------------------------------------------------------------------------------- dumps
+
+
+def _ts_ms(value: Any) -> int | None:
+    """Epoch ms from an ISO-8601 string or a number (epoch ms); None when absent or unparseable."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        s = value.strip()
+        if re.fullmatch(r"-?\d+", s):
+            return int(s)
+        try:
+            dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            return None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return int(dt.timestamp() * 1000)
+    return None
+
+
+def _parquet_ms(col: pa.Array) -> pa.Array:
+    t = col.type
+    if pa.types.is_timestamp(t):
+        return pc.cast(pc.cast(col, pa.timestamp("ms", tz=t.tz)), pa.int64())
+    if pa.types.is_integer(t):
+        return pc.cast(col, pa.int64())
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.array([_ts_ms(x) for x in col.to_pylist()], pa.int64())
+    return pa.nulls(len(col), pa.int64())
+
+
+def _binary(col: pa.Array) -> pa.Array:
+    t = col.type
+    if pa.types.is_binary(t):
+        return col
+    if pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return pc.cast(col, pa.binary())
+    if pa.types.is_string(t) or pa.types.is_large_string(t):  # base64 text
+        return pa.array([None if x is None else base64.b64decode(x, validate=True) for x in col.to_pylist()],
+                        pa.binary())
+    raise TypeError(f"key/value column of type {t}")
+
+
+def decode_dump_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: Parquet / JSONL dump files -> :data:`WORK` rows.
+
+    Parquet: read row group by row group (``position`` = row index in the file, unit ``record``).
+    JSONL: streamed line by line (``position`` = line number, unit ``line``). A file that is not what its
+    name says becomes one quarantined ``file`` unit.
+    """
+    for rb in batches:
+        for row in rb.to_pylist():
+            src = row["source"]
+            low = src.lower()
+            if low.endswith(".parquet"):
+                yield from _decode_parquet(src, row.get("broker"))
+            else:
+                yield from _decode_jsonl(src, row.get("broker"))
+
+
+def _file_failure(src: str, reason: str, raw: bytes | None = None, broker: str | None = None) -> pa.RecordBatch:
+    rows = RowBuffer(WORK)
+    rows.add(side_row(src, 0, "file", reason, raw, broker=broker))
+    rows.add(stats_row(src, "file", 1, 1, 0))
+    return rows.flush()
+
+
+def _decode_parquet(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq
+
+    try:
+        reader = open_reader(src)
+        pf = pq.ParquetFile(reader._f if reader._kind == "arrow" else reader._f)
+        names = set(pf.schema_arrow.names)
+        if not {"key", "value"} <= names:
+            raise ValueError(f"no key/value columns (has {sorted(names)})")
+    except Exception as e:  # noqa: BLE001 - an unreadable or foreign file is quarantined, not fatal
+        yield _file_failure(src, f"not a readable key/value Parquet dump: {e}", broker=broker)
+        return
+    n_read = n_bad = n_out = 0
+    row_index = 0
+    cols = [c for c in ("key", "value", "partition", "offset", "timestamp") if c in names]
+    try:
+        for chunk in pf.iter_batches(batch_size=65536, columns=cols):
+            m = chunk.num_rows
+            pos = pa.array(np.arange(row_index, row_index + m, dtype=np.int64))
+            row_index += m
+            n_read += m
+            c = dict(zip(chunk.schema.names, chunk.columns, strict=True))
+            ctx_cols = {
+                "source": pa.array([src] * m), "position": pos,
+                "broker": pa.array([broker] * m, pa.string()),
+                "log_partition": pc.cast(c["partition"], pa.int32()) if "partition" in c else None,
+                "log_offset": pc.cast(c["offset"], pa.int64()) if "offset" in c else None,
+                "record_ms": _parquet_ms(c["timestamp"]) if "timestamp" in c else None,
+            }
+            ctx_cols = {k: v for k, v in ctx_cols.items() if v is not None}
+            for out, bad, good in _decode_kv(_binary(c["key"]), _binary(c["value"]), ctx_cols,
+                                             unit="record", source=src):
+                n_bad += bad
+                n_out += good
+                if out is not None:
+                    yield out
+    except Exception as e:  # noqa: BLE001 - a corrupt row group: the rest of the file is one bad unit
+        yield _file_failure(src, f"unreadable Parquet data after row {row_index}: {e}", broker=broker)
+    finally:
+        reader.close()
+    rows = RowBuffer(WORK)
+    rows.add(stats_row(src, "record", n_read, n_bad, n_out))
+    yield rows.flush()
+
+
+def _iter_lines(src: str, chunk: int = 8 << 20) -> Iterator[tuple[int, int, bytes]]:
+    """``(line number, byte position, line bytes)`` of a file, streamed in chunks."""
+    with open_reader(src) as r:
+        pos = 0
+        line_no = 0
+        rest = b""
+        rest_pos = 0
+        while pos < r.size:
+            data = r.read_at(pos, chunk)
+            if not data:
+                break
+            pos += len(data)
+            buf = rest + data
+            start = 0
+            while True:
+                nl = buf.find(b"\n", start)
+                if nl < 0:
+                    break
+                line_no += 1
+                yield line_no, rest_pos + start, buf[start:nl]
+                start = nl + 1
+            rest_pos += start
+            rest = buf[start:]
+        if rest:
+            yield line_no + 1, rest_pos, rest
+
+
+def _decode_jsonl(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
+    n_read = n_bad = n_out = 0
+    side = RowBuffer(WORK)
+    pending: dict[str, list] = {k: [] for k in ("key", "value", "position", "log_partition", "log_offset",
+                                                "record_ms")}
+
+    def flush_pending():
+        nonlocal n_bad, n_out
+        m = len(pending["key"])
+        if not m:
+            return
+        ctx_cols = {
+            "source": pa.array([src] * m), "position": pa.array(pending["position"], pa.int64()),
+            "broker": pa.array([broker] * m, pa.string()),
+            "log_partition": pa.array(pending["log_partition"], pa.int32()),
+            "log_offset": pa.array(pending["log_offset"], pa.int64()),
+            "record_ms": pa.array(pending["record_ms"], pa.int64()),
+        }
+        keys = pa.array(pending["key"], pa.binary())
+        values = pa.array(pending["value"], pa.binary())
+        for v in pending.values():
+            v.clear()
+        for out, bad, good in _decode_kv(keys, values, ctx_cols, unit="line", source=src):
+            n_bad += bad
+            n_out += good
+            if out is not None:
+                yield out
+
+    try:
+        for line_no, _bpos, line in _iter_lines(src):
+            if not line.strip():
+                continue
+            n_read += 1
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict) or "key" not in obj:
+                    raise ValueError("not a JSON object with a key")
+                key = _b64(obj.get("key"))
+                value = _b64(obj.get("value"))
+                ts = obj.get("timestamp")
+                ms = _ts_ms(ts)
+                if ts is not None and ms is None:
+                    raise ValueError(f"unparseable timestamp {str(ts)[:40]!r}")
+                part = obj.get("partition")
+                off = obj.get("offset")
+                part = None if part is None else int(part)
+                off = None if off is None else int(off)
+            except (ValueError, TypeError, binascii.Error) as e:
+                n_bad += 1
+                side.add(side_row(src, line_no, "line", f"bad dump line: {e}", line[:RAW_MAX], broker=broker))
+                continue
+            pending["key"].append(key)
+            pending["value"].append(value)
+            pending["position"].append(line_no)
+            pending["log_partition"].append(part)
+            pending["log_offset"].append(off)
+            pending["record_ms"].append(ms)
+            if len(pending["key"]) >= 8192:
+                yield from flush_pending()
+        yield from flush_pending()
+    except OSError as e:
+        yield _file_failure(src, f"unreadable: {e}", broker=broker)
+        return
+    side.add(stats_row(src, "line", n_read, n_bad, n_out))
+    yield side.flush()
+
+
+def _b64(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("key/value must be a base64 string or null")
+    return base64.b64decode(value, validate=True)
+
+
+# ----------------------------------------------------------------------------------- text dumps
+
+
+def decode_text_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: console-consumer / kafka-dump-log text dumps -> :data:`WORK` rows."""
+    from . import textdumps
+
+    for rb in batches:
+        for row in rb.to_pylist():
+            yield from textdumps.decode_text_file(row["source"], row.get("broker"))
+
+
+# ----------------------------------------------------------------------------------- Spark side
+
+
+def offsets_work(spark: SparkSession, files: list, *, split_bytes: int, parallelism: int) -> DataFrame | None:
+    """One work DataFrame (:data:`WORK`) for every ``offsets`` input file; None when there are none."""
+    from ._spark import files_frame, ranges_frame
+    from .discover import JSONL, PARQUET, SEGMENT, TEXT
+
+    parts = []
+    segs = [f for f in files if f.form == SEGMENT]
+    if segs:
+        ranges = ranges_frame(spark, segs, split_bytes=split_bytes, parallelism=parallelism,
+                              plan=plan_segment_ranges, schema=RANGE_SCHEMA)
+        parts.append(ranges.mapInArrow(decode_segment_ranges, _spark_schema(WORK)))
+    dumps = [f for f in files if f.form in (PARQUET, JSONL)]
+    if dumps:
+        parts.append(files_frame(spark, dumps, FILE_SCHEMA, parallelism).mapInArrow(
+            decode_dump_files, _spark_schema(WORK)))
+    texts = [f for f in files if f.form == TEXT]
+    if texts:
+        parts.append(files_frame(spark, texts, FILE_SCHEMA, parallelism).mapInArrow(
+            decode_text_files, _spark_schema(WORK)))
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
+def _spark_schema(schema: pa.Schema):
+    from ._spark import to_spark_schema
+
+    return to_spark_schema(schema)
+
+
+def commits_frame(work: DataFrame) -> DataFrame:
+    """``offset_commits`` columns (minus cluster/event_date) from the work rows, with ``txn_state``.
+
+    A transactional commit takes the state of the first COMMIT/ABORT marker after it of the same
+    producer in the same ``__consumer_offsets`` partition (and replica); none yet -> ``open``.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = work.filter(F.col("row_kind").isin("commit", "marker"))
+    tx = rows.filter(F.coalesce(F.col("is_transactional"), F.lit(False)))
+    plain = work.filter((F.col("row_kind") == "commit")
+                        & ~F.coalesce(F.col("is_transactional"), F.lit(False)))
+    w = (Window.partitionBy("broker", "log_partition", "producer_id")
+         .orderBy("log_offset").rowsBetween(1, Window.unboundedFollowing))
+    marker = F.first(F.when(F.col("row_kind") == "marker", F.col("control_type")), ignorenulls=True).over(w)
+    tx = (tx.withColumn("_marker", marker)
+          .filter(F.col("row_kind") == "commit")
+          .withColumn("txn_state", F.when(F.col("_marker") == "COMMIT", "committed")
+                      .when(F.col("_marker") == "ABORT", "aborted").otherwise("open"))
+          .drop("_marker"))
+    plain = plain.withColumn("txn_state", F.lit("none"))
+    both = plain.unionByName(tx)
+    event_ms = F.when(F.col("is_tombstone") | F.col("commit_ms").isNull() | (F.col("commit_ms") < 0),
+                      F.col("record_ms")).otherwise(F.col("commit_ms"))
+    return both.select(
+        "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+        _ts("commit_ms").alias("commit_ts"),
+        F.when(F.col("expire_ms") >= 0, _ts("expire_ms")).alias("expire_ts"),
+        "is_tombstone", "key_type", "value_version",
+        _ts_col(event_ms).alias("event_ts"),
+        "log_partition", "log_offset",
+        F.when(F.col("record_ms") >= 0, _ts("record_ms")).alias("record_ts"),
+        "batch_leader_epoch", "producer_id", "txn_state",
+        F.lit("offsets").alias("source_kind"), "source", "position",
+    )
+
+
+def groups_frame(work: DataFrame) -> DataFrame:
+    """``group_metadata`` columns (minus cluster/event_date) from the work rows."""
+    from pyspark.sql import functions as F
+
+    g = work.filter(F.col("row_kind") == "group")
+    event_ms = F.coalesce(F.when(F.col("state_ms") >= 0, F.col("state_ms")),
+                          F.when(F.col("record_ms") >= 0, F.col("record_ms")))
+    return g.select(
+        "group_id", "record_type", "value_version", "is_tombstone", "protocol_type", "generation", "protocol",
+        "leader", _ts("state_ms").alias("state_ts"), "member_count", "members",
+        _ts_col(event_ms).alias("event_ts"), "log_partition", "log_offset",
+        F.lit("offsets").alias("source_kind"), "source", "position",
+    )
+
+
+def _ts(name: str):
+    from pyspark.sql import functions as F
+
+    return _ts_col(F.col(name))
+
+
+def _ts_col(col):
+    from pyspark.sql import functions as F
+
+    return F.timestamp_millis(col)

@@ -1,0 +1,125 @@
+"""Tool text dumps of ``__consumer_offsets`` -> offsets work rows (executor side).
+
+The format (console-consumer JSON, Scala formatter lines, kafka-dump-log) is detected from the file's
+content with :func:`epochlib.dumps.detect_dump_format`; a ``.txt`` file that is none of them is one
+quarantined ``file`` unit (a non-Kafka file). Each record or unparseable line is one ``line`` unit;
+``position`` is the dump's line number (the character offset for glued console JSON objects that do
+not start a line). kafka-dump-log transaction markers become ``marker`` rows, so transactional commits
+are resolved by the same Spark window as segments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from epochlib import coordinator, dumps
+
+from ._io import open_reader
+from ._rows import RAW_MAX, RowBuffer, side_row, stats_row
+
+__all__ = ["decode_text_file"]
+
+
+def _members(members: Any) -> list[dict] | None:
+    if members is None:
+        return None
+    out = []
+    for m in members:
+        a = m.get("assignment")
+        assigned: list = []
+        if isinstance(a, dict):
+            assigned = a.get("assigned_partitions") or []
+        elif isinstance(a, (bytes, bytearray)):
+            try:
+                assigned = coordinator.decode_consumer_assignment(a).get("assigned_partitions") or []
+            except Exception:  # noqa: BLE001 - DecodeError: keep the member without its assignment
+                assigned = []
+        out.append({
+            "member_id": m.get("member_id"), "group_instance_id": m.get("group_instance_id"),
+            "client_id": m.get("client_id"), "client_host": m.get("client_host"),
+            "assigned_partitions": [{"topic": p.get("topic"), "partitions": list(p.get("partitions") or [])}
+                                    for p in assigned if isinstance(p, dict)],
+        })
+    return out
+
+
+def _nonneg(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _row(item: dict, src: str, broker: str | None) -> dict | None:
+    from .offsets import snake_type_name
+
+    ctx = {
+        "source": src, "position": item.get("line"), "broker": broker,
+        "log_partition": item.get("log_partition"), "log_offset": item.get("log_offset"),
+        "record_ms": item.get("record_ts"), "batch_leader_epoch": item.get("batch_leader_epoch"),
+        "producer_id": item.get("producer_id"), "is_transactional": item.get("is_transactional"),
+    }
+    kind = item.get("kind")
+    if kind == "offset_commit":
+        return {**ctx, "row_kind": "commit", "key_type": item.get("record_type"),
+                "value_version": item.get("value_version"), "is_tombstone": bool(item.get("is_tombstone")),
+                "group_id": item.get("group"), "topic": item.get("topic"), "partition": item.get("partition"),
+                "committed_offset": item.get("offset"), "leader_epoch": item.get("leader_epoch"),
+                "metadata": item.get("metadata"), "commit_ms": item.get("commit_timestamp"),
+                "expire_ms": item.get("expire_timestamp")}
+    if kind == "control":
+        if item.get("control_type") not in ("COMMIT", "ABORT"):
+            return None
+        return {**ctx, "row_kind": "marker", "control_type": item.get("control_type"),
+                "is_transactional": True}
+    rtype = item.get("record_type")
+    if rtype is None:
+        return None
+    members = _members(item.get("members")) if kind == "group_metadata" else None
+    return {**ctx, "row_kind": "group", "key_type": rtype, "record_type": snake_type_name(rtype),
+            "value_version": item.get("value_version"), "is_tombstone": bool(item.get("is_tombstone")),
+            "group_id": item.get("group", item.get("group_id")), "protocol_type": item.get("protocol_type"),
+            "generation": item.get("generation"), "protocol": item.get("protocol"), "leader": item.get("leader"),
+            "state_ms": _nonneg(item.get("current_state_timestamp")),
+            "member_count": None if members is None else len(members), "members": members}
+
+
+def decode_text_file(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
+    """Decode one text dump into offsets work rows (see the module docstring)."""
+    from .offsets import WORK
+
+    rows = RowBuffer(WORK)
+    try:
+        with open_reader(src) as r:
+            data = r.read_all()
+    except OSError as e:
+        rows.add(side_row(src, 0, "file", f"unreadable: {e}", broker=broker))
+        rows.add(stats_row(src, "file", 1, 1, 0))
+        yield rows.flush()
+        return
+    head = data[:8192].decode("utf-8", "replace")
+    fmt = dumps.detect_dump_format(head)
+    if fmt is None:
+        rows.add(side_row(src, 0, "file", "not a Kafka tool dump (unrecognised text format)", data[:RAW_MAX],
+                          broker=broker))
+        rows.add(stats_row(src, "file", 1, 1, 0))
+        yield rows.flush()
+        return
+    n_read = n_bad = n_out = 0
+    for item in dumps.iter_dump_records(data, fmt):
+        n_read += 1
+        if isinstance(item, dumps.DumpError):
+            n_bad += 1
+            where = "" if item.unit == "line" else f"(character {item.line}) "
+            rows.add(side_row(src, item.line, "line", where + item.reason, item.raw.encode("utf-8")[:RAW_MAX],
+                              broker=broker))
+        else:
+            row = _row(item, src, broker)
+            if row is not None:
+                rows.add(row)
+                if row["row_kind"] != "marker":
+                    n_out += 1
+        if len(rows) >= 8192:
+            yield rows.flush()
+    rows.add(stats_row(src, "line", n_read, n_bad, n_out))
+    yield rows.flush()
