@@ -125,9 +125,9 @@ def check_replica_divergence(
     explained by that replica's own retention (truncateFromStart), not a conflict; the leader is the
     highest epoch, ties broken by the higher LEO then the lower broker id; a follower whose latest epoch
     equals the leader's is never divergent (its data came from that leader; LEO differences are snapshot
-    skew); D1 needs both LEOs; each conflict (D2: broker pair, epoch, starts; D1: follower, E', point) is
-    reported once, at the first round that proves it, so a persisting condition is not repeated every
-    round (it is reported again if it disappears and comes back).
+    skew); D1 needs both LEOs; each condition is reported once, at the first round that proves it, so a
+    persisting condition is not repeated every round: a D2 conflict (broker pair, epoch, both starts)
+    once per call, a D1 condition (follower, E', point) again only after it had resolved.
     """
     out: list[Finding] = []
     seen_d2: set[tuple] = set()

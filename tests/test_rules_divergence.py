@@ -1,0 +1,141 @@
+"""D1 and D2."""
+
+from __future__ import annotations
+
+from epochlib.lineage import EpochEntry
+from epochlib.rules import ReplicaSnapshot, check_replica_divergence, snapshot_rounds
+
+
+def snap(broker, ts, entries, leo=None, ls=None, topic_id=None) -> ReplicaSnapshot:
+    return ReplicaSnapshot(
+        broker=str(broker),
+        snapshot_ts=ts,
+        topic="t",
+        partition=0,
+        topic_id=topic_id,
+        entries=tuple(EpochEntry(e, s) for e, s in entries),
+        log_end_offset=leo,
+        log_start_offset=ls,
+        source=f"broker={broker}/snapshot={ts}/t-0/leader-epoch-checkpoint",
+    )
+
+
+def kinds(fs):
+    return [f.kind for f in fs]
+
+
+# --- rounds ----------------------------------------------------------------------------------------
+
+
+def test_rounds_group_within_tolerance_and_keep_the_later_duplicate():
+    r = snapshot_rounds([snap(1, 0, []), snap(2, 50, []), snap(1, 90, [(0, 0)]), snap(1, 500, [])], 100)
+    assert [(ts, sorted(m)) for ts, m in r] == [(0, ["1", "2"]), (500, ["1"])]
+    assert r[0][1]["1"].snapshot_ts == 90
+
+
+# --- D2 --------------------------------------------------------------------------------------------
+
+
+def test_d2_conflict_on_an_interior_epoch():
+    a = snap(1, 0, [(0, 0), (2, 10), (3, 20)], leo=30)
+    b = snap(2, 0, [(0, 0), (2, 12), (3, 20)], leo=30)
+    (f,) = check_replica_divergence([a, b], 1000)
+    assert (f.rule, f.kind, f.severity) == ("D2", "replica_lineage_conflict", "error")
+    assert (
+        f.numbers["leader_epoch"] == 2
+        and f.numbers["start_offset"] == 10
+        and f.numbers["other_start_offset"] == 12
+    )
+    assert f.broker == "1" and f.numbers["other_broker"] == 2
+    assert f.evidence == (a.pointer(2), b.pointer(2))
+
+
+def test_d2_last_entry_of_either_lineage_is_exempt():
+    a = snap(1, 0, [(0, 0), (2, 10)], leo=30)
+    b = snap(2, 0, [(0, 0), (2, 12), (3, 20)], leo=30)
+    assert check_replica_divergence([a, b], 1000) == []
+
+
+def test_d2_equal_starts_and_retention_trimmed_heads_are_fine():
+    a = snap(1, 0, [(2, 150), (3, 200), (4, 300)], leo=350, ls=150)  # head trimmed to its log start
+    b = snap(2, 0, [(2, 120), (3, 200), (4, 300)], leo=350, ls=120)
+    assert check_replica_divergence([a, b], 1000) == []
+    # but a head that starts *earlier* than the other's interior start is a conflict
+    c = snap(3, 0, [(2, 100), (3, 200), (4, 300)], leo=350)
+    d = snap(4, 0, [(0, 0), (2, 120), (3, 200), (4, 300)], leo=350)
+    assert kinds(check_replica_divergence([c, d], 1000)) == ["replica_lineage_conflict"]
+
+
+def test_d2_outside_tolerance_or_other_topic_id_not_compared_and_reported_once():
+    a = snap(1, 0, [(0, 0), (2, 10), (3, 20)], leo=30)
+    b = snap(2, 5000, [(0, 0), (2, 12), (3, 20)], leo=30)
+    assert check_replica_divergence([a, b], 1000) == []
+    a2 = snap(1, 0, [(0, 0), (2, 10), (3, 20)], leo=30, topic_id="X")
+    b2 = snap(2, 0, [(0, 0), (2, 12), (3, 20)], leo=30, topic_id="Y")
+    assert check_replica_divergence([a2, b2], 1000) == []
+    rounds = [snap(1, t, [(0, 0), (2, 10), (3, 20)], leo=30) for t in (0, 10_000)] + [
+        snap(2, t, [(0, 0), (2, 12), (3, 20)], leo=30) for t in (0, 10_000)
+    ]
+    assert len(check_replica_divergence(rounds, 1000)) == 1
+
+
+def test_empty_and_single_replica():
+    assert check_replica_divergence([], 1000) == []
+    assert check_replica_divergence([snap(1, 0, [], leo=0), snap(2, 0, [], leo=0)], 1000) == []
+    assert check_replica_divergence([snap(1, 0, [(0, 0)], leo=5)], 1000) == []
+
+
+# --- D1 --------------------------------------------------------------------------------------------
+
+# Broker 2 led epoch 3 and wrote [100, 130) that nobody replicated; broker 1 became leader in epoch 4
+# at 100. Broker 2 should truncate to 100; if it does not, its LEO stays above 100.
+LEADER = [(0, 0), (4, 100)]
+STALE = [(0, 0), (3, 100)]
+
+
+def test_d1_needs_two_consecutive_rounds():
+    r1 = [snap(1, 0, LEADER, leo=150), snap(2, 0, STALE, leo=130)]
+    assert check_replica_divergence(r1, 1000) == []
+    r2 = [snap(1, 10_000, LEADER, leo=180), snap(2, 10_000, STALE, leo=130)]
+    (f,) = check_replica_divergence(r1 + r2, 1000)
+    assert (f.rule, f.kind, f.severity) == ("D1", "replica_divergence_unresolved", "error")
+    assert f.broker == "2" and f.event_ts == 10_000
+    assert f.numbers["truncation_point"] == 100 and f.numbers["records_affected"] == 30
+    assert f.numbers["expected_epoch"] == 0 and f.numbers["leader_broker"] == 1
+
+
+def test_d1_resolved_follower_and_persisting_condition_reported_once():
+    r1 = [snap(1, 0, LEADER, leo=150), snap(2, 0, STALE, leo=130)]
+    fixed = [snap(1, 10_000, LEADER, leo=180), snap(2, 10_000, [(0, 0), (4, 100)], leo=170)]
+    assert check_replica_divergence(r1 + fixed, 1000) == []
+    r2 = [snap(1, 10_000, LEADER, leo=180), snap(2, 10_000, STALE, leo=130)]
+    r3 = [snap(1, 20_000, LEADER, leo=190), snap(2, 20_000, STALE, leo=130)]
+    assert len(check_replica_divergence(r1 + r2 + r3, 1000)) == 1
+
+
+def test_d1_follower_at_the_truncation_point_or_same_epoch_is_fine():
+    at_point = [snap(1, t, LEADER, leo=150) for t in (0, 10_000)] + [
+        snap(2, t, STALE, leo=100) for t in (0, 10_000)
+    ]
+    assert check_replica_divergence(at_point, 1000) == []
+    # same latest epoch as the leader: a higher follower LEO is snapshot skew, not divergence
+    skew = [snap(1, t, LEADER, leo=150) for t in (0, 10_000)] + [
+        snap(2, t, LEADER, leo=160) for t in (0, 10_000)
+    ]
+    assert check_replica_divergence(skew, 1000) == []
+
+
+def test_d1_unknown_log_ends_are_not_judged():
+    r = [snap(1, t, LEADER) for t in (0, 10_000)] + [snap(2, t, STALE) for t in (0, 10_000)]
+    assert check_replica_divergence(r, 1000) == []
+
+
+def test_d1_follower_lineage_decides_the_point_when_lower():
+    # follower has epoch 2 from 90 that the leader never had; leader's epoch 0 ends at 100
+    leader = [(0, 0), (4, 100)]
+    follower = [(0, 0), (2, 90)]
+    r = [snap(1, t, leader, leo=150) for t in (0, 10_000)] + [
+        snap(2, t, follower, leo=120) for t in (0, 10_000)
+    ]
+    (f,) = check_replica_divergence(r, 1000)
+    assert f.numbers["truncation_point"] == 90 and f.numbers["records_affected"] == 30

@@ -1,0 +1,194 @@
+"""leader_snapshot_at, F2, F4, F5 and the transaction filter."""
+
+from __future__ import annotations
+
+from epochlib.lineage import EpochEntry
+from epochlib.rules import (
+    Commit,
+    ReplicaSnapshot,
+    check_commit_fencing,
+    fence_check,
+    leader_snapshot_at,
+    make_lineage_lookup,
+)
+
+
+def snap(broker, ts, entries, leo=None, ls=None) -> ReplicaSnapshot:
+    return ReplicaSnapshot(
+        broker=str(broker),
+        snapshot_ts=ts,
+        topic="t",
+        partition=0,
+        entries=tuple(EpochEntry(e, s) for e, s in entries),
+        log_end_offset=leo,
+        log_start_offset=ls,
+        source=f"broker={broker}/snapshot={ts}/t-0/leader-epoch-checkpoint",
+    )
+
+
+def commit(offset, epoch, ts=100, *, txn="none", tomb=False, log_offset=0) -> Commit:
+    return Commit(
+        group_id="g",
+        topic="t",
+        partition=0,
+        committed_offset=offset,
+        leader_epoch=epoch,
+        commit_ts=ts,
+        event_ts=ts,
+        is_tombstone=tomb,
+        txn_state=txn,
+        log_offset=log_offset,
+        source="/o/00000000000000000000.log",
+        position=log_offset * 100,
+    )
+
+
+# The leader truncated epoch 3's tail at 150 and epoch 4 started there: a consumer that committed
+# (180, epoch 3) read records that are gone.
+LEADER = snap(1, 1000, [(0, 0), (3, 100), (4, 150)], leo=300)
+FOLLOWER = snap(2, 1000, [(0, 0), (3, 100)], leo=170)
+
+
+def lookup(ts):
+    return LEADER
+
+
+# --- leader_snapshot_at ----------------------------------------------------------------------------
+
+
+def test_leader_snapshot_first_round_at_or_after_else_newest():
+    s_old = [snap(1, 10, [(0, 0)], leo=5), snap(2, 10, [(0, 0), (1, 5)], leo=6)]
+    s_new = [snap(1, 20, [(0, 0), (1, 5), (2, 9)], leo=12), snap(2, 20, [(0, 0), (1, 5)], leo=9)]
+    allsnaps = s_old + s_new
+    assert leader_snapshot_at(allsnaps, 5).broker == "2"  # round 10, broker 2 has epoch 1
+    assert leader_snapshot_at(allsnaps, 10).snapshot_ts == 10  # "at" counts
+    assert (
+        leader_snapshot_at(allsnaps, 11).snapshot_ts == 20 and leader_snapshot_at(allsnaps, 11).broker == "1"
+    )
+    assert leader_snapshot_at(allsnaps, 99).snapshot_ts == 20  # none later: the newest
+    assert leader_snapshot_at([], 5) is None
+
+
+def test_leader_ties_go_to_higher_leo_then_lower_broker():
+    a, b, c = (
+        snap(3, 10, [(0, 0), (1, 5)], leo=7),
+        snap(2, 10, [(0, 0), (1, 5)], leo=9),
+        snap(10, 10, [(0, 0), (1, 5)], leo=9),
+    )
+    assert leader_snapshot_at([a, b, c], 0).broker == "2"
+
+
+def test_leader_lookup_with_tolerance_groups_a_round():
+    s = [snap(1, 1000, [(0, 0)], leo=5), snap(2, 1900, [(0, 0), (1, 5)], leo=6)]
+    assert make_lineage_lookup(s, tolerance_ms=0)(1000).broker == "1"
+    assert make_lineage_lookup(s, tolerance_ms=1000)(1000).broker == "2"
+
+
+# --- F2 --------------------------------------------------------------------------------------------
+
+
+def test_f2_commit_beyond_epoch_end():
+    (f,) = check_commit_fencing([commit(180, 3)], lookup)
+    assert (f.rule, f.kind, f.severity) == ("F2", "commit_beyond_epoch_end", "error")
+    assert f.numbers["end_offset"] == 150 and f.numbers["records_affected"] == 30
+    assert f.numbers["expected_epoch"] == 3 and f.broker == "1"
+    assert f.evidence[0] == "offsets:/o/00000000000000000000.log@0 offset 0"
+    assert f.evidence[1].endswith("line 4")
+
+
+def test_f2_commit_exactly_at_epoch_end_is_fine():
+    assert check_commit_fencing([commit(150, 3)], lookup) == []
+    assert check_commit_fencing([commit(149, 3)], lookup) == []
+
+
+def test_f2_latest_epoch_is_bounded_by_leo():
+    assert check_commit_fencing([commit(300, 4)], lookup) == []
+    (f,) = check_commit_fencing([commit(301, 4)], lookup)
+    assert f.numbers["end_offset"] == 300 and f.numbers["records_affected"] == 1
+
+
+def test_f2_unknown_epoch():
+    (f,) = check_commit_fencing([commit(200, 9)], lookup)
+    assert f.kind == "commit_unknown_epoch" and f.numbers["expected_epoch"] == -1
+
+
+def test_f2_snapshot_older_than_commit_does_not_judge_the_latest_or_newer_epochs():
+    old = snap(1, 50, [(0, 0), (3, 100)], leo=120)
+    assert check_commit_fencing([commit(500, 3, ts=100)], lambda ts: old) == []
+    assert check_commit_fencing([commit(500, 5, ts=100)], lambda ts: old) == []
+    # an older epoch still has a fixed end
+    assert [f.kind for f in check_commit_fencing([commit(101, 0, ts=100)], lambda ts: old)] == [
+        "commit_beyond_epoch_end"
+    ]
+
+
+def test_f2_epoch_older_than_head_uses_the_head_start():
+    trimmed = snap(1, 1000, [(3, 100), (4, 150)], leo=300)
+    (f,) = check_commit_fencing([commit(120, 1)], lambda ts: trimmed)
+    assert f.numbers["end_offset"] == 100 and f.numbers["expected_epoch"] == 1
+
+
+def test_f2_empty_lineage_and_no_snapshot_are_not_judged():
+    assert check_commit_fencing([commit(10, 1)], lambda ts: snap(1, 1000, [], leo=5)) == []
+    assert check_commit_fencing([commit(10, 1)], lambda ts: None) == []
+    assert check_commit_fencing([commit(10, 1)], None) == []
+
+
+def test_f2_repeated_commits_of_the_same_position_are_reported_once():
+    fs = check_commit_fencing([commit(180, 3, log_offset=i) for i in range(5)], lookup)
+    assert len(fs) == 1
+
+
+def test_f2_latest_epoch_with_unknown_leo_is_skipped():
+    r = fence_check(commit(10, 2), snap(1, 1000, [(0, 0), (2, 5)]))
+    assert r.status == "skipped"
+
+
+# --- F5 and filters --------------------------------------------------------------------------------
+
+
+def test_f5_epoch_minus_one_disables_epoch_checks():
+    assert check_commit_fencing([commit(10_000, -1), commit(10_000, None)], lookup) == []
+
+
+def test_aborted_and_open_transactional_commits_are_ignored():
+    assert check_commit_fencing([commit(180, 3, txn="aborted"), commit(180, 3, txn="open")], lookup) == []
+    assert len(check_commit_fencing([commit(180, 3, txn="committed")], lookup)) == 1
+
+
+# --- F4 --------------------------------------------------------------------------------------------
+
+
+def test_f4_regression_and_equal_epochs():
+    seq = [
+        commit(10, 3, log_offset=1),
+        commit(20, 3, log_offset=2),
+        commit(30, 2, log_offset=3),
+        commit(40, 4, log_offset=4),
+    ]
+    fs = check_commit_fencing(seq, None)
+    assert [(f.rule, f.kind, f.severity) for f in fs] == [("F4", "commit_epoch_regression", "warning")]
+    assert fs[0].numbers == {"committed_offset": 30, "leader_epoch": 2, "expected_epoch": 3}
+    assert fs[0].evidence[1].endswith("offset 1")
+
+
+def test_f4_dropped_is_info_once_per_run_and_keeps_baseline():
+    seq = [
+        commit(10, 3, log_offset=1),
+        commit(20, -1, log_offset=2),
+        commit(30, -1, log_offset=3),
+        commit(40, 2, log_offset=4),
+    ]
+    fs = check_commit_fencing(seq, None)
+    assert [f.kind for f in fs] == ["commit_epoch_dropped", "commit_epoch_regression"]
+    assert fs[0].severity == "info"
+
+
+def test_f4_tombstone_starts_a_new_baseline():
+    seq = [
+        commit(10, 5, log_offset=1),
+        commit(None, None, tomb=True, log_offset=2),
+        commit(0, 0, log_offset=3),
+    ]
+    assert check_commit_fencing(seq, None) == []
+    assert check_commit_fencing([commit(0, -1), commit(1, -1)], None) == []  # never had an epoch
