@@ -1,0 +1,576 @@
+"""Kafka request/response exchanges from packet captures (pcap, pcapng), and a capture writer.
+
+Pipeline (all in memory, sans-IO: the caller passes the file's bytes):
+
+1. **Packets** — ``dpkt.pcap.Reader`` / ``dpkt.pcapng.Reader`` (chosen by magic number);
+   link types Ethernet (incl. VLAN), Linux SLL/SLL2, BSD loopback and raw IP; IPv4 and IPv6;
+   TCP only. Packets are numbered from 1 in file order, as Wireshark does.
+2. **TCP reassembly**, per connection and direction: segments are ordered by (unwrapped 32-bit)
+   sequence number, retransmitted bytes are dropped, and a hole (a segment never captured)
+   splits the stream into *runs*. A direction whose SYN was seen starts synchronised on a
+   Kafka frame boundary; one whose SYN was not (capture started mid-stream), and every run
+   after a hole, is re-synchronised on a plausible frame boundary — or reported as
+   unsynchronised with a :class:`CaptureError`.
+3. **Framing** — each run is split into ``INT32 size || payload`` frames (spec §5.1). The
+   client→broker direction is the one whose destination port is in ``broker_ports``.
+4. **Pairing** — requests are decoded with :func:`epochlib.protocol.decode_request_header` and
+   responses matched to them by correlation id within their TCP connection.
+
+Contract: :func:`iter_exchanges` never raises on bad input; it yields :class:`Exchange` items
+and :class:`CaptureError` items (not a capture, truncated file, unsynchronised stream,
+undecodable or unpaired frame) in packet order, and goes on where it can.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import re
+import socket
+import struct
+import zlib
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+__all__ = ["CaptureError", "Exchange", "iter_exchanges", "write_pcap"]
+
+#: Largest frame accepted as plausible (Kafka's socket.request.max.bytes is 100 MiB by default;
+#: fetch responses can be larger).
+MAX_FRAME = 1 << 28
+#: How far into a run the re-synchronisation scan looks for a frame boundary.
+RESYNC_WINDOW = 1 << 20
+MSS = 1460
+
+_PCAP_MAGICS = {b"\xa1\xb2\xc3\xd4", b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x4d\x3c\xb2\xa1"}
+_PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One Kafka request and its response, as seen on the wire.
+
+    ``ts`` is the capture time (seconds) of the packet carrying the response's first byte and
+    ``frame_index`` that packet's 1-based number; ``request`` and ``response`` are the frame
+    payloads after the 4-byte size field (header + body). ``client`` and ``broker`` are
+    ``"ip:port"`` (``"[v6]:port"`` for IPv6).
+    """
+
+    ts: float
+    client: str
+    broker: str
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    request: bytes
+    response: bytes
+    frame_index: int
+    request_ts: float = 0.0
+    request_frame_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureError:
+    """Something in the capture that could not be used.
+
+    ``position`` is the 1-based packet number where the problem starts (``unit == "frame"``),
+    or 0 for a problem with the file as a whole (``unit == "file"``).
+    """
+
+    position: int
+    reason: str
+    unit: str = "frame"
+
+
+# ---------------------------------------------------------------- packets
+
+
+def _ip_str(raw: bytes) -> str:
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw)
+    return "[" + socket.inet_ntop(socket.AF_INET6, raw) + "]"
+
+
+def _l3(linktype: int, buf: bytes) -> Any:
+    """The IP packet inside a link-layer frame, or None."""
+    import dpkt
+
+    if linktype == 1:  # Ethernet (dpkt strips 802.1Q/QinQ tags)
+        return dpkt.ethernet.Ethernet(buf).data
+    if linktype == 113:  # Linux cooked capture v1
+        return dpkt.sll.SLL(buf).data
+    if linktype == 276:  # Linux cooked capture v2
+        return dpkt.sll2.SLL2(buf).data
+    if linktype in (0, 108):  # BSD loopback / OpenBSD loop
+        return dpkt.loopback.Loopback(buf).data
+    if linktype in (12, 14, 101, 228, 229):  # raw IP
+        if not buf:
+            return None
+        version = buf[0] >> 4
+        if version == 4:
+            return dpkt.ip.IP(buf)
+        if version == 6:
+            return dpkt.ip6.IP6(buf)
+    return None
+
+
+def _tcp_of(linktype: int, buf: bytes) -> tuple[str, int, str, int, Any] | None:
+    import dpkt
+
+    ip = _l3(linktype, buf)
+    if isinstance(ip, dpkt.ip.IP):
+        if ip.p != dpkt.ip.IP_PROTO_TCP or ip.mf or ip.offset:
+            return None
+    elif not isinstance(ip, dpkt.ip6.IP6):
+        return None
+    tcp = ip.data
+    if not isinstance(tcp, dpkt.tcp.TCP):
+        return None
+    return _ip_str(bytes(ip.src)), tcp.sport, _ip_str(bytes(ip.dst)), tcp.dport, tcp
+
+
+class _ShortReadTracker(io.BytesIO):
+    """A BytesIO that remembers when a read returned fewer bytes than asked (truncated file)."""
+
+    short = False
+
+    def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
+        out = super().read(n)
+        if n is not None and n > 0 and 0 < len(out) < n:
+            self.short = True
+        return out
+
+
+def _packets(data: bytes, errors: list[CaptureError]) -> Iterator[tuple[int, float, int, bytes]]:
+    """``(packet_no, ts, linktype, frame bytes)``; problems go to ``errors``."""
+    import dpkt
+
+    head = bytes(data[:4])
+    f = _ShortReadTracker(bytes(data))
+    try:
+        if head == _PCAPNG_MAGIC:
+            reader: Any = dpkt.pcapng.Reader(f)
+        elif head in _PCAP_MAGICS:
+            reader = dpkt.pcap.Reader(f)
+        else:
+            errors.append(CaptureError(0, "not a pcap or pcapng file", "file"))
+            return
+        linktype = reader.datalink()
+    except Exception as e:  # noqa: BLE001 - dpkt raises assorted types on a bad header
+        errors.append(CaptureError(0, f"unreadable capture header ({type(e).__name__}: {e})", "file"))
+        return
+    it = iter(reader)
+    n = 0
+    while True:
+        try:
+            ts, buf = next(it)
+        except StopIteration:
+            break
+        except Exception as e:  # noqa: BLE001
+            errors.append(CaptureError(n + 1, f"capture truncated or corrupt after packet {n} ({type(e).__name__})"))
+            return
+        n += 1
+        if f.short:
+            errors.append(CaptureError(n, f"capture truncated inside packet {n}"))
+            return
+        yield n, float(ts), linktype, bytes(buf)
+
+
+# ---------------------------------------------------------------- TCP reassembly
+
+
+@dataclass(slots=True)
+class _Run:
+    """Contiguous bytes of one direction, with which packet carried which byte."""
+
+    buf: bytearray = field(default_factory=bytearray)
+    offsets: list[int] = field(default_factory=list)  # run offset where each packet's bytes begin
+    packets: list[tuple[float, int]] = field(default_factory=list)  # (ts, packet_no)
+    synced: bool = False
+    after_gap: bool = False
+
+    def packet_at(self, offset: int) -> tuple[float, int]:
+        return self.packets[bisect.bisect_right(self.offsets, offset) - 1]
+
+
+@dataclass(slots=True)
+class _Direction:
+    segs: list[tuple[int, int, bytes, float]] = field(default_factory=list)  # (abs seq, pkt no, data, ts)
+    syn_abs: int | None = None
+    syn_seq32: int | None = None
+    last_seq32: int | None = None
+    last_abs: int = 0
+
+    def unwrap(self, seq32: int) -> int:
+        if self.last_seq32 is None:
+            self.last_seq32, self.last_abs = seq32, seq32
+            return seq32
+        delta = (seq32 - self.last_seq32) & 0xFFFFFFFF
+        if delta >= 1 << 31:
+            delta -= 1 << 32
+        self.last_seq32, self.last_abs = seq32, self.last_abs + delta
+        return self.last_abs
+
+    def runs(self) -> list[_Run]:
+        """Reassemble: order by sequence, drop retransmitted bytes, split at holes."""
+        if not self.segs:
+            return []
+        segs = sorted(self.segs, key=lambda s: (s[0], s[1]))
+        cursor = self.syn_abs + 1 if self.syn_abs is not None else segs[0][0]
+        run = _Run(synced=self.syn_abs is not None)
+        out = [run]
+        for start, pkt, data, ts in segs:
+            end = start + len(data)
+            if end <= cursor:
+                continue  # retransmission (or data before the SYN we keep)
+            if start > cursor:
+                run = _Run(after_gap=True)
+                out.append(run)
+                cursor = start
+            run.offsets.append(len(run.buf))
+            run.packets.append((ts, pkt))
+            run.buf += data[cursor - start :]
+            cursor = end
+        return [r for r in out if r.buf]
+
+
+@dataclass(slots=True)
+class _Conn:
+    client: str
+    broker: str
+    to_broker: _Direction = field(default_factory=_Direction)
+    to_client: _Direction = field(default_factory=_Direction)
+
+
+def _collect(data: bytes, ports: frozenset[int], errors: list[CaptureError]) -> list[_Conn]:
+    conns: dict[tuple[str, int, str, int], list[_Conn]] = {}
+    order: list[_Conn] = []
+    for n, ts, linktype, buf in _packets(data, errors):
+        try:
+            parsed = _tcp_of(linktype, buf)
+        except Exception:  # noqa: BLE001 - not a decodable IP/TCP packet: not Kafka traffic
+            continue
+        if parsed is None:
+            continue
+        src, sport, dst, dport, tcp = parsed
+        syn = bool(tcp.flags & 0x02)
+        ack = bool(tcp.flags & 0x10)
+        fwd_key, rev_key = (src, sport, dst, dport), (dst, dport, src, sport)
+        if dport in ports and sport in ports:  # broker to broker: whoever sent the SYN is the client
+            if fwd_key in conns or (rev_key not in conns and syn and not ack):
+                key, forward = fwd_key, True
+            else:
+                key, forward = rev_key, False
+        elif dport in ports:
+            key, forward = fwd_key, True
+        elif sport in ports:
+            key, forward = rev_key, False
+        else:
+            continue
+        bucket = conns.setdefault(key, [])
+        conn = bucket[-1] if bucket else None
+        if conn is None or (syn and forward and not ack and _is_new_connection(conn.to_broker, tcp.seq)):
+            conn = _Conn(f"{key[0]}:{key[1]}", f"{key[2]}:{key[3]}")
+            bucket.append(conn)
+            order.append(conn)
+        d = conn.to_broker if forward else conn.to_client
+        abs_seq = d.unwrap(tcp.seq)
+        payload = bytes(tcp.data)
+        if syn:
+            if d.syn_abs is None:
+                d.syn_abs, d.syn_seq32 = abs_seq, tcp.seq
+            abs_seq += 1  # the SYN takes one sequence number
+        if payload:
+            d.segs.append((abs_seq, n, payload, ts))
+    return order
+
+
+def _is_new_connection(d: _Direction, seq32: int) -> bool:
+    """A SYN on a 4-tuple already seen starts a new connection unless it retransmits the old SYN."""
+    return not (d.syn_seq32 == seq32 or (d.syn_seq32 is None and not d.segs))
+
+
+# ---------------------------------------------------------------- framing and resync
+
+
+def _size_at(buf: bytearray, p: int) -> int:
+    return _I32.unpack_from(buf, p)[0]
+
+
+def _plausible_request(buf: bytearray, p: int, api_keys: dict[int, str]) -> bool:
+    if p + 12 > len(buf):
+        return False
+    size = _size_at(buf, p)
+    if size < 8 or size > MAX_FRAME:
+        return False
+    key, version = _I16.unpack_from(buf, p + 4)[0], _I16.unpack_from(buf, p + 6)[0]
+    if key not in api_keys or not 0 <= version <= 30:
+        return False
+    if size >= 10 and p + 14 <= len(buf):
+        n = _I16.unpack_from(buf, p + 12)[0]
+        if n < -1 or n > size - 10:
+            return False
+    return True
+
+
+def _plausible_response(buf: bytearray, p: int, cids: set[int]) -> bool:
+    if p + 8 > len(buf):
+        return False
+    size = _size_at(buf, p)
+    return 4 <= size <= MAX_FRAME and _I32.unpack_from(buf, p + 4)[0] in cids
+
+
+def _chain_ok(buf: bytearray, p: int, check, depth: int = 3) -> bool:
+    """Frames follow each other from ``p`` to the end of the run (or past it, truncated)."""
+    for _ in range(depth):
+        if not check(buf, p):
+            return False
+        p += 4 + _size_at(buf, p)
+        if p >= len(buf) or p + 8 > len(buf):
+            return True
+    return True
+
+
+def _resync_request(buf: bytearray, start: int, api_keys: dict[int, str]) -> int | None:
+    window = bytes(buf[start : start + RESYNC_WINDOW + 8])
+    # candidates: an api key (int16, high byte 0) and a small api version right after a size field
+    for m in re.finditer(rb"(?s)(?=....\x00[\x00-\x7f]\x00[\x00-\x1e])", window):
+        p = start + m.start()
+        if p - start > RESYNC_WINDOW:
+            break
+        if _chain_ok(buf, p, lambda b, q: _plausible_request(b, q, api_keys)):
+            return p
+    return None
+
+
+def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids: set[int]) -> int | None:
+    window = bytes(buf[start : start + RESYNC_WINDOW + 8])
+    best: int | None = None
+    for cid in candidates[:1024]:
+        pat = _I32.pack(cid)
+        i = window.find(pat, 4)
+        while i != -1 and (best is None or start + i - 4 < best):
+            p = start + i - 4
+            if _chain_ok(buf, p, lambda b, q: _plausible_response(b, q, all_cids)):
+                best = p
+                break
+            i = window.find(pat, i + 1)
+    return best
+
+
+@dataclass(slots=True)
+class _Frame:
+    payload: bytes
+    ts: float
+    packet: int
+
+
+def _frames(runs: list[_Run], what: str, errors: list[CaptureError], resync) -> list[_Frame]:
+    """Split runs into frames; unsynchronised runs are first re-synchronised with ``resync``."""
+    out: list[_Frame] = []
+    for run in runs:
+        buf = run.buf
+        pos = 0
+        if not run.synced:
+            found = resync(buf, 0)
+            why = "after a gap in the TCP stream" if run.after_gap else "(capture started mid-stream)"
+            if found is None:
+                errors.append(CaptureError(run.packets[0][1], f"{what} stream unsynchronised {why}: "
+                                           f"no plausible Kafka frame boundary in {len(buf)} bytes"))
+                continue
+            if found > 0:
+                errors.append(CaptureError(run.packets[0][1], f"{what} stream resynchronised {why}: "
+                                           f"skipped {found} bytes of a partial frame"))
+            pos = found
+        n = len(buf)
+        while pos < n:
+            if pos + 4 > n:
+                errors.append(CaptureError(run.packet_at(pos)[1], f"{what} frame size field cut off"))
+                break
+            size = _size_at(buf, pos)
+            if size < 0 or size > MAX_FRAME:
+                found = resync(buf, pos + 1)
+                errors.append(CaptureError(run.packet_at(pos)[1], f"implausible {what} frame (size {size})"
+                                           + ("; stream unsynchronised" if found is None else
+                                              f"; skipped {found - pos} bytes")))
+                if found is None:
+                    break
+                pos = found
+                continue
+            end = pos + 4 + size
+            if end > n:
+                errors.append(CaptureError(run.packet_at(pos)[1], f"{what} frame of {size} bytes incomplete "
+                                           f"({n - pos - 4} captured before a gap or the end of the capture)"))
+                break
+            ts, pkt = run.packet_at(pos)
+            out.append(_Frame(bytes(buf[pos + 4 : end]), ts, pkt))
+            pos = end
+    return out
+
+
+# ---------------------------------------------------------------- pairing
+
+
+def iter_exchanges(
+    data: bytes | bytearray | memoryview,
+    *,
+    broker_ports: Iterable[int] = (9092,),
+    api_keys: Iterable[int] | None = None,
+) -> Iterator[Exchange | CaptureError]:
+    """Kafka request/response pairs found in a pcap or pcapng capture.
+
+    Args:
+        data: the whole capture file.
+        broker_ports: TCP ports of the brokers; traffic to them is client→broker.
+        api_keys: keep only exchanges of these API keys (e.g. ``{3}`` for Metadata); errors
+            about frames of other keys are left out too.
+
+    Yields:
+        :class:`Exchange` and :class:`CaptureError` items, ordered by packet number.
+    """
+    from .errors import DecodeError
+    from .protocol import API_KEYS, decode_request_header
+
+    ports = frozenset(int(p) for p in broker_ports)
+    keep = None if api_keys is None else frozenset(int(k) for k in api_keys)
+    errors: list[CaptureError] = []
+    items: list[tuple[int, int, Exchange | CaptureError]] = []
+    try:
+        conns = _collect(bytes(data), ports, errors)
+    except Exception as e:  # noqa: BLE001 - contract: never raise on bad input
+        errors.append(CaptureError(0, f"capture could not be read ({type(e).__name__}: {e})", "file"))
+        conns = []
+
+    for conn in conns:
+        req_frames = _frames(conn.to_broker.runs(), "request", errors,
+                             lambda b, s: _resync_request(b, s, API_KEYS))
+        pending: dict[int, deque[tuple[_Frame, dict[str, Any]]]] = {}
+        order: list[int] = []
+        for fr in req_frames:
+            try:
+                header, _ = decode_request_header(fr.payload, 0)
+            except DecodeError as e:
+                errors.append(CaptureError(fr.packet, f"undecodable request header: {e.reason} at byte {e.offset}"))
+                continue
+            except Exception as e:  # noqa: BLE001
+                errors.append(CaptureError(fr.packet, f"undecodable request header ({type(e).__name__})"))
+                continue
+            cid = header["correlation_id"]
+            pending.setdefault(cid, deque()).append((fr, header))
+            order.append(cid)
+        all_cids = set(pending)
+
+        def resync_response(b: bytearray, s: int, pending=pending, order=order, cids=all_cids) -> int | None:
+            return _resync_response(b, s, [c for c in dict.fromkeys(order) if pending.get(c)], cids)
+
+        resp_frames = _frames(conn.to_client.runs(), "response", errors, resync_response)
+        for fr in resp_frames:
+            if len(fr.payload) < 4:
+                errors.append(CaptureError(fr.packet, "response frame shorter than a correlation id"))
+                continue
+            cid = _I32.unpack_from(fr.payload, 0)[0]
+            queue = pending.get(cid)
+            if not queue:
+                errors.append(CaptureError(fr.packet, f"response with correlation id {cid} has no captured request"))
+                continue
+            req, header = queue.popleft()
+            if keep is not None and header["api_key"] not in keep:
+                continue
+            ex = Exchange(
+                ts=fr.ts, client=conn.client, broker=conn.broker, api_key=header["api_key"],
+                api_version=header["api_version"], correlation_id=cid, client_id=header["client_id"],
+                request=req.payload, response=fr.payload, frame_index=fr.packet,
+                request_ts=req.ts, request_frame_index=req.packet,
+            )
+            items.append((fr.packet, 1, ex))
+        for queue in pending.values():
+            for req, header in queue:
+                if keep is None or header["api_key"] in keep:
+                    errors.append(CaptureError(
+                        req.packet, f"request (api key {header['api_key']}, correlation id "
+                                    f"{header['correlation_id']}) has no captured response"))
+    items.extend((e.position, 0, e) for e in errors)
+    items.sort(key=lambda t: (t[0], t[1]))
+    for _, _, item in items:
+        yield item
+
+
+# ---------------------------------------------------------------- writer
+
+
+def write_pcap(
+    fileobj: BinaryIO,
+    segments: Iterable[tuple],
+    *,
+    pcapng: bool = False,
+    handshake: bool = True,
+) -> int:
+    """Write TCP segments as an Ethernet/IP/TCP capture (for tests and the simulator).
+
+    Each segment is ``(ts, src_ip, src_port, dst_ip, dst_port, payload)``, optionally with a
+    7th element ``rel_seq``: the payload's offset in that direction's byte stream, to write
+    out-of-order segments and retransmissions (default: right after the previous payload).
+    Sequence numbers are kept per flow from a deterministic ISN; the first segment of a new
+    connection is preceded by a SYN / SYN-ACK handshake (``handshake=False`` leaves it out, as
+    in a capture started mid-stream). Payloads longer than 1460 bytes are split into several
+    segments. IPv6 addresses give IPv6 packets. Returns the number of packets written.
+    """
+    import dpkt
+
+    writer: Any = (dpkt.pcapng.Writer(fileobj, snaplen=65535) if pcapng
+                   else dpkt.pcap.Writer(fileobj, snaplen=65535))
+    next_seq: dict[tuple[str, int, str, int], int] = {}
+    isn: dict[tuple[str, int, str, int], int] = {}
+    count = 0
+
+    def emit(ts: float, src: str, sport: int, dst: str, dport: int, seq: int, ack: int, flags: int,
+             payload: bytes) -> None:
+        nonlocal count
+        tcp = dpkt.tcp.TCP(sport=sport, dport=dport, seq=seq & 0xFFFFFFFF, ack=ack & 0xFFFFFFFF,
+                           flags=flags, win=65535, data=payload)
+        tcp.off = 5
+        if ":" in src:
+            ip: Any = dpkt.ip6.IP6(src=socket.inet_pton(socket.AF_INET6, src),
+                                   dst=socket.inet_pton(socket.AF_INET6, dst), nxt=dpkt.ip.IP_PROTO_TCP,
+                                   hlim=64, data=tcp, plen=len(tcp))
+            ip.extension_hdrs = {}
+            eth_type = dpkt.ethernet.ETH_TYPE_IP6
+        else:
+            ip = dpkt.ip.IP(src=socket.inet_aton(src), dst=socket.inet_aton(dst), p=dpkt.ip.IP_PROTO_TCP,
+                            ttl=64, data=tcp)
+            ip.len = len(ip)
+            eth_type = dpkt.ethernet.ETH_TYPE_IP
+        eth = dpkt.ethernet.Ethernet(src=b"\x02\x00\x00\x00\x00\x01", dst=b"\x02\x00\x00\x00\x00\x02",
+                                     type=eth_type, data=ip)
+        writer.writepkt(bytes(eth), ts=ts)
+        count += 1
+
+    def isn_of(flow: tuple[str, int, str, int]) -> int:
+        if flow not in isn:
+            isn[flow] = zlib.crc32(repr(flow).encode()) & 0xFFFFFFFF
+        return isn[flow]
+
+    for seg in segments:
+        ts, src, sport, dst, dport, payload = seg[:6]
+        rel = seg[6] if len(seg) > 6 else None
+        fwd, rev = (src, sport, dst, dport), (dst, dport, src, sport)
+        if fwd not in next_seq and rev not in next_seq:
+            next_seq[fwd] = next_seq[rev] = 0
+            if handshake:
+                emit(ts - 0.0002, src, sport, dst, dport, isn_of(fwd), 0, dpkt.tcp.TH_SYN, b"")
+                emit(ts - 0.0001, dst, dport, src, sport, isn_of(rev), isn_of(fwd) + 1,
+                     dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK, b"")
+        start = next_seq[fwd] if rel is None else int(rel)
+        payload = bytes(payload)
+        chunks = [payload[i : i + MSS] for i in range(0, len(payload), MSS)] or [b""]
+        offset = start
+        for chunk in chunks:
+            emit(ts, src, sport, dst, dport, isn_of(fwd) + 1 + offset, isn_of(rev) + 1 + next_seq[rev],
+                 dpkt.tcp.TH_ACK | (dpkt.tcp.TH_PUSH if chunk else 0), chunk)
+            offset += len(chunk)
+        next_seq[fwd] = max(next_seq[fwd], offset)
+    return count

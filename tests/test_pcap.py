@@ -1,0 +1,215 @@
+"""Packet captures: TCP reassembly, Kafka framing and request/response pairing (spec §5.1).
+
+Request/response bytes come from kafka-python's Metadata encoders, an implementation independent
+of epochlib (spec §8); the captures are written with :func:`epochlib.pcap.write_pcap`.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+
+import dpkt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from epochlib.pcap import CaptureError, Exchange, iter_exchanges, write_pcap
+
+CLIENT, BROKER = "10.0.0.5", "10.0.0.1"
+
+
+def metadata_request(version: int, cid: int, client_id: str = "cli") -> bytes:
+    """The whole framed request (size + header + body)."""
+    req_cls = MetadataRequest[version]
+    req = req_cls(topics=[req_cls.MetadataRequestTopic(name="orders")])
+    req.with_header(correlation_id=cid, client_id=client_id)
+    return req.encode(header=True, framed=True)
+
+
+def metadata_response(version: int, cid: int, partitions: int = 3) -> bytes:
+    """The whole framed response; many partitions make it span several TCP segments."""
+    resp_cls = MetadataResponse[version]
+    topic_cls = resp_cls.MetadataResponseTopic
+    part_cls = topic_cls.MetadataResponsePartition
+    parts = [part_cls(error_code=0, partition_index=i, leader_id=1, leader_epoch=5, replica_nodes=[1, 2],
+                      isr_nodes=[1, 2], offline_replicas=[]) for i in range(partitions)]
+    resp = resp_cls(throttle_time_ms=0, brokers=[resp_cls.MetadataResponseBroker(node_id=1, host="b1", port=9092,
+                                                                                 rack=None)],
+                    cluster_id="c", controller_id=1,
+                    topics=[topic_cls(error_code=0, name="orders", is_internal=False, partitions=parts)])
+    resp.with_header(correlation_id=cid)
+    return resp.encode(header=True, framed=True)
+
+
+def _capture(segments: list, **kw) -> bytes:
+    f = io.BytesIO()
+    write_pcap(f, segments, **kw)
+    return f.getvalue()
+
+
+def _split(items: list) -> tuple[list[Exchange], list[CaptureError]]:
+    return [i for i in items if isinstance(i, Exchange)], [i for i in items if isinstance(i, CaptureError)]
+
+
+REQ1 = metadata_request(1, 7)
+RESP1 = metadata_response(1, 7, partitions=200)  # > 1460 bytes: several segments
+REQ2 = metadata_request(12, 8)  # flexible: request header v2, response header v1
+RESP2 = metadata_response(12, 8)
+
+
+def messy_segments(client: str = CLIENT, broker: str = BROKER) -> list:
+    """Request 1 in two pieces written out of order plus a retransmission, then pipelined traffic."""
+    c, b = (client, 50001), (broker, 9092)
+    cut = 11
+    return [
+        (100.000, *c, *b, REQ1[cut:], cut),          # second half first (out of order)
+        (100.001, *c, *b, REQ1[:cut], 0),            # then the first half
+        (100.002, *c, *b, REQ1[:cut], 0),            # retransmission of the first half
+        (100.010, *b, *c, RESP1),                    # split into several segments by the writer
+        (100.020, *c, *b, REQ2),
+        (100.030, *b, *c, RESP2[:20]),
+        (100.031, *b, *c, RESP2[20:]),
+    ]
+
+
+def test_write_pcap_splits_large_payloads_and_adds_handshake() -> None:
+    data = _capture(messy_segments())
+    pkts = list(dpkt.pcap.Reader(io.BytesIO(data)))
+    flags = [dpkt.ethernet.Ethernet(buf).data.data.flags for _, buf in pkts]
+    assert flags[0] == dpkt.tcp.TH_SYN and flags[1] == dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK
+    assert len(pkts) == 2 + 3 + len(range(0, len(RESP1), 1460)) + 3
+    sizes = [len(dpkt.ethernet.Ethernet(buf).data.data.data) for _, buf in pkts]
+    assert max(sizes) == 1460
+
+
+@pytest.mark.parametrize("pcapng", [False, True])
+def test_reassembly_and_pairing(pcapng: bool) -> None:
+    items = list(iter_exchanges(_capture(messy_segments(), pcapng=pcapng)))
+    exchanges, errors = _split(items)
+    assert errors == []
+    first, second = exchanges
+    assert (first.api_key, first.api_version, first.correlation_id, first.client_id) == (3, 1, 7, "cli")
+    assert first.request == REQ1[4:] and first.response == RESP1[4:]
+    assert first.client == f"{CLIENT}:50001" and first.broker == f"{BROKER}:9092"
+    assert first.ts == pytest.approx(100.010) and first.frame_index == 6  # SYN, SYN-ACK, 3 request packets
+    assert first.request_frame_index == 4 and first.request_ts == pytest.approx(100.001)
+    assert (second.api_version, second.correlation_id) == (12, 8)
+    assert second.response == RESP2[4:] and second.ts == pytest.approx(100.030)
+    # cross-check with kafka-python's decoder
+    decoded = MetadataResponse.decode(RESP1[4:], version=1, header=True)
+    assert len(decoded.topics[0].partitions) == 200
+
+
+def test_retransmitted_and_reordered_response_segments() -> None:
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    segs = [(1.0, *c, *b, REQ1), (2.0, *b, *c, RESP1[1000:], 1000), (2.1, *b, *c, RESP1[:1200], 0),
+            (2.2, *b, *c, RESP1[500:1500], 500)]
+    (ex,) = list(iter_exchanges(_capture(segs)))
+    assert ex.response == RESP1[4:]
+    assert ex.ts == pytest.approx(2.1)  # the packet that carried the frame's first byte
+
+
+def test_ipv6_flows() -> None:
+    items = list(iter_exchanges(_capture(messy_segments("fd00::5", "fd00::1"))))
+    exchanges, errors = _split(items)
+    assert not errors and len(exchanges) == 2
+    assert exchanges[0].client == "[fd00::5]:50001" and exchanges[0].broker == "[fd00::1]:9092"
+
+
+def test_api_key_filter_and_broker_ports() -> None:
+    data = _capture(messy_segments())
+    assert list(iter_exchanges(data, api_keys={0})) == []
+    assert len(list(iter_exchanges(data, api_keys=[3]))) == 2
+    assert list(iter_exchanges(data, broker_ports=[9093])) == []
+
+
+def test_mid_stream_capture_resyncs_on_frame_boundary() -> None:
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    old_req = metadata_request(1, 6)
+    old_resp = metadata_response(1, 6)
+    segs = [
+        (1.0, *c, *b, old_req[-9:] + REQ1),   # the tail of an earlier request, then request 7
+        (1.1, *b, *c, old_resp[-13:] + RESP1[:900]),
+        (1.2, *b, *c, RESP1[900:]),
+    ]
+    items = list(iter_exchanges(_capture(segs, handshake=False)))
+    exchanges, errors = _split(items)
+    (ex,) = exchanges
+    assert ex.correlation_id == 7 and ex.response == RESP1[4:] and ex.request == REQ1[4:]
+    assert len(errors) == 2 and all("resynchronised" in e.reason for e in errors)
+
+
+def test_gap_in_stream_is_reported_and_later_frames_recovered() -> None:
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    req3, resp3 = metadata_request(1, 9), metadata_response(1, 9)
+    stream = RESP1 + resp3
+    segs = [(1.0, *c, *b, REQ1 + req3),
+            (2.0, *b, *c, stream[:100], 0),
+            (2.1, *b, *c, stream[len(RESP1) - 50 :], len(RESP1) - 50)]  # bytes 100..len-50 never captured
+    exchanges, errors = _split(list(iter_exchanges(_capture(segs))))
+    assert [e.correlation_id for e in exchanges] == [9]
+    reasons = " | ".join(e.reason for e in errors)
+    assert "incomplete" in reasons and "resynchronised" in reasons and "no captured response" in reasons
+
+
+def test_unpaired_response_and_undecodable_request() -> None:
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    bad_req = b"\x00\x00\x00\x06\x00\x03\x00\x01\x00\x00"  # header cut short
+    segs = [(1.0, *c, *b, bad_req), (2.0, *b, *c, metadata_response(1, 42))]
+    exchanges, errors = _split(list(iter_exchanges(_capture(segs))))
+    assert not exchanges
+    assert any("undecodable request header" in e.reason for e in errors)
+    assert any("correlation id 42 has no captured request" in e.reason for e in errors)
+
+
+def test_not_a_capture_and_truncated_file() -> None:
+    (err,) = list(iter_exchanges(b"hello, this is not a pcap"))
+    assert isinstance(err, CaptureError) and err.position == 0 and err.unit == "file"
+    data = _capture(messy_segments())
+    items = list(iter_exchanges(data[:-30]))
+    exchanges, errors = _split(items)
+    assert len(exchanges) == 1 and any("truncated" in e.reason for e in errors)
+    assert list(iter_exchanges(b"")) == [CaptureError(0, "not a pcap or pcapng file", "file")]
+
+
+def test_linux_cooked_capture() -> None:
+    f = io.BytesIO()
+    w = dpkt.pcap.Writer(f, snaplen=65535, linktype=113)
+    flows = [((CLIENT, 50001, BROKER, 9092), REQ2, 1000), ((BROKER, 9092, CLIENT, 50001), RESP2, 5000)]
+    for i, ((src, sport, dst, dport), payload, seq) in enumerate(flows):
+        tcp = dpkt.tcp.TCP(sport=sport, dport=dport, seq=seq, flags=dpkt.tcp.TH_ACK, data=payload)
+        ip = dpkt.ip.IP(src=socket.inet_aton(src), dst=socket.inet_aton(dst), p=6, data=tcp)
+        ip.len = len(ip)
+        sll = dpkt.sll.SLL(type=0x0800, hlen=6, hdr=b"\x02\x00\x00\x00\x00\x01", data=ip)
+        w.writepkt(bytes(sll), ts=10.0 + i)
+    exchanges, errors = _split(list(iter_exchanges(f.getvalue())))
+    assert len(exchanges) == 1 and exchanges[0].correlation_id == 8 and exchanges[0].frame_index == 2
+
+
+# ---------------------------------------------------------------- fuzz
+
+_VALID = _capture(messy_segments())
+_VALID_NG = _capture(messy_segments(), pcapng=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(
+    st.binary(max_size=400),
+    st.sampled_from([_VALID[:24], _VALID_NG[:28]]).flatmap(lambda h: st.binary(max_size=300).map(lambda b: h + b)),
+    st.tuples(st.sampled_from([_VALID, _VALID_NG]), st.integers(0, 2000), st.binary(min_size=1, max_size=8),
+              st.integers(0, 3000)).map(lambda t: t[0][: t[1]] + t[2] + t[0][t[1] + len(t[2]) :][: t[3]]),
+))
+def test_iter_exchanges_yields_only_items(data: bytes) -> None:
+    for item in iter_exchanges(data):
+        assert isinstance(item, (Exchange, CaptureError))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.binary(max_size=3000)), max_size=6))
+def test_random_tcp_payloads_never_raise(chunks: list[tuple[bool, bytes]]) -> None:
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    segs = [(float(i), *(c + b if up else b + c), payload) for i, (up, payload) in enumerate(chunks)]
+    for item in iter_exchanges(_capture(segs, handshake=bool(len(chunks) % 2))):
+        assert isinstance(item, (Exchange, CaptureError))
