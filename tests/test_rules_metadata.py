@@ -1,0 +1,175 @@
+"""M1, M2 (+ rates) and M3."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from epochlib.rules import MetadataObservation, check_broker_staleness, check_client_metadata, stale_rates
+
+_pos = iter(range(1, 10_000))
+
+
+def obs(
+    ts,
+    epoch,
+    *,
+    client="c1",
+    broker="b1:9092",
+    topic="t",
+    tid="IDA",
+    part=0,
+    replicas=(1, 2, 3),
+    token=None,
+    corr=None,
+) -> MetadataObservation:
+    return MetadataObservation(
+        capture_ts=ts,
+        client_id=client,
+        broker=broker,
+        topic=topic,
+        partition=part,
+        leader_epoch=epoch,
+        topic_id=tid,
+        replicas=tuple(replicas),
+        metadata_token=token,
+        correlation_id=corr,
+        source="caps/c.jsonl",
+        position=next(_pos),
+    )
+
+
+def kinds(fs):
+    return [f.kind for f in fs]
+
+
+# --- M1 --------------------------------------------------------------------------------------------
+
+
+def test_m1_regression_names_broker_epochs_and_age():
+    seen = obs(1000, 5, broker="b1:9092")
+    stale = obs(4000, 4, broker="b2:9092", corr=77)
+    (f,) = check_client_metadata([obs(500, 4), seen, stale])
+    assert (f.rule, f.kind, f.severity) == ("M1", "client_epoch_regression", "warning")
+    assert f.broker == "b2:9092" and f.client_id == "c1" and f.topic_id == "IDA"
+    assert f.numbers == {"served_epoch": 4, "cached_epoch": 5, "staleness_ms": 3000, "correlation_id": 77}
+    assert f.evidence == (stale.pointer(), seen.pointer())
+    assert f.event_ts == 4000
+
+
+def test_m1_equal_epochs_and_minus_one_are_fine():
+    assert check_client_metadata([obs(1, 5), obs(2, 5), obs(3, -1), obs(4, None)]) == []
+
+
+def test_m1_is_per_client_and_per_partition():
+    assert check_client_metadata([obs(1, 5, client="a"), obs(2, 4, client="b")]) == []
+    assert check_client_metadata([obs(1, 5, part=0), obs(2, 4, part=1)]) == []
+
+
+def test_m1_ties_in_capture_time_are_not_already_seen():
+    assert check_client_metadata([obs(10, 5), obs(10, 4)]) == []
+    assert kinds(check_client_metadata([obs(10, 5), obs(10, 4), obs(11, 4)])) == ["client_epoch_regression"]
+
+
+def test_m1_unsorted_input_is_sorted_by_capture_time():
+    assert kinds(check_client_metadata([obs(20, 4), obs(10, 5)])) == ["client_epoch_regression"]
+
+
+# --- M3 --------------------------------------------------------------------------------------------
+
+
+def test_m3_recreated_topic_new_id_is_a_new_baseline():
+    seq = [obs(1, 7, tid="OLD"), obs(2, 0, tid="NEW"), obs(3, 1, tid="NEW")]
+    assert check_client_metadata(seq) == []
+
+
+def test_m3_older_topic_id_is_a_regression():
+    seq = [obs(1, 7, tid="OLD"), obs(2, 0, tid="NEW"), obs(5, 7, tid="OLD", broker="b3:9092")]
+    (f,) = check_client_metadata(seq)
+    assert (f.rule, f.kind, f.severity) == ("M3", "topic_id_regression", "error")
+    assert f.broker == "b3:9092" and f.topic_id == "OLD" and f.numbers["staleness_ms"] == 3
+
+
+def test_m3_without_ids_drop_to_zero_with_new_replicas_is_possible_recreation():
+    seq = [
+        obs(1, 7, tid=None, replicas=(1, 2)),
+        obs(2, 0, tid=None, replicas=(3, 4)),
+        obs(3, 0, tid=None, replicas=(3, 4)),
+    ]
+    (f,) = check_client_metadata(seq)
+    assert (f.rule, f.kind, f.severity) == ("M3", "possible_topic_recreation", "info")
+    assert "possible re-creation" in f.detail
+
+
+def test_m3_without_ids_drop_to_zero_same_replicas_is_a_regression():
+    seq = [obs(1, 7, tid=None, replicas=(1, 2)), obs(2, 0, tid=None, replicas=(1, 2))]
+    assert kinds(check_client_metadata(seq)) == ["client_epoch_regression"]
+    seq = [obs(1, 7, tid=None, replicas=(1, 2)), obs(2, 3, tid=None, replicas=(3, 4))]  # not a drop to 0
+    assert kinds(check_client_metadata(seq)) == ["client_epoch_regression"]
+
+
+# --- M2 --------------------------------------------------------------------------------------------
+
+
+def test_m2_stale_after_grace_with_staleness_from_first_sighting():
+    seq = [
+        obs(0, 4, client="a"),
+        obs(1000, 5, client="a", broker="b1"),
+        obs(5000, 4, client="b", broker="b2", corr=9),
+    ]
+    (f,) = check_broker_staleness(seq, grace_ms=1000)
+    assert (f.rule, f.kind, f.severity) == ("M2", "broker_served_stale", "warning")
+    assert f.broker == "b2" and f.client_id == "b"
+    assert (
+        f.numbers["served_epoch"] == 4
+        and f.numbers["cached_epoch"] == 5
+        and f.numbers["staleness_ms"] == 4000
+    )
+
+
+def test_m2_within_grace_or_at_exactly_grace_is_not_stale():
+    assert check_broker_staleness([obs(1000, 5), obs(1500, 4)], grace_ms=1000) == []
+    assert check_broker_staleness([obs(1000, 5), obs(2000, 4)], grace_ms=1000) == []
+    assert len(check_broker_staleness([obs(1000, 5), obs(2001, 4)], grace_ms=1000)) == 1
+
+
+def test_m2_staleness_counts_from_the_first_higher_epoch():
+    (f,) = check_broker_staleness([obs(0, 5), obs(100, 6), obs(10_000, 4)], grace_ms=1000)
+    assert f.numbers["staleness_ms"] == 10_000 and f.numbers["cached_epoch"] == 6
+
+
+def test_m2_equal_epoch_minus_one_and_recreated_topic_are_fine():
+    assert check_broker_staleness([obs(0, 5), obs(5000, 5), obs(6000, -1)], 1000) == []
+    assert check_broker_staleness([obs(0, 9, tid="OLD"), obs(5000, 0, tid="NEW")], 1000) == []
+    no_ids = [
+        obs(0, 9, tid=None, replicas=(1, 2)),
+        obs(5000, 0, tid=None, replicas=(5, 6)),
+        obs(9000, 1, tid=None, replicas=(5, 6)),
+    ]
+    assert check_broker_staleness(no_ids, 1000) == []
+
+
+def test_m2_cluster_metadata_token():
+    seq = [obs(0, 5, token=10), obs(100, 5, token=12, part=1), obs(5000, 5, token=11, broker="old")]
+    (f,) = check_broker_staleness(seq, 1000)
+    assert f.broker == "old" and f.numbers["metadata_token"] == 11 and f.numbers["newer_metadata_token"] == 12
+    assert f.numbers["staleness_ms"] == 4900
+
+
+# --- rates -----------------------------------------------------------------------------------------
+
+
+def test_stale_rates_per_broker_and_client():
+    seq = [
+        obs(0, 5, broker="b1", client="a"),
+        obs(5000, 4, broker="b2", client="b"),
+        obs(6000, 5, broker="b2", client="b"),
+    ]
+    findings = check_broker_staleness(seq, 1000)
+    rows = stale_rates(seq, findings)
+    by = {(r["dimension"], r["subject"]): r for r in rows}
+    assert by[("broker", "b2")]["responses"] == 2 and by[("broker", "b2")]["stale_responses"] == 1
+    assert by[("broker", "b2")]["stale_rate"] == 0.5 and by[("broker", "b1")]["stale_rate"] == 0.0
+    assert by[("client", "b")]["stale_responses"] == 1
+    assert rows[0]["event_date"] == dt.date(1970, 1, 1)
+    assert stale_rates(seq, findings, by_date=False)[0]["event_date"] is None
+    assert stale_rates([], []) == []
