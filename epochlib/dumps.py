@@ -618,8 +618,9 @@ def _dump_record(key: str | None, payload: str | None) -> Item:
                     topic, sep, part = tp.strip().rpartition("-")
                     if sep and topic and re.fullmatch(r"-?\d+", part):
                         parts.setdefault(topic, []).append(int(part))
-                members.append({"member_id": mm[1].strip(), "assigned_partitions": [
-                    {"topic": t, "partitions": p} for t, p in parts.items()]})
+                # same shape as the ≥3.8 decoded assignment object
+                members.append({"member_id": mm[1].strip(), "assignment": {"assigned_partitions": [
+                    {"topic": t, "partitions": p} for t, p in parts.items()], "user_data": None}})
         rec.update(is_tombstone=False, protocol_type=obj.get("protocolType"),
                    generation=_opt_int(obj.get("generationId"), "generationId"),
                    protocol=obj.get("protocol"), leader=None, current_state_timestamp=-1, members=members)

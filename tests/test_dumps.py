@@ -217,7 +217,9 @@ def test_dump_log_37_text() -> None:
     assert b["metadata"] == "hello, world" and b["partition"] == 1
     assert tomb["is_tombstone"]
     assert group["generation"] == 5 and group["protocol"] == "range"
-    assert group["members"] == [{"member_id": "m-1", "assigned_partitions": [{"topic": "t", "partitions": [0, 1]}]}]
+    (member,) = group["members"]
+    assert member["member_id"] == "m-1"
+    assert member["assignment"]["assigned_partitions"] == [{"topic": "t", "partitions": [0, 1]}]
     assert unknown["record_type"] == 5 and unknown["kind"] == "other"
 
 
