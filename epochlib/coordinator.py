@@ -519,24 +519,30 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return offs[:-1], offs[1:], valid, data
 
 
-def _be(data: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
-    """Big-endian signed integers of ``size`` bytes gathered at ``pos`` (vectorised)."""
-    acc = data[pos].astype(np.uint64)
-    for i in range(1, size):
-        acc = (acc << np.uint64(8)) | data[pos + i]
-    return acc.astype({2: np.uint16, 4: np.uint32, 8: np.uint64}[size]).view(
-        {2: np.int16, 4: np.int32, 8: np.int64}[size])
+_BE = {2: ">i2", 4: ">i4", 8: ">i8"}
+
+
+class _Buf:
+    """A padded data buffer plus unaligned big-endian int views over it (one gather per int)."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+        self.be = {k: np.ndarray((len(data) - k + 1,), dtype=t, buffer=data, strides=(1,)) for k, t in _BE.items()}
+        self.le32 = np.ndarray((len(data) - 3,), dtype="<u4", buffer=data, strides=(1,))
+
+    def int(self, pos: np.ndarray, size: int) -> np.ndarray:
+        return self.be[size][pos].astype(f"i{size}")
 
 
 class _Cursor:
     """Vectorised reader: advances per-row positions while ``ok`` tracks rows still in bounds."""
 
-    def __init__(self, data: np.ndarray, pos: np.ndarray, end: np.ndarray, ok: np.ndarray) -> None:
-        self.data, self.pos, self.end, self.ok = data, pos, end, ok
+    def __init__(self, buf: _Buf, pos: np.ndarray, end: np.ndarray, ok: np.ndarray) -> None:
+        self.buf, self.pos, self.end, self.ok = buf, pos, end, ok
 
     def int(self, size: int) -> np.ndarray:
         self.ok &= self.pos + size <= self.end
-        v = _be(self.data, np.where(self.ok, self.pos, 0), size)
+        v = self.buf.int(np.where(self.ok, self.pos, 0), size)
         self.pos = self.pos + size
         return v
 
@@ -550,32 +556,38 @@ class _Cursor:
         return start, n
 
 
-def _gather_binary(data: np.ndarray, start: np.ndarray, length: np.ndarray, take: np.ndarray):
-    """Concatenate ``data[start:start+length]`` of the rows in ``take`` into Arrow buffers.
+def _bitmap(valid: np.ndarray) -> pa.Buffer:
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
-    Returns (offsets int32, values uint8, rows with a byte >= 0x80 — UTF-8 to be checked).
-    Segments of different rows never overlap or touch, so a +1/-1 difference array and one
-    cumulative sum mark every wanted byte in a single pass over the data buffer.
+
+def _gather_binary(buf: _Buf, start: np.ndarray, length: np.ndarray, take: np.ndarray):
+    """The byte strings ``data[start:start+length]`` of the rows in ``take`` as a binary array.
+
+    Built as an Arrow binary-view array pointing into the data buffer (16-byte views: length,
+    then the bytes inline when <= 12, else a 4-byte prefix + buffer offset), which Arrow then
+    compacts; the cost is per row, not per byte of input. Also returns the rows holding a
+    byte >= 0x80, whose UTF-8 the reference decoder must check.
     """
+    n = len(start)
+    if len(buf.data) >= 2**31:
+        raise OverflowError("data buffer larger than 2 GiB")
     length = np.where(take, length, 0)
-    offsets = np.zeros(len(length) + 1, np.int64)
-    np.cumsum(length, out=offsets[1:])
-    if offsets[-1] >= 2**31:
-        raise OverflowError("string column larger than 2 GiB")
-    nz = length > 0
-    s = start[nz]
-    mark = np.zeros(len(data) + 1, np.int8)
-    mark[s] = 1
-    mark[s + length[nz]] = -1
-    values = data[np.cumsum(mark[:-1], dtype=np.int8).view(bool)]
+    s = np.where(take, start, 0)
+    views = np.zeros((n, 4), "<u4")
+    views[:, 0] = length
+    short = length <= 12
+    for k in range(3):
+        nbytes = np.clip(length - 4 * k, 0, 4).astype(np.uint64)
+        mask = ((np.uint64(1) << (nbytes * np.uint64(8))) - np.uint64(1)).astype(np.uint32)
+        word = buf.le32[s + 4 * k] & mask
+        views[:, 1 + k] = word if k == 0 else np.where(short, word, 0 if k == 1 else s)
+    arr = pa.Array.from_buffers(pa.binary_view(), n, [_bitmap(take), pa.py_buffer(views), pa.py_buffer(buf.data)])
+    arr = arr.cast(pa.binary())
+    offsets = np.frombuffer(arr.buffers()[1], np.int32, count=n + 1)
+    values = np.frombuffer(arr.buffers()[2], np.uint8, count=int(offsets[-1])) if arr.buffers()[2] else offsets[:0]
     high = np.flatnonzero(values >= 0x80)
     suspicious = np.unique(np.searchsorted(offsets, high, side="right") - 1) if high.size else high
-    return offsets.astype(np.int32), values, suspicious
-
-
-def _binary_array(offsets, values, valid, n) -> pa.Array:
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(values)])
+    return arr, suspicious
 
 
 def _prepare(arr) -> pa.Array:
@@ -608,7 +620,8 @@ def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
     vs, ve, vvalid, vdata = _binary_parts(values)
 
     # key: int16 type, string group, string topic, int32 partition
-    kc = _Cursor(kdata, ks, ke, kvalid.copy())
+    kbuf, vbuf = _Buf(kdata), _Buf(vdata)
+    kc = _Cursor(kbuf, ks, ke, kvalid.copy())
     rtype = kc.int(2)
     kc.ok &= (rtype == 0) | (rtype == 1)
     g_start, g_len = kc.string()
@@ -618,7 +631,7 @@ def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
 
     # value: int16 version, then the per-version layouts of OffsetCommitValue v0-v3
     tomb = ~vvalid
-    vc = _Cursor(vdata, vs, ve, oc & vvalid)
+    vc = _Cursor(vbuf, vs, ve, oc & vvalid)
     version = vc.int(2)
     vc.ok &= (version >= 0) & (version <= 3)
     offset = vc.int(8)
@@ -626,19 +639,19 @@ def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
     epoch_pos = vc.pos
     vc.pos = np.where(is3, vc.pos + 4, vc.pos)
     vc.ok &= vc.pos <= vc.end
-    leader_epoch = np.where(is3, _be(vdata, np.where(vc.ok & is3, epoch_pos, 0), 4), -1).astype(np.int32)
+    leader_epoch = np.where(is3, vbuf.int(np.where(vc.ok & is3, epoch_pos, 0), 4), -1).astype(np.int32)
     m_start, m_len = vc.string()
     commit = vc.int(8)
     is1 = version == 1
     exp_pos = vc.pos
     vc.ok &= ~is1 | (exp_pos + 8 <= vc.end)
-    expire = np.where(is1, _be(vdata, np.where(vc.ok & is1, exp_pos, 0), 8), -1)
+    expire = np.where(is1, vbuf.int(np.where(vc.ok & is1, exp_pos, 0), 8), -1)
 
     fast = oc & (tomb | vc.ok)
     live = fast & ~tomb
-    g_off, g_val, g_bad = _gather_binary(kdata, g_start, g_len, fast)
-    t_off, t_val, t_bad = _gather_binary(kdata, t_start, t_len, fast)
-    m_off, m_val, m_bad = _gather_binary(vdata, m_start, m_len, live)
+    g_arr, g_bad = _gather_binary(kbuf, g_start, g_len, fast)
+    t_arr, t_bad = _gather_binary(kbuf, t_start, t_len, fast)
+    m_arr, m_bad = _gather_binary(vbuf, m_start, m_len, live)
     for bad in (g_bad, t_bad, m_bad):  # non-ASCII text: let the reference check the UTF-8
         fast[bad] = False
     live &= fast
@@ -650,11 +663,7 @@ def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
         "leader_epoch": (leader_epoch, live), "commit_timestamp": (commit, live),
         "expire_timestamp": (expire, live),
     }
-    strings = {
-        "group_id": _binary_array(g_off, g_val, fast, n),
-        "topic": _binary_array(t_off, t_val, fast, n),
-        "metadata": _binary_array(m_off, m_val, live, n),
-    }
+    strings = {"group_id": g_arr, "topic": t_arr, "metadata": m_arr}
     ref_rows = []
     if slow.size:
         key_list = keys.take(pa.array(slow)).to_pylist()

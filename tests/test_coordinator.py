@@ -383,6 +383,9 @@ def _mixed_batch():
                 commit_timestamp=1_700_000_000_000 + i, expire_timestamp=1_700_000_900_000 if i % 5 == 1 else -1,
                 version=i % 5))
     keys[20] = b"\x00\x00" + keys[20][2:]  # type 0 legacy key
+    for i, n in enumerate((11, 12, 13, 16, 40, 300)):  # around the 12-byte inline limit of Arrow views
+        keys.append(c.encode_offset_commit_key("g" * n, "t" * (n + 1), i))
+        values.append(c.encode_offset_commit_value(i, metadata="m" * (n - 1), commit_timestamp=i, version=3))
     keys += [HEX("0002000167"), HEX("0002000167"), HEX("0003000167"), HEX("0019abcd"), b"\x00", None,
              HEX("000100016700017400000000"), HEX("000100016700017400000000"), HEX("0001ffff"),
              HEX("000100016700017400000000")]
@@ -407,7 +410,8 @@ def test_arrow_agrees_with_reference(kind):
     rows = batch.to_pylist()
     assert rows[0]["leader_epoch"] == -1 and rows[3]["leader_epoch"] == 3 and rows[1]["expire_timestamp"] == 1_700_000_900_000
     assert rows[4]["is_tombstone"] and rows[4]["committed_offset"] is None and rows[4]["partition"] == 4
-    assert rows[60]["group_metadata_json"] and json.loads(rows[60]["group_metadata_json"])["generation"] == 5
+    assert rows[64]["group_id"] == "g" * 40 and rows[64]["topic"] == "t" * 41 and rows[64]["metadata"] == "m" * 39
+    assert rows[66]["group_metadata_json"] and json.loads(rows[66]["group_metadata_json"])["generation"] == 5
     assert sum(r["error"] is not None for r in rows) == 6
 
 
