@@ -200,6 +200,11 @@ class ReplicaSnapshot:
     checkpoint_version: int | None = None
     recovery_point: int | None = None
 
+    def __post_init__(self) -> None:
+        # accept plain (epoch, start) tuples or dicts when built by hand
+        object.__setattr__(self, "entries", tuple(as_entry(e) for e in self.entries))
+        object.__setattr__(self, "broker", str(self.broker))
+
     @classmethod
     def from_row(cls, row: Any) -> ReplicaSnapshot:
         r = _as_mapping(row)

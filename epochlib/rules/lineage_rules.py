@@ -321,6 +321,8 @@ def _history_step(prev: ReplicaSnapshot, cur: ReplicaSnapshot) -> Finding | None
         if cur_leo is not None:
             cands.append(cur_leo)
         point = min(cands)
+        if cur.log_start_offset is not None:
+            point = max(point, cur.log_start_offset)  # below the log start, retention removed the data
         if prev_leo is not None and point >= prev_leo:
             return None  # only an empty (never written) epoch was evicted by the next leader
         discarded = prev_leo - point if prev_leo is not None else None
@@ -364,7 +366,8 @@ def check_lineage_history(snapshots_sorted: Iterable[ReplicaSnapshot]) -> list[F
     Judgement calls: both lineages are compared after the LogLoader repair (the broker's view); a new
     topic id starts a new baseline (re-created topic: no comparison); the truncation point is the lowest
     of the first removed entry's start, the first appended entry's start (the log resumed there) and the
-    new LEO; an evicted epoch in which nothing was written (its start equals the old LEO) is not
+    new LEO, but never below the new log start (retention, not truncation, removed what lies below it);
+    entries starting at the LEO vanish in the repair (Kafka drops them on load too); an evicted epoch in which nothing was written (its start equals the old LEO) is not
     reported; when no epoch is shared and the new head starts at or past the old LEO, retention explains
     it; identical consecutive snapshots (timestamp ties) compare equal and yield nothing.
     """

@@ -1,0 +1,235 @@
+"""S1 (every classification, in order), S2 and M4 correlation."""
+
+from __future__ import annotations
+
+from epochlib.lineage import EpochEntry
+from epochlib.rules import (
+    Commit,
+    Finding,
+    GroupState,
+    LogEndEstimate,
+    ReplicaSnapshot,
+    ResetContext,
+    check_offset_resets,
+    correlate_resets,
+)
+
+_lo = iter(range(1, 100_000))
+
+
+def snap(ts, entries, leo=None, ls=None, broker=1) -> ReplicaSnapshot:
+    return ReplicaSnapshot(
+        broker=str(broker),
+        snapshot_ts=ts,
+        topic="t",
+        partition=0,
+        entries=tuple(EpochEntry(e, s) for e, s in entries),
+        log_end_offset=leo,
+        log_start_offset=ls,
+        source=f"broker={broker}/snapshot={ts}/t-0/leader-epoch-checkpoint",
+    )
+
+
+def commit(offset, epoch, ts, *, tomb=False, txn="none") -> Commit:
+    lo = next(_lo)
+    return Commit(
+        group_id="g",
+        topic="t",
+        partition=0,
+        committed_offset=offset,
+        leader_epoch=epoch,
+        commit_ts=ts,
+        event_ts=ts,
+        is_tombstone=tomb,
+        txn_state=txn,
+        log_offset=lo,
+        source="/o/00000000000000000000.log",
+        position=lo * 10,
+    )
+
+
+def one(commits, ctx=None) -> Finding:
+    fs = check_offset_resets(commits, ctx)
+    assert len(fs) == 1, fs
+    return fs[0]
+
+
+# Partition history: epoch 3 from 100; the leader of epoch 3 lost [150, 180) in an unclean election and
+# epoch 4 started at 150. Log start 40 (retention), LEO 400 at the snapshot.
+TRUNCATED = snap(10_000, [(0, 0), (3, 100), (4, 150)], leo=400, ls=40)
+
+
+# --- S1 --------------------------------------------------------------------------------------------
+
+
+def test_s1a_truncation_explains_a_rewind_to_the_truncation_point():
+    f = one([commit(180, 3, 1000), commit(150, 4, 2000)], ResetContext(snapshots=[TRUNCATED]))
+    assert (f.rule, f.kind, f.severity) == ("S1a", "truncation", "info")
+    assert f.numbers["truncation_point"] == 150 and f.numbers["records_reread"] == 30
+    assert f.numbers["previous_offset"] == 180 and f.numbers["new_offset"] == 150
+    assert any("line 4" in e for e in f.evidence)  # the lineage entry that decided it
+    assert f.to_row()["classification"] == "truncation"
+
+
+def test_s1a_new_offset_above_the_truncation_point_is_still_truncation():
+    f = one([commit(180, 3, 1000), commit(160, 4, 2000)], ResetContext(snapshots=[TRUNCATED]))
+    assert f.kind == "truncation"
+
+
+def test_s1a_over_rewind_below_the_truncation_point():
+    f = one([commit(180, 3, 1000), commit(120, 4, 2000)], ResetContext(snapshots=[TRUNCATED]))
+    assert (f.rule, f.kind, f.severity) == ("S1a", "over_rewind", "warning")
+    assert f.numbers["records_reread"] == 30 and f.numbers["truncation_point"] == 150
+
+
+def test_s1b_operator_reset_when_group_empty():
+    ctx = ResetContext(
+        snapshots=[TRUNCATED],
+        group_states=[
+            GroupState("g", 500, member_count=2, client_ids=("c1",)),
+            GroupState("g", 1500, member_count=0, source="/o/x.log", position=5, log_offset=9),
+        ],
+    )
+    f = one([commit(300, 4, 1000), commit(200, 4, 2000)], ctx)
+    assert (f.rule, f.kind, f.severity) == ("S1b", "operator_reset", "info")
+    assert f.evidence[-1].endswith("offset 9 (group metadata)")
+    # a group that still had members is no operator reset
+    ctx2 = ResetContext(snapshots=[TRUNCATED], group_states=[GroupState("g", 1500, member_count=1)])
+    assert one([commit(300, 4, 1000), commit(200, 4, 2000)], ctx2).kind == "spurious_rewind"
+
+
+def test_truncation_is_decided_before_operator_reset():
+    ctx = ResetContext(snapshots=[TRUNCATED], group_states=[GroupState("g", 0, is_tombstone=True)])
+    assert one([commit(180, 3, 1000), commit(150, 4, 2000)], ctx).kind == "truncation"
+
+
+def test_s1c_stale_epoch_commit_below_lineage_head():
+    trimmed = snap(10_000, [(3, 200), (4, 250)], leo=400, ls=200)  # epochs 0..2 gone with retention
+    f = one([commit(260, 1, 1000), commit(200, 4, 2000)], ResetContext(snapshots=[trimmed]))
+    assert (f.rule, f.kind, f.severity) == ("S1c", "stale_epoch_commit", "warning")
+    assert f.numbers["expected_epoch"] == 3 and f.numbers["stale_epoch"] == 1
+
+
+def test_s1d_spurious_rewind_to_earliest():
+    f = one([commit(300, 4, 1000), commit(40, 4, 2000)], ResetContext(snapshots=[TRUNCATED]))
+    assert (f.rule, f.kind, f.severity) == ("S1d", "spurious_rewind_to_earliest", "error")
+    assert f.numbers["log_start_offset"] == 40 and f.numbers["records_reread"] == 260
+
+
+def test_s1d_log_start_from_repaired_lineage_head_when_no_checkpoint():
+    s = snap(10_000, [(2, 40), (4, 150)], leo=400)
+    assert one([commit(300, 4, 1000), commit(40, 4, 2000)], ResetContext(snapshots=[s])).kind == (
+        "spurious_rewind_to_earliest"
+    )
+
+
+def test_s1e_spurious_rewind_and_without_any_context():
+    f = one([commit(300, 4, 1000), commit(250, 4, 2000)], ResetContext(snapshots=[TRUNCATED]))
+    assert (f.rule, f.kind, f.severity) == ("S1e", "spurious_rewind", "error")
+    assert f.numbers["records_reread"] == 50
+    assert one([commit(300, 4, 1000), commit(250, 4, 2000)]).kind == "spurious_rewind"
+
+
+def test_epoch_minus_one_still_gets_offset_checks_but_no_truncation_explanation():
+    f = one([commit(180, -1, 1000), commit(150, -1, 2000)], ResetContext(snapshots=[TRUNCATED]))
+    assert f.kind == "spurious_rewind"
+
+
+def test_tombstone_ends_the_sequence_and_filters():
+    seq = [commit(300, 4, 1000), commit(None, None, 1500, tomb=True), commit(10, 4, 2000)]
+    assert check_offset_resets(seq, ResetContext(snapshots=[TRUNCATED])) == []
+    seq = [commit(300, 4, 1000), commit(10, 4, 1500, txn="aborted"), commit(300, 4, 2000)]
+    assert check_offset_resets(seq) == []
+    assert check_offset_resets([commit(5, 0, 1), commit(5, 0, 2)]) == []  # equal offsets: no move
+    assert check_offset_resets([]) == []
+
+
+# --- S2 --------------------------------------------------------------------------------------------
+
+
+def test_s2a_retention():
+    f = one([commit(20, 0, 1000), commit(40, 4, 2000)], ResetContext(snapshots=[TRUNCATED]))
+    assert (f.rule, f.kind, f.severity) == ("S2a", "retention", "info")
+    assert f.numbers["records_skipped"] == 20 and f.numbers["log_start_offset"] == 40
+
+
+def test_s2a_uses_the_snapshot_before_when_the_log_start_moved_on_since():
+    before = snap(1500, [(0, 40), (4, 150)], leo=300, ls=40)
+    after = snap(10_000, [(4, 90)], leo=400, ls=90)
+    assert (
+        one([commit(20, 0, 1000), commit(40, 4, 2000)], ResetContext(snapshots=[before, after])).kind
+        == "retention"
+    )
+
+
+def _paced(start, n, step, t0=0):
+    return [commit(start + i * step, 4, t0 + i * 1000) for i in range(n)]
+
+
+def test_s2b_spurious_skip_to_log_end():
+    ctx = ResetContext(snapshots=[snap(500, [(0, 0), (4, 150)], leo=100_000, ls=0)])
+    seq = _paced(200, 5, 10, t0=1000) + [commit(100_000, 4, 9000)]
+    f = one(seq, ctx)
+    assert (f.rule, f.kind, f.severity) == ("S2b", "spurious_skip", "error")
+    assert f.numbers["records_skipped"] == 100_000 - 240 and f.numbers["log_end_offset"] == 100_000
+    assert f.numbers["largest_previous_step"] == 10
+
+
+def test_s2b_no_guess_without_a_log_end_or_pace_and_normal_steps_are_quiet():
+    seq = _paced(200, 5, 10, t0=1000) + [commit(100_000, 4, 9000)]
+    assert check_offset_resets(seq) == []  # no log end estimate
+    ctx = ResetContext(snapshots=[snap(500, [(0, 0), (4, 150)], leo=100_000, ls=0)])
+    assert check_offset_resets([commit(200, 4, 1000), commit(100_000, 4, 2000)], ctx) == []  # no pace yet
+    assert check_offset_resets(_paced(200, 10, 10, t0=1000), ctx) == []
+    # short of the log end: consumption, not a reset to latest
+    assert check_offset_resets(_paced(200, 5, 10, t0=1000) + [commit(90_000, 4, 9000)], ctx) == []
+    # extra estimates count too
+    ctx2 = ResetContext(
+        log_end_estimates=[LogEndEstimate(500, 5000, "hw")], snapshots=[snap(500, [(4, 0)], ls=0)]
+    )
+    assert one(_paced(200, 5, 10, t0=1000) + [commit(5000, 4, 9000)], ctx2).kind == "spurious_skip"
+
+
+def test_s2b_retention_not_excluded_means_no_skip():
+    ctx = ResetContext(log_end_estimates=[LogEndEstimate(500, 5000, "hw")])
+    assert check_offset_resets(_paced(200, 5, 10, t0=1000) + [commit(5000, 4, 9000)], ctx) == []
+
+
+# --- M4 --------------------------------------------------------------------------------------------
+
+
+def _meta(ts, client="c1", rule="M2", partition=0):
+    return Finding(
+        rule,
+        "broker_served_stale",
+        "warning",
+        ts,
+        topic="t",
+        topic_id="X",
+        partition=partition,
+        client_id=client,
+        broker="b2",
+        numbers={"served_epoch": 3},
+        evidence=(f"capture:x line {ts}",),
+    )
+
+
+def test_m4_correlates_within_window_with_the_latest_metadata_finding():
+    reset = one([commit(300, 4, 1000), commit(40, 4, 600_000)], ResetContext(snapshots=[TRUNCATED]))
+    early, late, after = _meta(100_000), _meta(500_000), _meta(700_000)
+    (r,) = correlate_resets([reset], [early, late, after])
+    assert r.correlated_finding_id == late.id and r.cause == "stale metadata"
+    assert r.id == reset.id
+
+
+def test_m4_window_partition_group_clients_and_explained_kinds():
+    reset = one([commit(300, 4, 1000), commit(250, 4, 2_000_000)], ResetContext(snapshots=[TRUNCATED]))
+    assert correlate_resets([reset], [_meta(0)])[0].correlated_finding_id is None  # outside 15 min
+    assert correlate_resets([reset], [_meta(1_900_000, partition=1)])[0].correlated_finding_id is None
+    m = _meta(1_900_000, client="other")
+    assert correlate_resets([reset], [m], group_clients={"g": {"c1"}})[0].correlated_finding_id is None
+    assert correlate_resets([reset], [m], group_clients={"g": set()})[0].correlated_finding_id == m.id
+    assert correlate_resets([reset], [m], group_clients=lambda g: None)[0].correlated_finding_id == m.id
+    assert correlate_resets([reset], [_meta(2_000_000)])[0].correlated_finding_id is not None  # same ms
+    explained = one([commit(180, 3, 1000), commit(150, 4, 2_000_000)], ResetContext(snapshots=[TRUNCATED]))
+    assert correlate_resets([explained], [_meta(1_900_000)])[0].correlated_finding_id is None
