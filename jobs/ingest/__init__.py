@@ -24,8 +24,6 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .discover import Inventory, discover
-
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -142,7 +140,7 @@ def run_ingestion(
     from . import metadata as md
     from . import offsets as off
     from ._spark import default_parallelism, files_frame, ranges_frame, to_spark_schema
-    from .discover import LEC, PMETA, ROOT_CKPT, SEGMENT
+    from .discover import LEC, PMETA, ROOT_CKPT, SEGMENT, Inventory, discover
 
     if run is None:
         run = RunContext.start(config, date_from, date_to)

@@ -176,13 +176,19 @@ def _decode_pcap(src: str, broker_ports: Sequence[int]) -> Iterator[pa.RecordBat
     ctx: dict[str, list] = {k: [] for k in ("position", "capture_ms", "client_id", "broker")}
     responses: list = []
     versions: list = []
-    n_read = n_bad = n_out = 0
+    n_read = n_bad = n_out = n_file_bad = 0
     for ex in pcap.iter_exchanges(data, broker_ports=tuple(broker_ports), api_keys={3}):
-        n_read += 1
         if isinstance(ex, pcap.CaptureError):
-            n_bad += 1
-            side.add(side_row(src, ex.position, "frame", ex.reason, None))
+            unit = "file" if ex.unit == "file" else "frame"
+            if unit == "file":
+                n_file_bad += 1
+                side.add(side_row(src, ex.position, "file", ex.reason, data[:RAW_MAX]))
+            else:
+                n_read += 1
+                n_bad += 1
+                side.add(side_row(src, ex.position, "frame", ex.reason, None))
             continue
+        n_read += 1
         ctx["position"].append(ex.frame_index)
         ctx["capture_ms"].append(_ms(ex.ts))
         ctx["client_id"].append(ex.client_id)
@@ -204,18 +210,11 @@ def _decode_pcap(src: str, broker_ports: Sequence[int]) -> Iterator[pa.RecordBat
     n_out += out
     if batch is not None:
         yield batch
-    if n_read == 0 and not _looks_like_capture(data):
-        side.add(side_row(src, 0, "file", "not a pcap/pcapng capture", data[:RAW_MAX]))
-        side.add(stats_row(src, "file", 1, 1, 0))
-    else:
+    if n_file_bad:
+        side.add(stats_row(src, "file", n_file_bad, n_file_bad, 0))
+    if n_read or not n_file_bad:
         side.add(stats_row(src, "frame", n_read, n_bad, n_out))
     yield side.flush()
-
-
-def _looks_like_capture(data: bytes) -> bool:
-    magic = data[:4]
-    return magic in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d",
-                     b"\x0a\x0d\x0d\x0a")
 
 
 def decode_capture_files(broker_ports: Sequence[int]):
