@@ -32,11 +32,18 @@ try:  # optional fast path for zstd; cramjam is the guaranteed one
     import zstandard as _zstandard
 
     _ZSTD_DCTX = _zstandard.ZstdDecompressor()
+    # For hot loops: ``zstd_decompressobj()`` / ``ZSTD_ERROR`` (None / () without zstandard).
+    zstd_decompressobj = _ZSTD_DCTX.decompressobj
+    ZSTD_ERROR: tuple[type[Exception], ...] = (_zstandard.ZstdError,)
 except ImportError:  # pragma: no cover - depends on the environment
     _zstandard = None
     _ZSTD_DCTX = None
+    zstd_decompressobj = None
+    ZSTD_ERROR = ()
 
 __all__ = [
+    "ZSTD_ERROR",
+    "zstd_decompressobj",
     "CODEC_IDS",
     "CODEC_NAMES",
     "COMPRESSORS",

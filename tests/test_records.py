@@ -1,0 +1,614 @@
+"""epochlib.records: log entries (spec/kafka-formats.md §3), cross-checked against kafka-python
+3.0.12 and aiokafka 0.14.0 in both directions, plus segment iteration, the Arrow batch function
+and fuzzing (only DecodeError may escape)."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import zlib
+
+import crc32c
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from epochlib.errors import DecodeError
+from epochlib.records import (
+    BadBatch,
+    Batch,
+    NewRecord,
+    batches_arrow,
+    decode_batch,
+    encode_batch,
+    encode_control_batch,
+    encode_legacy_message_set,
+    iter_batches,
+    scan_batch_boundaries,
+    split_points,
+)
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+CODEC_ID = {name: i for i, name in enumerate(CODECS)}
+TS = 1_700_000_000_000
+
+# §9 test vectors
+V2_TWO_RECORDS = bytes.fromhex(
+    "00000000000000000000006f00000000021c1b88910000000000010000018bcfe568000000018bcfe56801ffffffff"
+    "ffffffffffffffffffff000000025400000018000100016700017400000000300003000000000000002a0000000700"
+    "000000018bcfe568000024000202180001000167000174000000000100"
+)
+CONTROL_COMMIT = bytes.fromhex(
+    "00000000000000640000004200000003029ffa4e710030000000000000018bcfe568000000018bcfe5680000000000"
+    "00000fa00000ffffffff000000012000000008000000010c00000000000500"
+)
+OFFSET_COMMIT_KEY = bytes.fromhex("000100016700017400000000")
+OFFSET_COMMIT_VALUE_V3 = bytes.fromhex("0003000000000000002a0000000700000000018bcfe56800")
+
+SAMPLE = [
+    NewRecord(b"k0", b"v0", TS, (("h1", b"x"), ("h2", None))),
+    NewRecord(None, b"v1", TS + 5),
+    NewRecord(b"k2", None, TS + 3),  # tombstone
+    NewRecord(b"", b"", TS - 10),
+]
+
+
+def _records(batch: Batch) -> list[tuple]:
+    return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records]
+
+
+def _set_base_and_epoch(raw: bytes, base_offset: int, epoch: int) -> bytes:
+    """Patch baseOffset and partitionLeaderEpoch (outside the CRC), as a leader does."""
+    return struct.pack(">q", base_offset) + raw[8:12] + struct.pack(">i", epoch) + raw[16:]
+
+
+# ---------------------------------------------------------------- §9 vectors
+
+
+def test_vector_two_record_batch_decodes_and_reencodes_byte_exact():
+    b = decode_batch(V2_TWO_RECORDS)
+    assert (b.magic, b.base_offset, b.last_offset, b.partition_leader_epoch) == (2, 0, 1, 0)
+    assert (b.compression, b.records_count, b.size, b.crc_valid) == ("none", 2, len(V2_TWO_RECORDS), True)
+    assert (b.base_timestamp, b.max_timestamp, b.producer_id, b.base_sequence) == (TS, TS + 1, -1, -1)
+    assert _records(b) == [
+        (0, TS, OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE_V3, ()),
+        (1, TS + 1, OFFSET_COMMIT_KEY, None, ()),
+    ]
+    again = encode_batch([NewRecord(r.key, r.value, r.timestamp) for r in b.records], partition_leader_epoch=0)
+    assert again == V2_TWO_RECORDS
+
+
+def test_vector_control_batch_decodes_and_reencodes_byte_exact():
+    b = decode_batch(CONTROL_COMMIT)
+    assert (b.base_offset, b.partition_leader_epoch, b.attributes) == (100, 3, 0x30)
+    assert b.is_control and b.is_transactional and (b.producer_id, b.producer_epoch) == (4000, 0)
+    (r,) = b.records
+    assert (r.offset, r.control_type, r.control_name, r.coordinator_epoch) == (100, 1, "COMMIT", 5)
+    again = encode_control_batch(
+        "COMMIT", base_offset=100, partition_leader_epoch=3, producer_id=4000, producer_epoch=0,
+        coordinator_epoch=5, timestamp=TS,
+    )  # fmt: skip
+    assert again == CONTROL_COMMIT
+
+
+# ---------------------------------------------------------------- their builders -> our decoder
+
+
+def _kp_builder(lib: str):
+    if lib == "kafka-python":
+        from kafka.record.default_records import DefaultRecordBatchBuilder
+    else:
+        from aiokafka.record.default_records import DefaultRecordBatchBuilder
+    return DefaultRecordBatchBuilder
+
+
+@pytest.mark.parametrize("lib", ["kafka-python", "aiokafka"])
+@pytest.mark.parametrize("codec", CODECS)
+def test_their_v2_batches_decode(lib, codec):
+    builder = _kp_builder(lib)(
+        magic=2, compression_type=CODEC_ID[codec], is_transactional=1, producer_id=77,
+        producer_epoch=3, base_sequence=2147483646, batch_size=1 << 20,
+    )  # fmt: skip
+    values = [bytes([i % 251]) * (i * 37 % 3000) for i in range(40)]
+    for i, v in enumerate(values):
+        key = None if i % 7 == 3 else f"key-{i}".encode()
+        value = None if i % 5 == 4 else v
+        builder.append(i, timestamp=TS + i, key=key, value=value, headers=[("h", b"v"), ("n", None)][: i % 3])
+    raw = _set_base_and_epoch(bytes(builder.build()), 1000, 9)
+    b = decode_batch(raw)
+    assert (b.compression, b.records_count, b.base_offset, b.last_offset) == (codec, 40, 1000, 1039)
+    assert (b.partition_leader_epoch, b.producer_id, b.producer_epoch, b.is_transactional) == (9, 77, 3, True)
+    assert b.crc_valid and b.crc == crc32c.crc32c(raw[21:])
+    for i, r in enumerate(b.records):
+        assert r.offset == 1000 + i and r.timestamp == TS + i
+        assert r.key == (None if i % 7 == 3 else f"key-{i}".encode())
+        assert r.value == (None if i % 5 == 4 else values[i])
+        assert r.headers == (("h", b"v"), ("n", None))[: i % 3]
+    # sequence wraps after int32 max to 0 (§3.2)
+    assert [r.sequence for r in b.records[:4]] == [2147483646, 2147483647, 0, 1]
+
+
+@pytest.mark.parametrize("lib", ["kafka-python", "aiokafka"])
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", CODECS[:4])
+def test_their_legacy_message_sets_decode(lib, magic, codec):
+    if lib == "kafka-python":
+        from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    else:
+        from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
+    if magic == 0 and codec == "lz4":
+        pytest.skip("kafka-python needs the xxhash package for magic-0 lz4; aiokafka refuses it")
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=CODEC_ID[codec], batch_size=1 << 20)
+    for i in range(5):
+        builder.append(i, timestamp=TS + i if magic else None, key=None if i == 2 else b"k%d" % i, value=b"v" * i)
+    raw = bytes(builder.build())
+    batches = list(iter_batches(raw))
+    assert all(isinstance(b, Batch) for b in batches)
+    recs = [r for b in batches for r in b.records]
+    assert [r.offset for r in recs] == list(range(5))
+    assert [r.key for r in recs] == [b"k0", b"k1", None, b"k3", b"k4"]
+    assert [r.value for r in recs] == [b"v" * i for i in range(5)]
+    assert [r.timestamp for r in recs] == ([TS + i for i in range(5)] if magic else [-1] * 5)
+    assert {b.magic for b in batches} == {magic} and {b.compression for b in batches} == {codec}
+    assert len(batches) == (5 if codec == "none" else 1)
+
+
+# ---------------------------------------------------------------- our encoder -> their readers
+
+
+def _their_batches(lib: str, raw: bytes):
+    if lib == "kafka-python":
+        from kafka.record.memory_records import MemoryRecords
+    else:
+        from aiokafka.record.memory_records import MemoryRecords
+    mr = MemoryRecords(raw)
+    out = []
+    while True:
+        b = mr.next_batch()
+        if b is None:
+            return out
+        assert b.validate_crc()
+        out.append((b, list(b)))
+
+
+@pytest.mark.parametrize("lib", ["kafka-python", "aiokafka"])
+@pytest.mark.parametrize("codec", CODECS)
+def test_our_v2_batches_read_by_them(lib, codec):
+    raw = encode_batch(SAMPLE, base_offset=500, partition_leader_epoch=4, compression=codec, producer_id=9,
+                       producer_epoch=1, base_sequence=10)  # fmt: skip
+    [(b, recs)] = _their_batches(lib, raw)
+    assert (b.base_offset, b.compression_type, b.producer_id, b.base_sequence) == (500, CODEC_ID[codec], 9, 10)
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in recs] == [
+        (500 + i, s.timestamp, s.key, s.value, [tuple(h) for h in s.headers]) for i, s in enumerate(SAMPLE)
+    ]
+
+
+@pytest.mark.parametrize("lib", ["kafka-python", "aiokafka"])
+@pytest.mark.parametrize("marker", ["COMMIT", "ABORT"])
+def test_our_control_batches_read_by_them(lib, marker):
+    raw = encode_control_batch(marker, base_offset=7, partition_leader_epoch=2, producer_id=5, producer_epoch=1,
+                               coordinator_epoch=11, timestamp=TS)  # fmt: skip
+    [(b, recs)] = _their_batches(lib, raw)
+    assert b.is_control_batch and b.is_transactional
+    (r,) = recs
+    assert r.offset == 7
+    ctype = 1 if marker == "COMMIT" else 0
+    if lib == "kafka-python":
+        assert r.type == ctype
+    else:
+        assert r.key == struct.pack(">hh", 0, ctype)
+    assert r.value == struct.pack(">hi", 0, 11)
+
+
+@pytest.mark.parametrize("lib", ["kafka-python", "aiokafka"])
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", CODECS[:4])
+def test_our_legacy_sets_read_by_them(lib, magic, codec):
+    if lib == "kafka-python":
+        from kafka.record.legacy_records import LegacyRecordBatch
+    else:
+        from aiokafka.record.legacy_records import LegacyRecordBatch
+    if magic == 0 and codec == "lz4":
+        pytest.skip("both libraries need the xxhash package for magic-0 lz4 (broken header checksum)")
+    recs = [NewRecord(b"k%d" % i, b"value-%d" % i, TS + i) for i in range(4)]
+    raw = encode_legacy_message_set(recs, magic=magic, base_offset=40, compression=codec)
+    got = []
+    pos = 0
+    while pos < len(raw):
+        size = struct.unpack_from(">i", raw, pos + 8)[0]
+        entry = raw[pos : pos + 12 + size]
+        lb = LegacyRecordBatch(bytearray(entry), magic)
+        assert lb.validate_crc()
+        got += [(r.offset, r.key, r.value) for r in lb]
+        pos += 12 + size
+    assert got == [(40 + i, b"k%d" % i, b"value-%d" % i) for i in range(4)]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", CODECS[:4])
+def test_legacy_round_trip_and_wrapper_offsets(magic, codec):
+    recs = [NewRecord(b"k%d" % i, None if i == 1 else b"v", TS + 10 - i) for i in range(3)]
+    raw = encode_legacy_message_set(recs, magic=magic, base_offset=100, compression=codec)
+    batches = list(iter_batches(raw))
+    assert [(r.offset, r.key, r.value) for b in batches for r in b.records] == [
+        (100 + i, r.key, r.value) for i, r in enumerate(recs)
+    ]
+    if codec != "none":
+        (b,) = batches
+        assert (b.base_offset, b.last_offset, b.records_count) == (100, 102, 3)
+        assert b.max_timestamp == (TS + 10 if magic else -1)  # v1 wrapper = max inner timestamp
+        assert struct.unpack_from(">q", raw)[0] == 102  # wrapper offset = last inner offset
+
+
+def test_legacy_v1_wrapper_offset_zero_means_base_zero():
+    """Some librdkafka versions wrote wrapper offset 0 with relative inner offsets 0..n-1."""
+    raw = bytearray(encode_legacy_message_set([NewRecord(b"a", b"1", TS)] * 3, magic=1, base_offset=0,
+                                              compression="gzip"))  # fmt: skip
+    assert struct.unpack_from(">q", raw)[0] == 2
+    raw[0:8] = struct.pack(">q", 0)  # outside the CRC
+    (b,) = iter_batches(bytes(raw))
+    assert [r.offset for r in b.records] == [0, 1, 2]
+
+
+def test_legacy_v1_log_append_time():
+    recs = [NewRecord(b"a", b"1", 5), NewRecord(b"b", b"2", 6)]
+    (b,) = iter_batches(encode_legacy_message_set(recs, magic=1, compression="snappy", log_append_time=TS))
+    assert b.timestamp_type == 1 and [r.timestamp for r in b.records] == [TS, TS]
+    plain = list(iter_batches(encode_legacy_message_set(recs, magic=1, log_append_time=TS)))
+    assert [b.records[0].timestamp for b in plain] == [TS, TS]
+
+
+def test_legacy_crc_is_ieee_crc32():
+    raw = encode_legacy_message_set([NewRecord(b"k", b"v", TS)], magic=1)
+    assert struct.unpack_from(">I", raw, 12)[0] == zlib.crc32(raw[16:])
+    assert decode_batch(raw).crc_valid
+
+
+# ---------------------------------------------------------------- attribute semantics
+
+
+def test_log_append_time_replaces_record_timestamps():
+    raw = encode_batch(SAMPLE, timestamp_type=1, max_timestamp=TS + 999)
+    b = decode_batch(raw)
+    assert b.timestamp_type == 1 and {r.timestamp for r in b.records} == {TS + 999}
+
+
+def test_delete_horizon_and_compacted_last_offset_delta():
+    raw = encode_batch([NewRecord(b"k", None, TS + 50, offset_delta=3)], base_timestamp=TS, has_delete_horizon=True,
+                       last_offset_delta=9, base_offset=20)  # fmt: skip
+    b = decode_batch(raw)
+    assert b.has_delete_horizon and b.delete_horizon_ms == TS
+    assert (b.base_offset, b.last_offset, b.next_offset) == (20, 29, 30)
+    assert _records(b) == [(23, TS + 50, b"k", None, ())]
+
+
+def test_empty_batch_after_compaction():
+    b = decode_batch(encode_batch([], base_offset=5, last_offset_delta=4))
+    assert (b.records_count, b.records, b.last_offset, b.base_timestamp) == (0, (), 9, -1)
+
+
+@pytest.mark.parametrize("ctype,name", [(2, "LEADER_CHANGE"), (5, "KRAFT_VERSION"), (42, "UNKNOWN")])
+def test_other_control_types_by_name(ctype, name):
+    raw = encode_batch([NewRecord(struct.pack(">hh", 0, ctype), b"\x00\x00\x00\x00", TS)], is_control=True)
+    (r,) = decode_batch(raw).records
+    assert (r.control_type, r.control_name, r.coordinator_epoch) == (ctype, name, None)
+
+
+def test_abort_marker_fields():
+    raw = encode_control_batch("ABORT", base_offset=1, partition_leader_epoch=0, producer_id=1, producer_epoch=0,
+                               coordinator_epoch=-1, timestamp=TS)  # fmt: skip
+    (r,) = decode_batch(raw).records
+    assert (r.control_type, r.control_name, r.coordinator_epoch) == (0, "ABORT", -1)
+
+
+# ---------------------------------------------------------------- codec framings Kafka accepts
+
+
+def test_snappy_bare_block_and_xerial_frames_both_decode():
+    import snappy
+
+    body = b"".join(
+        bytes(r)
+        for r in [encode_batch([s])[61:] for s in SAMPLE[:1]]  # one uncompressed record section
+    )
+    base = bytearray(encode_batch(SAMPLE[:1], compression="snappy"))
+    for payload in (snappy.compress(body), bytes(base[61:])):
+        raw = base[:61] + payload
+        raw[8:12] = struct.pack(">i", len(raw) - 12)
+        raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:])))
+        assert _records(decode_batch(bytes(raw)))[0][2:4] == (b"k0", b"v0")
+
+
+def test_lz4_python_lz4_frames_and_magic0_broken_header_checksum():
+    import lz4.frame
+
+    inner = encode_legacy_message_set([NewRecord(b"k", b"v", 0)], magic=0, base_offset=3)
+    for framed in (
+        lz4.frame.compress(inner, block_linked=False, store_size=True, content_checksum=True),
+        encode_legacy_message_set([NewRecord(b"k", b"v", 0)], magic=0, base_offset=3, compression="lz4")[26:],
+    ):
+        body = bytes([0, 3]) + struct.pack(">i", -1) + struct.pack(">i", len(framed)) + framed
+        msg = struct.pack(">I", zlib.crc32(body)) + body
+        raw = struct.pack(">qi", 3, len(msg)) + msg
+        (b,) = iter_batches(raw)
+        assert isinstance(b, Batch), b
+        assert _records(b) == [(3, -1, b"k", b"v", ())]
+
+
+def test_zstd_streaming_frames_without_content_size():
+    import zstandard
+
+    plain = encode_batch(SAMPLE)
+    cctx = zstandard.ZstdCompressor(write_content_size=False)
+    frames = cctx.compress(plain[61:200]) + cctx.compress(plain[200:])  # two frames back to back
+    raw = bytearray(plain[:61] + frames)
+    raw[21:23] = struct.pack(">h", 4)
+    raw[8:12] = struct.pack(">i", len(raw) - 12)
+    raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:])))
+    assert _records(decode_batch(bytes(raw))) == _records(decode_batch(plain))
+    arrow = batches_arrow(bytes(raw)).records.to_pydict()
+    assert arrow["value"] == [r.value for r in SAMPLE]
+
+
+# ---------------------------------------------------------------- segment iteration
+
+
+def _segment() -> tuple[bytes, list[int]]:
+    parts = [
+        encode_batch(SAMPLE, base_offset=0, partition_leader_epoch=1),
+        encode_batch(SAMPLE[:2], base_offset=4, partition_leader_epoch=1, compression="zstd"),
+        encode_legacy_message_set(SAMPLE[1:3], magic=1, base_offset=6, compression="gzip"),
+        encode_control_batch("COMMIT", base_offset=8, partition_leader_epoch=2, producer_id=3, producer_epoch=0,
+                             coordinator_epoch=1, timestamp=TS),  # fmt: skip
+        encode_batch(SAMPLE, base_offset=9, partition_leader_epoch=2, compression="lz4"),
+    ]
+    positions = [sum(len(p) for p in parts[:i]) for i in range(len(parts))]
+    return b"".join(parts), positions
+
+
+def test_iter_batches_positions_and_base_position():
+    seg, positions = _segment()
+    items = list(iter_batches(seg, base_position=1000))
+    assert all(isinstance(b, Batch) for b in items)
+    assert [b.position for b in items] == [1000 + p for p in positions]
+    assert [b.base_offset for b in items] == [0, 4, 6, 8, 9]
+    assert scan_batch_boundaries(seg) == [(p, b.size) for p, b in zip(positions, items, strict=True)]
+
+
+def test_bad_crc_yields_badbatch_and_iteration_continues():
+    seg, positions = _segment()
+    bad = bytearray(seg)
+    bad[positions[1] + 70] ^= 0xFF
+    items = list(iter_batches(bytes(bad), base_position=10))
+    assert [type(b).__name__ for b in items] == ["Batch", "BadBatch", "Batch", "Batch", "Batch"]
+    bb = items[1]
+    assert bb.position == 10 + positions[1] and "crc mismatch" in bb.reason
+    assert bb.length == positions[2] - positions[1] and bb.raw_slice == bytes(bad[positions[1] : positions[2]])
+    with pytest.raises(DecodeError, match="crc"):
+        decode_batch(bytes(bad), positions[1])
+    # without CRC checking the corrupted batch is decoded (or rejected for its content)
+    assert isinstance(list(iter_batches(bytes(bad), verify_crc=False))[0], Batch)
+
+
+def test_unknown_magic_is_skipped_with_sane_size():
+    seg, positions = _segment()
+    bad = bytearray(seg)
+    bad[positions[2] + 16] = 7
+    items = list(iter_batches(bytes(bad)))
+    assert isinstance(items[2], BadBatch) and "magic 7" in items[2].reason
+    assert [b.base_offset for b in items if isinstance(b, Batch)] == [0, 4, 8, 9]
+
+
+@pytest.mark.parametrize("cut", [1, 5, 11, 12, 16, 17, 60, 100])
+def test_torn_tail_is_reported_and_stops(cut):
+    seg, positions = _segment()
+    torn = seg[: positions[4] + cut]
+    items = list(iter_batches(torn))
+    assert [type(b).__name__ for b in items] == ["Batch"] * 4 + ["BadBatch"]
+    assert items[-1].reason == f"torn tail: {cut} bytes" and items[-1].length == cut
+    assert items[-1].position == positions[4]
+    assert scan_batch_boundaries(torn) == scan_batch_boundaries(seg)[:4]
+
+
+def test_insane_size_stops_iteration():
+    seg, positions = _segment()
+    bad = bytearray(seg)
+    bad[positions[1] + 8 : positions[1] + 12] = struct.pack(">i", -5)
+    items = list(iter_batches(bytes(bad)))
+    assert len(items) == 2 and "invalid entry size -5" in items[1].reason
+    assert items[1].length == len(seg) - positions[1]
+
+
+def test_zero_padding_is_one_bad_entry():
+    seg, _ = _segment()
+    items = list(iter_batches(seg + bytes(100)))
+    assert isinstance(items[-1], BadBatch) and items[-1].length == 100
+
+
+def test_decode_records_false_keeps_headers_only():
+    seg, _ = _segment()
+    items = list(iter_batches(seg, decode_records=False))
+    assert all(isinstance(b, Batch) for b in items)
+    assert [b.records_count for b in items] == [4, 2, 2, 1, 4]
+    assert all(b.records == () for b in items)
+
+
+def test_decode_batch_rejects_trailing_record_bytes_and_bad_counts():
+    raw = bytearray(encode_batch(SAMPLE))
+    raw[57:61] = struct.pack(">i", 3)  # one record left over
+    raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:])))
+    with pytest.raises(DecodeError, match="bytes left"):
+        decode_batch(bytes(raw))
+    raw[57:61] = struct.pack(">i", 5000)
+    raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:])))
+    with pytest.raises(DecodeError):
+        decode_batch(bytes(raw))
+
+
+def test_non_buffer_input_is_a_decode_error():
+    with pytest.raises(DecodeError):
+        list(iter_batches("not bytes"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("target", [1, 200, 1000, 10**9])
+def test_split_points_cover_file_on_boundaries(target):
+    seg, positions = _segment()
+    seg = seg * 5
+    bounds = {p for p, _ in scan_batch_boundaries(seg)} | {len(seg)}
+    reads = []
+
+    def read_at(offset: int, n: int) -> bytes:
+        reads.append((offset, n))
+        return seg[offset : offset + n]
+
+    ranges = split_points(read_at, len(seg), target, readahead=64)
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(seg)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(s in bounds and e in bounds for s, e in ranges)
+    assert all(n <= 64 for _, n in reads)
+    if target == 10**9:
+        assert ranges == [(0, len(seg))]
+    # every range decodes on its own with no bad entry
+    for s, e in ranges:
+        assert all(isinstance(b, Batch) for b in iter_batches(seg[s:e], base_position=s))
+
+
+def test_split_points_keep_torn_tail_in_last_range():
+    seg, _ = _segment()
+    torn = seg + seg[:30]
+    ranges = split_points(lambda o, n: torn[o : o + n], len(torn), 100)
+    assert ranges[-1][1] == len(torn)
+    last = list(iter_batches(torn[ranges[-1][0] :]))
+    assert last[-1].reason == "torn tail: 30 bytes"
+
+
+# ---------------------------------------------------------------- Arrow batch function vs reference
+
+
+def _reference_rows(buf: bytes, base_position: int = 0) -> tuple[list[tuple], list[tuple]]:
+    batches, records = [], []
+    for b in iter_batches(buf, base_position=base_position):
+        if isinstance(b, BadBatch):
+            batches.append((b.position, b.length, None, None, None, b.reason, b.raw_slice))
+            continue
+        batches.append((b.position, b.size, b.base_offset, b.last_offset, b.partition_leader_epoch, None, None))
+        for r in b.records:
+            records.append(
+                (b.position, r.offset, r.timestamp, r.key, r.value, b.is_control, r.control_type, b.producer_id,
+                 b.is_transactional, b.partition_leader_epoch)  # fmt: skip
+            )
+    return batches, records
+
+
+def _arrow_rows(buf: bytes, base_position: int = 0) -> tuple[list[tuple], list[tuple]]:
+    res = batches_arrow(buf, base_position=base_position)
+    t = res.batches.to_pydict()
+    batches = list(zip(t["position"], t["size"], t["base_offset"], t["last_offset"], t["partition_leader_epoch"],
+                       t["error"], t["raw"], strict=True))  # fmt: skip
+    r = res.records.to_pydict()
+    records = list(zip(*(r[c] for c in res.records.schema.names), strict=True))
+    return batches, records
+
+
+def _many_batches(n: int, per_batch, compression="none") -> bytes:
+    parts, off = [], 0
+    for i in range(n):
+        k = per_batch(i)
+        recs = [
+            NewRecord(b"key-%d" % (off + j) if j % 4 else None, b"v" * ((off + j) % 300) if j % 5 else None,
+                      TS + j * 1000 - 77, (("h", b"x"),) if (off + j) % 11 == 0 else ())  # fmt: skip
+            for j in range(k)
+        ]
+        parts.append(encode_batch(recs, base_offset=off, partition_leader_epoch=i // 10, compression=compression,
+                                  producer_id=i % 3, timestamp_type=1 if i % 13 == 0 else 0))  # fmt: skip
+        off += k
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd", "gzip"])
+def test_arrow_agrees_with_reference_vectorised_and_tail_paths(compression):
+    # 80 batches: most hold 1-3 records, a few hold 300 (so the long tail runs in plain Python)
+    seg = _many_batches(80, lambda i: 300 if i % 27 == 5 else 1 + i % 3, compression)
+    seg += CONTROL_COMMIT + encode_legacy_message_set(SAMPLE[1:3], magic=0, compression="gzip")
+    assert _arrow_rows(seg, 123) == _reference_rows(seg, 123)
+
+
+def test_arrow_agrees_on_mixed_and_damaged_segments():
+    seg, positions = _segment()
+    bad = bytearray(seg * 20)
+    bad[positions[1] + 70] ^= 0xFF  # bad crc in a zstd batch
+    bad[len(seg) + positions[0] + 64] ^= 0x40  # bad crc in an uncompressed batch
+    damaged = bytes(bad) + seg[:40]  # torn tail
+    assert _arrow_rows(damaged) == _reference_rows(damaged)
+    res = batches_arrow(damaged)
+    errors = [e for e in res.batches.column("error").to_pylist() if e]
+    assert len(errors) == 3 and errors[-1] == "torn tail: 40 bytes"
+
+
+def test_arrow_without_records_and_empty_input():
+    seg, _ = _segment()
+    res = batches_arrow(seg, with_records=False)
+    assert res.records is None and res.batches.num_rows == 5
+    assert res.batches.column("compression").to_pylist() == ["none", "zstd", "gzip", "none", "lz4"]
+    empty = batches_arrow(b"")
+    assert empty.batches.num_rows == 0 and empty.records.num_rows == 0
+
+
+def test_arrow_bad_record_content_with_valid_crc_falls_back_to_reference():
+    raw = bytearray(encode_batch(SAMPLE))
+    raw[62] = 0x7F  # corrupt the first record's attributes+ts varint region consistently under a fresh CRC
+    raw[61] = 0x01  # record length -1
+    raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:])))
+    seg = bytes(raw) * 40
+    assert _arrow_rows(seg) == _reference_rows(seg)
+    assert all(e for e in batches_arrow(seg).batches.column("error").to_pylist())
+
+
+# ---------------------------------------------------------------- fuzz: only DecodeError, never hang
+
+
+def _no_surprises(data: bytes) -> None:
+    for item in iter_batches(data):
+        assert isinstance(item, Batch | BadBatch)
+    with contextlib.suppress(DecodeError):
+        decode_batch(data)
+    res = batches_arrow(data)
+    assert res.batches.num_rows == len(list(iter_batches(data, decode_records=False)))
+
+
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+def test_fuzz_random_bytes(data):
+    _no_surprises(data)
+
+
+@FUZZ
+@given(st.binary(min_size=17, max_size=200))
+def test_fuzz_random_bytes_behind_a_plausible_header(tail):
+    data = struct.pack(">qib", 0, len(tail) + 5, 0) + bytes([tail[0] % 3]) + tail
+    _no_surprises(data)
+
+
+_SEG, _ = _segment()
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.integers(0, len(_SEG) - 1), st.integers(1, 255)), min_size=1, max_size=6))
+def test_fuzz_flipped_bytes_in_valid_segment(flips):
+    data = bytearray(_SEG)
+    for pos, x in flips:
+        data[pos] ^= x
+    _no_surprises(bytes(data))
+    assert _arrow_rows(bytes(data)) == _reference_rows(bytes(data))
+
+
+def test_truncation_at_every_position():
+    for cut in range(len(_SEG) + 1):
+        data = _SEG[:cut]
+        _no_surprises(data)
+        items = list(iter_batches(data))
+        if cut and cut not in {p + n for p, n in scan_batch_boundaries(_SEG)}:
+            assert items[-1].reason.startswith("torn tail")
