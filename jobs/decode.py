@@ -1,0 +1,230 @@
+"""``epoch-audit decode PATH``: print any supported input file as JSON lines (no Spark).
+
+Like ``kafka-dump-log``, but for everything the audit reads: segments (``*.log``, with the
+``__consumer_offsets`` key/value decoded), checkpoints, ``partition.metadata``, capture JSONL,
+pcap/pcapng, Parquet/JSONL offset dumps and the tools' text dumps. One JSON object per
+batch / record / entry / observation; anything undecodable is an ``{"type": "error", ...}``
+line with its position, and decoding goes on.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from epochlib import checkpoint, coordinator, dumps, pcap, protocol, records
+from epochlib.errors import DecodeError
+
+__all__ = ["detect_kind", "decode_path", "to_json"]
+
+_SEGMENT = re.compile(r"^\d{20}\.log$")
+_OFFSET_CHECKPOINTS = {
+    "replication-offset-checkpoint",
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+}
+KINDS = ("segment", "leader-epoch-checkpoint", "offset-checkpoint", "partition-metadata", "pcap",
+         "jsonl", "parquet", "text-dump")
+
+
+def detect_kind(path: Path, head: bytes) -> str | None:
+    """Which decoder fits ``path``: by name first, then by the first bytes."""
+    name = path.name
+    if name == "leader-epoch-checkpoint":
+        return "leader-epoch-checkpoint"
+    if name in _OFFSET_CHECKPOINTS:
+        return "offset-checkpoint"
+    if name == "partition.metadata":
+        return "partition-metadata"
+    if _SEGMENT.match(name) or name.endswith(".log"):
+        return "segment"
+    if name.endswith((".pcap", ".pcapng", ".cap")) or head[:4] in (
+            b"\xa1\xb2\xc3\xd4", b"\xd4\xc3\xb2\xa1", b"\x0a\x0d\x0d\x0a", b"\xa1\xb2\x3c\x4d", b"\x4d\x3c\xb2\xa1"):
+        return "pcap"
+    if name.endswith(".parquet") or head[:4] == b"PAR1":
+        return "parquet"
+    if name.endswith((".jsonl", ".json")):
+        return "jsonl"
+    text = head.decode("utf-8", "replace")
+    if dumps.detect_dump_format(text):
+        return "text-dump"
+    return None
+
+
+def to_json(obj: Any) -> str:
+    """One compact JSON line; bytes as base64, dataclasses as dicts."""
+    return json.dumps(_plain(obj), separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain(o: Any) -> Any:
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return {f.name: _plain(getattr(o, f.name)) for f in dataclasses.fields(o)}
+    if isinstance(o, dict):
+        return {str(k): _plain(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_plain(v) for v in o]
+    if isinstance(o, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(o)).decode("ascii")
+    if isinstance(o, dt.datetime | dt.date):
+        return o.isoformat()
+    return o
+
+
+def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: bool | None = None,
+                broker_ports: tuple[int, ...] = (9092,)) -> Iterator[dict[str, Any]]:
+    """Decode one file into plain dicts (see the module docstring).
+
+    Args:
+        path: a local file.
+        kind: force a decoder (one of ``KINDS``); detected from name and content when None.
+        offsets_decoder: decode record keys/values as ``__consumer_offsets`` records; by default
+            when the path names a ``__consumer_offsets-N`` directory.
+        broker_ports: ports that identify the broker side in pcap files.
+
+    Raises:
+        ValueError: the file's kind cannot be recognised (and none was forced).
+    """
+    p = Path(path)
+    data = p.read_bytes()
+    kind = kind or detect_kind(p, data[:4096])
+    if kind is None:
+        raise ValueError(f"{p}: not a file epoch-audit recognises (use --kind one of {', '.join(KINDS)})")
+    if offsets_decoder is None:
+        offsets_decoder = "__consumer_offsets" in str(p)
+    if kind == "segment":
+        yield from _segment(data, offsets_decoder)
+    elif kind == "leader-epoch-checkpoint":
+        yield from _text_file(data, lambda d: [
+            {"type": "lineage_entry", "epoch": e, "start_offset": s}
+            for e, s in checkpoint.parse_leader_epoch_checkpoint(d).entries])
+    elif kind == "offset-checkpoint":
+        yield from _text_file(data, lambda d: [
+            {"type": "checkpoint_entry", "topic": t, "partition": part, "offset": off}
+            for (t, part), off in checkpoint.parse_offset_checkpoint(d).entries.items()])
+    elif kind == "partition-metadata":
+        yield from _text_file(data, lambda d: [
+            {"type": "partition_metadata", **_plain(checkpoint.parse_partition_metadata(d))}])
+    elif kind == "pcap":
+        yield from _pcap(data, broker_ports)
+    elif kind == "jsonl":
+        yield from _jsonl(data)
+    elif kind == "parquet":
+        yield from _parquet(p)
+    elif kind == "text-dump":
+        for item in dumps.iter_dump_records(data):
+            if isinstance(item, dumps.DumpError):
+                yield {"type": "error", "unit": item.unit, "position": item.line, "reason": item.reason}
+            else:
+                yield {"type": "record", **item}
+    else:
+        raise ValueError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
+
+
+def _text_file(data: bytes, parse) -> Iterator[dict[str, Any]]:
+    try:
+        yield from parse(data)
+    except DecodeError as e:
+        yield {"type": "error", "unit": e.unit, "position": e.offset, "reason": e.reason}
+
+
+def _coordinator_fields(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    if key is None:
+        return {"coordinator_error": "record has no key"}
+    try:
+        rec = coordinator.decode_record(key, value)
+    except DecodeError as e:
+        return {"coordinator_error": str(e)}
+    return {"key": rec.key, "value": rec.value, "is_tombstone": rec.is_tombstone}
+
+
+def _segment(data: bytes, offsets_decoder: bool) -> Iterator[dict[str, Any]]:
+    for item in records.iter_batches(data):
+        if isinstance(item, records.BadBatch):
+            yield {"type": "error", "unit": "batch", "position": item.position, "reason": item.reason,
+                   "length": item.length}
+            continue
+        head = {f.name: getattr(item, f.name) for f in dataclasses.fields(item) if f.name != "records"}
+        yield {"type": "batch", **head}
+        for r in item.records:
+            row: dict[str, Any] = {"type": "record", "batch_position": item.position,
+                                   **{f.name: getattr(r, f.name) for f in dataclasses.fields(r)}}
+            if offsets_decoder and not item.is_control:
+                row.update(_coordinator_fields(r.key, r.value))
+            yield row
+
+
+def _observations(response: bytes, api_version: int) -> list[dict[str, Any]]:
+    return protocol.metadata_observations(response, api_version)
+
+
+def _pcap(data: bytes, broker_ports: tuple[int, ...]) -> Iterator[dict[str, Any]]:
+    for item in pcap.iter_exchanges(data, broker_ports=broker_ports):
+        if isinstance(item, pcap.CaptureError):
+            yield {"type": "error", "unit": item.unit, "position": item.position, "reason": item.reason}
+            continue
+        base = {"ts": item.ts, "client": item.client, "broker": item.broker, "client_id": item.client_id,
+                "api_key": item.api_key, "api_version": item.api_version,
+                "correlation_id": item.correlation_id, "frame": item.frame_index}
+        if item.api_key != protocol.METADATA:
+            yield {"type": "exchange", **base}
+            continue
+        try:
+            for obs in _observations(item.response, item.api_version):
+                yield {"type": "metadata_observation", **base, **obs}
+        except DecodeError as e:
+            yield {"type": "error", "unit": "frame", "position": item.frame_index, "reason": str(e)}
+
+
+def _b64(v: Any) -> bytes | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return base64.b64decode(v, validate=True)
+    raise ValueError("expected a base64 string")
+
+
+def _jsonl(data: bytes) -> Iterator[dict[str, Any]]:
+    for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError("line is not a JSON object")
+            if "response" in obj:  # a Metadata capture line
+                response = _b64(obj["response"])
+                version = int(obj["api_version"])
+                meta = {"ts": obj.get("ts"), "client_id": obj.get("client_id"), "broker": obj.get("broker"),
+                        "api_version": version, "line": n}
+                for obs in _observations(response, version):
+                    yield {"type": "metadata_observation", **meta, **obs}
+            elif "key" in obj:  # a dump row with base64 key/value
+                yield {"type": "record", "line": n, "partition": obj.get("partition"),
+                       "offset": obj.get("offset"), "timestamp": obj.get("timestamp"),
+                       **_coordinator_fields(_b64(obj["key"]), _b64(obj.get("value")))}
+            else:
+                raise ValueError("neither a capture line (response) nor a dump row (key)")
+        except (DecodeError, ValueError, TypeError, KeyError) as e:
+            yield {"type": "error", "unit": "line", "position": n, "reason": str(e)}
+
+
+def _parquet(path: Path) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    row = 0
+    for batch in pf.iter_batches(batch_size=10_000):
+        cols = batch.to_pydict()
+        for i in range(batch.num_rows):
+            key, value = cols.get("key", [None] * batch.num_rows)[i], cols.get("value", [None] * batch.num_rows)[i]
+            yield {"type": "record", "row": row, "partition": cols.get("partition", [None] * batch.num_rows)[i],
+                   "offset": cols.get("offset", [None] * batch.num_rows)[i],
+                   **_coordinator_fields(key, value)}
+            row += 1
