@@ -74,7 +74,9 @@ def test_vector_two_record_batch_decodes_and_reencodes_byte_exact():
         (0, TS, OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE_V3, ()),
         (1, TS + 1, OFFSET_COMMIT_KEY, None, ()),
     ]
-    again = encode_batch([NewRecord(r.key, r.value, r.timestamp) for r in b.records], partition_leader_epoch=0)
+    again = encode_batch(
+        [NewRecord(r.key, r.value, r.timestamp) for r in b.records], partition_leader_epoch=0
+    )
     assert again == V2_TWO_RECORDS
 
 
@@ -140,7 +142,9 @@ def test_their_legacy_message_sets_decode(lib, magic, codec):
         pytest.skip("kafka-python needs the xxhash package for magic-0 lz4; aiokafka refuses it")
     builder = LegacyRecordBatchBuilder(magic=magic, compression_type=CODEC_ID[codec], batch_size=1 << 20)
     for i in range(5):
-        builder.append(i, timestamp=TS + i if magic else None, key=None if i == 2 else b"k%d" % i, value=b"v" * i)
+        builder.append(
+            i, timestamp=TS + i if magic else None, key=None if i == 2 else b"k%d" % i, value=b"v" * i
+        )
     raw = bytes(builder.build())
     batches = list(iter_batches(raw))
     assert all(isinstance(b, Batch) for b in batches)
@@ -177,7 +181,12 @@ def test_our_v2_batches_read_by_them(lib, codec):
     raw = encode_batch(SAMPLE, base_offset=500, partition_leader_epoch=4, compression=codec, producer_id=9,
                        producer_epoch=1, base_sequence=10)  # fmt: skip
     [(b, recs)] = _their_batches(lib, raw)
-    assert (b.base_offset, b.compression_type, b.producer_id, b.base_sequence) == (500, CODEC_ID[codec], 9, 10)
+    assert (b.base_offset, b.compression_type, b.producer_id, b.base_sequence) == (
+        500,
+        CODEC_ID[codec],
+        9,
+        10,
+    )
     assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in recs] == [
         (500 + i, s.timestamp, s.key, s.value, [tuple(h) for h in s.headers]) for i, s in enumerate(SAMPLE)
     ]
@@ -358,8 +367,15 @@ def _segment() -> tuple[bytes, list[int]]:
         encode_batch(SAMPLE, base_offset=0, partition_leader_epoch=1),
         encode_batch(SAMPLE[:2], base_offset=4, partition_leader_epoch=1, compression="zstd"),
         encode_legacy_message_set(SAMPLE[1:3], magic=1, base_offset=6, compression="gzip"),
-        encode_control_batch("COMMIT", base_offset=8, partition_leader_epoch=2, producer_id=3, producer_epoch=0,
-                             coordinator_epoch=1, timestamp=TS),  # fmt: skip
+        encode_control_batch(
+            "COMMIT",
+            base_offset=8,
+            partition_leader_epoch=2,
+            producer_id=3,
+            producer_epoch=0,
+            coordinator_epoch=1,
+            timestamp=TS,
+        ),  # fmt: skip
         encode_batch(SAMPLE, base_offset=9, partition_leader_epoch=2, compression="lz4"),
     ]
     positions = [sum(len(p) for p in parts[:i]) for i in range(len(parts))]
@@ -383,7 +399,9 @@ def test_bad_crc_yields_badbatch_and_iteration_continues():
     assert [type(b).__name__ for b in items] == ["Batch", "BadBatch", "Batch", "Batch", "Batch"]
     bb = items[1]
     assert bb.position == 10 + positions[1] and "crc mismatch" in bb.reason
-    assert bb.length == positions[2] - positions[1] and bb.raw_slice == bytes(bad[positions[1] : positions[2]])
+    assert bb.length == positions[2] - positions[1] and bb.raw_slice == bytes(
+        bad[positions[1] : positions[2]]
+    )
     with pytest.raises(DecodeError, match="crc"):
         decode_batch(bytes(bad), positions[1])
     # without CRC checking the corrupted batch is decoded (or rejected for its content)
@@ -491,11 +509,23 @@ def _reference_rows(buf: bytes, base_position: int = 0) -> tuple[list[tuple], li
         if isinstance(b, BadBatch):
             batches.append((b.position, b.length, None, None, None, b.reason, b.raw_slice))
             continue
-        batches.append((b.position, b.size, b.base_offset, b.last_offset, b.partition_leader_epoch, None, None))
+        batches.append(
+            (b.position, b.size, b.base_offset, b.last_offset, b.partition_leader_epoch, None, None)
+        )
         for r in b.records:
             records.append(
-                (b.position, r.offset, r.timestamp, r.key, r.value, b.is_control, r.control_type, b.producer_id,
-                 b.is_transactional, b.partition_leader_epoch)  # fmt: skip
+                (
+                    b.position,
+                    r.offset,
+                    r.timestamp,
+                    r.key,
+                    r.value,
+                    b.is_control,
+                    r.control_type,
+                    b.producer_id,
+                    b.is_transactional,
+                    b.partition_leader_epoch,
+                )  # fmt: skip
             )
     return batches, records
 
@@ -515,8 +545,12 @@ def _many_batches(n: int, per_batch, compression="none") -> bytes:
     for i in range(n):
         k = per_batch(i)
         recs = [
-            NewRecord(b"key-%d" % (off + j) if j % 4 else None, b"v" * ((off + j) % 300) if j % 5 else None,
-                      TS + j * 1000 - 77, (("h", b"x"),) if (off + j) % 11 == 0 else ())  # fmt: skip
+            NewRecord(
+                b"key-%d" % (off + j) if j % 4 else None,
+                b"v" * ((off + j) % 300) if j % 5 else None,
+                TS + j * 1000 - 77,
+                (("h", b"x"),) if (off + j) % 11 == 0 else (),
+            )  # fmt: skip
             for j in range(k)
         ]
         parts.append(encode_batch(recs, base_offset=off, partition_leader_epoch=i // 10, compression=compression,
