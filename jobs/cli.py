@@ -206,9 +206,8 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
 
     try:
         rows = decode_path(path, kind=kind, offsets_decoder=offsets_decoder, broker_ports=broker_ports or (9092,))
-        out = click.get_text_stream("stdout")
         for row in rows:
-            out.write(to_json(row) + "\n")
+            sys.stdout.write(to_json(row) + "\n")
     except ValueError as exc:
         raise InputError(str(exc)) from None
     except BrokenPipeError:  # `| head` closed the pipe
@@ -260,12 +259,12 @@ def report(conf: str | None, date_from: str, date_to: str | None, output_root: s
     from .summary import format_summary, summarise
 
     start, end = parse_date_range(date_from, date_to)
+    subjects = [_topic_partition(p) for p in partitions]
     config = _config(conf).with_overrides(output_root=output_root, cluster=cluster)
     click.echo(format_summary(summarise(config, start, end)))
     if html:
         from .html_report import write_html_report
 
-        subjects = [_topic_partition(p) for p in partitions]
         path = write_html_report(config, start, end, Path(html), partitions=subjects)
         click.echo(f"HTML report: {path}")
 

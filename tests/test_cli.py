@@ -1,0 +1,152 @@
+"""The epoch-audit command: error paths and exit codes (no Spark needed), and decode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from epochlib import coordinator, records
+from epochlib.checkpoint import format_leader_epoch_checkpoint
+from jobs.cli import EXIT_INPUT, EXIT_USAGE, main
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def _conf(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "x.toml"
+    p.write_text(body)
+    return p
+
+
+GOOD = """cluster = "c1"
+[inputs]
+offsets = "{offsets}"
+[output]
+root = "{root}"
+"""
+
+
+def test_help_lists_every_subcommand(runner: CliRunner) -> None:
+    res = runner.invoke(main, ["--help"])
+    assert res.exit_code == 0
+    for cmd in ("run", "demo", "decode", "simulate", "report"):
+        assert cmd in res.output
+
+
+@pytest.mark.parametrize(("dates", "needle"), [
+    (["--from", "2024-13-01"], "--from"),
+    (["--from", "2024-03-05", "--to", "2024-03-01"], "after"),
+    (["--from", "yesterday"], "--from"),
+])
+def test_run_rejects_invalid_date_ranges(runner: CliRunner, tmp_path: Path, dates: list[str], needle: str) -> None:
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
+    res = runner.invoke(main, ["run", "--conf", str(conf), *dates])
+    assert res.exit_code == EXIT_USAGE
+    assert "error" in res.output and needle in res.output
+    assert "Traceback" not in res.output
+
+
+def test_run_bad_config_is_one_line_exit_2(runner: CliRunner, tmp_path: Path) -> None:
+    conf = _conf(tmp_path, 'cluster = "c1"\n[output]\nroot = "x"\n[rules]\nlookbak_days = 2\n')
+    res = runner.invoke(main, ["run", "--conf", str(conf), "--from", "2024-03-04"])
+    assert res.exit_code == EXIT_USAGE
+    assert "lookbak_days" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_run_missing_config_file(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(main, ["run", "--conf", str(tmp_path / "nope.toml"), "--from", "2024-03-04"])
+    assert res.exit_code == EXIT_USAGE and "not found" in res.output
+
+
+def test_run_missing_input_path_exit_3(runner: CliRunner, tmp_path: Path) -> None:
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path / "missing", root=tmp_path / "out"))
+    res = runner.invoke(main, ["run", "--conf", str(conf), "--from", "2024-03-04"])
+    assert res.exit_code == EXIT_INPUT
+    assert "does not exist" in res.output and "missing" in res.output
+
+
+def test_run_flag_overrides_input_path(runner: CliRunner, tmp_path: Path) -> None:
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
+    res = runner.invoke(main, ["run", "--conf", str(conf), "--from", "2024-03-04",
+                               "--metadata", str(tmp_path / "no-captures")])
+    assert res.exit_code == EXIT_INPUT and "--metadata" in res.output
+
+
+def test_report_rejects_bad_partition_flag(runner: CliRunner, tmp_path: Path) -> None:
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
+    res = runner.invoke(main, ["report", "--conf", str(conf), "--from", "2024-03-04", "--html",
+                               str(tmp_path / "r.html"), "--partition", "orders"])
+    assert res.exit_code == EXIT_USAGE
+
+
+def test_simulate_unknown_preset(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(main, ["simulate", "--preset", "nope", "--out", str(tmp_path)])
+    assert res.exit_code == EXIT_USAGE and "nope" in res.output
+
+
+# ------------------------------------------------------------------------------------------- decode
+
+
+def _segment(tmp_path: Path) -> Path:
+    d = tmp_path / "__consumer_offsets-7"
+    d.mkdir()
+    key = coordinator.encode_offset_commit_key("g", "orders", 3)
+    value = coordinator.encode_offset_commit_value(42, leader_epoch=5, commit_timestamp=1_700_000_000_000)
+    good = records.encode_batch([records.NewRecord(key, value, 1_700_000_000_000),
+                                 records.NewRecord(key, None, 1_700_000_000_001)],
+                                base_offset=10, partition_leader_epoch=5, compression="zstd")
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF  # breaks the CRC of the second copy
+    p = d / "00000000000000000010.log"
+    p.write_bytes(good + bytes(bad) + good[:30])  # + a torn tail
+    return p
+
+
+def test_decode_segment_prints_batches_records_and_errors(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(main, ["decode", str(_segment(tmp_path))])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    kinds = [r["type"] for r in rows]
+    assert kinds == ["batch", "record", "record", "error", "error"]
+    assert rows[0]["partition_leader_epoch"] == 5 and rows[0]["compression"] == "zstd"
+    assert rows[1]["key"]["topic"] == "orders" and rows[1]["value"]["offset"] == 42
+    assert rows[1]["value"]["leader_epoch"] == 5
+    assert rows[2]["is_tombstone"] is True
+    batch_len = rows[0]["size"]
+    assert "crc" in rows[3]["reason"].lower() and rows[3]["position"] == batch_len
+    assert rows[4]["position"] == 2 * batch_len
+    assert "torn" in rows[4]["reason"]
+
+
+def test_decode_checkpoint_reports_line_of_a_bad_entry(runner: CliRunner, tmp_path: Path) -> None:
+    p = tmp_path / "leader-epoch-checkpoint"
+    p.write_text(format_leader_epoch_checkpoint([(0, 0), (2, 10)]).replace("2 10", "2 ten"))
+    res = runner.invoke(main, ["decode", str(p)])
+    assert res.exit_code == 0
+    row = json.loads(res.output)
+    assert row["type"] == "error" and row["unit"] == "line" and row["position"] == 4
+
+
+def test_decode_unknown_file_is_input_error(runner: CliRunner, tmp_path: Path) -> None:
+    p = tmp_path / "notes.bin"
+    p.write_bytes(b"\x00\x01hello")
+    res = runner.invoke(main, ["decode", str(p)])
+    assert res.exit_code == EXIT_INPUT and "--kind" in res.output
+
+
+def test_decode_real_broker_segment(runner: CliRunner, real_data: Path) -> None:
+    seg = real_data / "kraft-single-broker-2024" / "__consumer_offsets-0" / "00000000000000000000.log"
+    res = runner.invoke(main, ["decode", str(seg)])
+    assert res.exit_code == 0
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    assert not [r for r in rows if r["type"] == "error"]
+    commits = [r for r in rows if r["type"] == "record" and r.get("key", {}).get("record_type") == 1]
+    assert commits and all(r["value"]["leader_epoch"] == -1 for r in commits)
+    assert {r["key"]["topic"] for r in commits} == {"sensor-data-topic"}
