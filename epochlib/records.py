@@ -77,6 +77,7 @@ RAW_SLICE_MAX = 4096
 _MIN_SIZE = {0: 14, 1: 22, 2: V2_HEADER_SIZE - LOG_OVERHEAD}
 
 _ENTRY = struct.Struct(">qi")  # offset, size
+_SIZE_MAGIC = struct.Struct(">8xi4xb")  # size, magic
 _V2 = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
 _LEGACY_V0 = struct.Struct(">IbB")  # crc, magic, attributes
 _LEGACY_V1 = struct.Struct(">IbBq")  # crc, magic, attributes, timestamp
@@ -993,14 +994,14 @@ def _scan_entries(buf: Buffer) -> tuple[list[int], list[tuple[int, int, str | No
     n = len(buf)
     fast: list[int] = []
     slow: list[tuple[int, int, str | None]] = []
-    unpack = _ENTRY.unpack_from
+    unpack = _SIZE_MAGIC.unpack_from
     append = fast.append
     pos = 0
     while pos < n:
         if n - pos >= HEADER_SIZE_UP_TO_MAGIC:
-            size = unpack(buf, pos)[1]
+            size, magic = unpack(buf, pos)
             end = pos + LOG_OVERHEAD + size
-            if buf[pos + 16] == 2 and size >= 49 and end <= n:
+            if magic == 2 and size >= 49 and end <= n:
                 append(pos)
                 pos = end
                 continue
@@ -1179,7 +1180,9 @@ def _fast_v2(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records:
         comp_idx = np.flatnonzero(ok & (codec != 0))
         data = buf
         if comp_idx.size:
-            chunks = [bytes(buf)]
+            # the arena holds buf only if uncompressed batches have records to read from it
+            arena_base = len(buf) if (ok & (codec == 0) & (counts > 0)).any() else 0
+            chunks = [bytes(buf)] if arena_base else []
             mv = memoryview(buf)
             idx_l = comp_idx.tolist()
             starts_l = rec_start[comp_idx].tolist()
@@ -1206,7 +1209,7 @@ def _fast_v2(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records:
                     failed.append(i)
                     append(b"")
             lens = np.fromiter(map(len, ds), np.int64, len(ds))
-            ends_c = np.cumsum(lens) + len(buf)
+            ends_c = np.cumsum(lens) + arena_base
             rec_start[comp_idx] = ends_c - lens
             rec_limit[comp_idx] = ends_c
             chunks += ds
