@@ -1,0 +1,504 @@
+"""Injected incidents: each ``plan_*`` claims a partition (or group) and a time slot, schedules the
+steps, and names the findings the steps cause (directly, or through the oracles in engine.py).
+
+Timing rules that keep the truth unambiguous: incidents run at least ~20 minutes away from snapshot
+rounds; a partition belongs to one incident; incident groups and clients are dedicated where a shared
+one would blur which finding belongs to what.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .cluster import Group, LeaderEpochCache, Member, Part
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import Client
+
+MIN = 60_000
+HOUR = 60 * MIN
+CONSUMED = ("orders", "clicks", "payments")
+
+
+class Incidents:
+    """Mixin of :class:`epochlib.sim.engine.Sim`."""
+
+    # ------------------------------------------------------------------ helpers
+
+    def _scripted_client(self, cid: str, topics: list[str]) -> Client:
+        from .engine import Client
+
+        n = len(self.clients)
+        c = Client(cid, topics, 12, f"10.3.{n // 250}.{n % 250 + 1}", 45000 + n, self.rng.choice("ab"))
+        c.scripted = True
+        self.clients.append(c)
+        return c
+
+    def _dedicated_group(self, name: str, topics: list[str], members: int = 1, **kw) -> Group:
+        g = self._group(name, topics, members=members, **kw)
+        g.dedicated = True
+        g.interval = self.groups["orders-processor"].interval
+        for m in g.members:
+            self.clients.append(self._client(m.client_id, list(topics), len(self.clients), name))
+        return g
+
+    def scripted_fetch(self, c: Client, b: int) -> None:
+        self.capture(c, b, self.now)
+
+    def start_group(self, g: Group) -> None:
+        g.active = True
+        for m in g.members:
+            for tp in m.partitions:
+                p = self.part(tp)
+                g.pos[tp] = max(p.log_start, p.leo(self.now) - int(p.rate * 1000))
+        self.write_group_metadata(g)
+        self.at(self.now + g.interval // 3, self.tick, g)
+
+    def _early_elections(self, p: Part, n: int = 2) -> None:
+        for j in range(n):
+            self.at(self.t0 + (10 + 10 * j) * MIN, self.clean_election, p)
+
+    # ------------------------------------------------------------------ unclean election (+ D1)
+
+    def plan_unclean(self, d1: bool) -> None:
+        p = self._claim(lambda p: len(p.replicas) >= 3 and not p.segments, topics=("orders", "clicks"))
+        if p is None:
+            return
+        i = self._slot(need_after=1 if d1 else 0)
+        lo, hi = self.bounds[i] + 20 * MIN, self.bounds[i + 1] - 20 * MIN
+        span = hi - lo
+        t_a, t_b, t_c = lo, lo + span // 3, lo + 2 * span // 3
+        t_d = t_c + min(5 * MIN, (hi - t_c) // 2)
+        self.watch.setdefault(p.tp, []).append((self.bounds[i], self.bounds[i + 1]))
+        self.at(t_a, self.unclean_a, p, t_b, t_c, t_d, d1)
+
+    def unclean_a(self, p: Part, t_b: int, t_c: int, t_d: int, d1: bool) -> None:
+        followers = [b for b in p.replicas if b != p.leader]
+        osr, new_leader, old_leader = followers[0], followers[1], p.leader
+        p.frozen[osr] = p.leo(self.now)  # falls out of sync
+        p.isr.remove(osr)
+        self.publish(p)
+        self.at(t_b, self.unclean_b, p, new_leader)
+        self.at(t_c, self.unclean_c, p, osr, (new_leader, old_leader), t_d, d1)
+
+    def unclean_b(self, p: Part, new_leader: int) -> None:
+        p.elect(self.now, new_leader)  # clean change inside the ISR: the epoch the OSR replica never saw
+        self.publish(p)
+
+    def unclean_c(self, p: Part, osr: int, gone: tuple[int, int], t_d: int, d1: bool) -> None:
+        t = self.now
+        leo = p.leo(t)
+        for r in gone:  # the ISR's disks fail
+            p.frozen[r] = leo
+            p.offline.add(r)
+        point = p.frozen.pop(osr)
+        epoch = p.epoch + 1
+        p.caches[osr].assign(epoch, point)
+        p.leader, p.isr = osr, [osr]
+        p.rebase(t, point)
+        p._refresh()
+        self.publish(p)
+        for g, _m in self._groups_on(p.tp):
+            pos = g.pos.get(p.tp)
+            if not g.active or pos is None or pos <= point:
+                continue
+            g.stuck_until[p.tp] = t + 30_000
+            self.at(t + 30_000 + self.rng.randrange(0, 5000), self.react_truncation, g, p, point, pos)
+        self.at(t_d, self.unclean_d, p, gone, d1)
+
+    def react_truncation(self, g: Group, p: Part, point: int, prev: int) -> None:
+        g.stuck_until.pop(p.tp, None)
+        if g.on_truncation == "seek_beginning":
+            new = p.log_start
+            self.pending[(g.name, p.tp)] = dict(
+                rule="S1", kind="over_rewind", note="consumer went back to the log start after a truncation",
+                previous_offset=prev, truncation_point=point, records_affected=point - new)  # fmt: skip
+        else:
+            new = min(point + max(1, int(p.rate * 20_000)), p.leo(self.now))
+            self.pending[(g.name, p.tp)] = dict(
+                rule="S1", kind="truncation", note="rewind to the truncation point of an unclean election",
+                previous_offset=prev, truncation_point=point, records_affected=prev - point)  # fmt: skip
+        self.commit_member(g, p.tp, new, p.epoch_at(new))
+
+    def unclean_d(self, p: Part, returning: tuple[int, int], d1: bool) -> None:
+        lc = p.caches[p.leader]
+        for r in returning:
+            cr = p.caches[r]
+            ep, end = lc.end_offset_for(cr.latest_epoch, p.leo(self.now))
+            own = cr.end_offset_for(ep, p.frozen[r])[1] if ep >= 0 else p.frozen[r]
+            point = min(end, own) if end >= 0 else p.log_start
+            p.offline.discard(r)
+            if d1 and r == returning[1]:
+                self.d1[(p.tp, r)] = {"seen": 0, "point": point}  # fails to truncate (KAFKA-10706)
+                continue
+            self._catch_up(p, r, point)
+        self.publish(p)
+
+    def _catch_up(self, p: Part, r: int, point: int) -> None:
+        cr, lc = p.caches[r], p.caches[p.leader]
+        cr.truncate_from_end(point)
+        leo = p.leo(self.now)
+        if point < leo:
+            e = lc.epoch_for_offset(point)
+            if e is not None:
+                cr.assign(e, point)
+            for ent in lc.entries:
+                if ent.start_offset > point:
+                    cr.assign(ent.epoch, ent.start_offset)
+        p.frozen.pop(r, None)
+        if r not in p.isr:
+            p.isr.append(r)
+
+    def resolve_divergence(self, p: Part, b: int, point: int) -> None:
+        self.d1.pop((p.tp, b), None)
+        self._catch_up(p, b, point)
+        self.publish(p)
+
+    # ------------------------------------------------------------------ stale metadata
+
+    def _single_epoch(self, p: Part) -> None:
+        e = p.epoch
+        for b in list(p.caches):
+            p.caches[b] = LeaderEpochCache([(e, p.log_start)])
+        p._refresh()
+
+    def plan_stale_rewind(self, n: int) -> None:
+        p = self._claim(lambda p: len(p.replicas) >= 2 and not p.segments, topics=("clicks", "payments", "orders"))
+        if p is None:
+            return
+        g, m = self._main_group(p.tp)
+        c = self._client_of(m)
+        c.version = 12
+        self._single_epoch(p)
+        t = self._slot_time(self._slot(), hi_pad=40 * MIN)
+        self.at(t, self.stale_election, p, g, c)
+
+    def _stale_elect(self, p: Part, lag_ms: int) -> tuple[int, int]:
+        new_leader = next(b for b in p.in_sync() if b != p.leader)
+        stale = self.rng.choice([b for b in self.brokers if b != new_leader])
+        good = next(b for b in self.brokers if b != stale)
+        p.elect(self.now, new_leader)
+        self.publish(p, lag={stale: lag_ms})
+        return stale, good
+
+    def stale_election(self, p: Part, g: Group, c: Client) -> None:
+        t = self.now
+        g.stuck_until[p.tp] = t + 4 * MIN  # fetching from the wrong leader: no progress
+        stale, good = self._stale_elect(p, 10 * MIN)
+        self.at(t + 30_000, self.scripted_fetch, c, good)
+        self.at(t + 75_000, self.scripted_fetch, c, stale)
+        self.at(t + 4 * MIN, self.spurious_earliest, g, p)
+
+    def spurious_earliest(self, g: Group, p: Part) -> None:
+        g.stuck_until.pop(p.tp, None)
+        prev = g.pos[p.tp]
+        new = p.log_start
+        self.pending[(g.name, p.tp)] = dict(
+            rule="S1", kind="spurious_rewind_to_earliest", m4_correlated=True, cause="stale metadata",
+            note="reset to earliest minutes after the group's client got stale metadata (KAFKA-6262)",
+            previous_offset=prev, records_affected=prev - new)  # fmt: skip
+        self.commit_member(g, p.tp, new, p.epoch_at(new))
+
+    def plan_stale_broker_only(self) -> None:
+        p = self._claim(lambda p: len(p.replicas) >= 2 and not p.segments)
+        if p is None:
+            return
+        n = len(self.clients)
+        victim = self._scripted_client(f"monitoring-agent-{n}", [p.topic])
+        observer = self._scripted_client(f"lag-exporter-{n}", [p.topic])
+        t = self._slot_time(self._slot(), hi_pad=40 * MIN)
+        self.at(t, self.stale_only, p, victim, observer)
+
+    def stale_only(self, p: Part, victim: Client, observer: Client) -> None:
+        t = self.now
+        stale, good = self._stale_elect(p, 10 * MIN)
+        self.at(t + 20_000, self.scripted_fetch, observer, good)
+        self.at(t + 60_000, self.scripted_fetch, victim, stale)
+
+    # ------------------------------------------------------------------ topic re-creation (+ M3)
+
+    def plan_recreation(self, with_m3: bool) -> None:
+        name = "inventory"
+        if any(p.claimed for p in self.topic_parts[name]) or len(self.bounds) < 3:
+            return
+        for p in self.topic_parts[name]:
+            p.claimed = True
+        i = self._slot(first=1)
+        r = self.bounds[i]
+        groups = [g for g in self.groups.values() if name in g.topics]
+        victim = self._scripted_client("inventory-dashboard", [name]) if with_m3 else None
+        stale = self.rng.choice(self.brokers) if with_m3 else None
+        t_d, t_r = r + 20 * MIN, r + 35 * MIN
+        if victim is not None:
+            self.at(r - 45 * MIN, self.scripted_fetch, victim, next(b for b in self.brokers if b != stale))
+        self.at(r - 40 * MIN, self.recreate_stop, groups)
+        self.at(t_d, self.recreate_delete, name, groups, stale, t_r)
+        self.at(t_r, self.recreate_create, name, stale, victim)
+        self.at(t_r + 5 * MIN, self.recreate_restart, groups)
+
+    def recreate_stop(self, groups: list[Group]) -> None:
+        for g in groups:
+            g.active = False
+            g.generation += 1
+            self.write_group_metadata(g, empty=True)
+
+    def recreate_delete(self, name: str, groups: list[Group], stale: int | None, t_r: int) -> None:
+        from .cluster import TopicVersion
+
+        for g in groups:  # the coordinator deletes the offsets of a deleted topic
+            tps = [tp for m in g.members for tp in m.partitions if tp[0] == name]
+            self.tombstones(g, tps)
+        delays = {b: self.srng.randrange(5, 150) for b in self.brokers}
+        if stale is not None:
+            delays[stale] = t_r - self.now + 10 * MIN
+        self.topic_versions[name].append(TopicVersion(self.now, delays, None, None))
+        self.topic_parts[name] = None
+
+    def recreate_create(self, name: str, stale: int | None, victim: Client | None) -> None:
+        old = self.topic_versions[name][0].parts or []
+        parts = self._make_topic(name, len(old), self.now, True, fresh=True, avoid=[p.replicas for p in old])
+        for p in parts:
+            p.claimed = True
+        tv = self.topic_versions[name][-1]
+        tv.delays = {b: self.srng.randrange(5, 150) for b in self.brokers}
+        if stale is not None:
+            tv.delays[stale] = 8 * MIN
+        if victim is not None:
+            good = next(b for b in self.brokers if b != stale)
+            self.at(self.now + 60_000, self.scripted_fetch, victim, good)
+            self.at(self.now + 120_000, self.scripted_fetch, victim, stale)
+
+    def recreate_restart(self, groups: list[Group]) -> None:
+        for g in groups:
+            g.active = True
+            g.generation += 1
+            self.write_group_metadata(g)
+            for m in g.members:
+                for tp in m.partitions:
+                    g.pos[tp] = 0  # auto.offset.reset=earliest on the new, empty topic
+                    g.meta[("epoch", tp)] = 0
+
+    # ------------------------------------------------------------------ commit incidents
+
+    def plan_commit_incident(self, kind: str) -> None:
+        p = self._claim(lambda p: not p.segments, topics=CONSUMED)
+        if p is None:
+            return
+        g, m = self._main_group(p.tp)
+        if kind == "spurious_skip":
+            g.lag_ms[p.tp] = 40 * MIN
+        t = self._slot_time(self._slot())
+        self.at(t, self.commit_incident, kind, g, p)
+
+    def commit_incident(self, kind: str, g: Group, p: Part) -> None:
+        tp = p.tp
+        prev = g.pos[tp]
+        rng = self.rng
+        if kind == "spurious_rewind":
+            k = max(1, int((prev - p.log_start) * rng.uniform(0.3, 0.6)))
+            self.pending[(g.name, tp)] = dict(rule="S1", kind="spurious_rewind", note="rewind with no truncation, "
+                                              "retention, reset or stale metadata to explain it",
+                                              previous_offset=prev, records_affected=k)  # fmt: skip
+            self.commit_member(g, tp, prev - k, p.epoch_at(prev - k))
+        elif kind == "spurious_skip":
+            g.lag_ms.pop(tp, None)
+            new = p.leo(self.now)
+            self.pending[(g.name, tp)] = dict(rule="S2", kind="spurious_skip", note="lagging consumer jumped to "
+                                              "the log end (reset to latest) with nothing to explain it",
+                                              previous_offset=prev, records_affected=new - prev)  # fmt: skip
+            self.commit_member(g, tp, new, p.epoch)
+        elif kind == "stale_epoch_commit":
+            head = p.lcache.earliest_entry.epoch
+            if head < 1:
+                return
+            k = max(1, int((prev - p.log_start) * rng.uniform(0.1, 0.3)))
+            self.pending[(g.name, tp)] = dict(rule="S1", kind="stale_epoch_commit", note=f"rewind committed with "
+                                              f"epoch {head - 1}, below the lineage head {head} (KAFKA-19902)",
+                                              previous_offset=prev, records_affected=k)  # fmt: skip
+            self.commit_member(g, tp, prev - k, head - 1, injected=True)
+        elif kind == "epoch_regression":
+            mx = self.f4.get((g.name, tp), -1)
+            if mx >= 1:
+                self.commit_member(g, tp, prev, mx - 1, injected=True)
+        elif kind == "epoch_drop":
+            self.commit_member(g, tp, prev, -1)
+
+    def plan_unknown_epoch_commits(self, n: int) -> None:
+        p = self._claim(lambda p: not p.segments, topics=CONSUMED)
+        if p is None:
+            return
+        src, _m = self._main_group(p.tp)
+        g = Group(f"mm2-us-east.{src.name}", [p.topic], [], self.wire.offsets_partition_for(
+            f"mm2-us-east.{src.name}", self.sc.offsets_partitions), dedicated=True, active=False)  # fmt: skip
+        if g.name in self.groups:
+            g.name += f"-{n}"
+            g.offsets_partition = self.wire.offsets_partition_for(g.name, self.sc.offsets_partitions)
+        self.groups[g.name] = g
+        t = self._slot_time(self._slot(), hi_pad=40 * MIN)
+        for j in range(3):
+            self.at(t + j * 2 * MIN, self.mm2_commit, g, p)
+
+    def mm2_commit(self, g: Group, p: Part) -> None:
+        o = max(p.log_start, p.leo(self.now) - int(p.rate * 60_000))
+        e = p.epoch + 40  # the source cluster's epoch, translated verbatim
+        self.commit(self.now, g, None, [(p.tp, o, e)], injected=True, client_id="mm2-checkpoint-connector")
+
+    def plan_retention_reset(self, n: int) -> None:
+        g = self._dedicated_group(f"reports-nightly-{n + 1}", ["reports"])
+        t_stall = self.t0 + (20 + 10 * n) * MIN
+        cands = [k for k, r in enumerate(self.rounds[:-1]) if r - t_stall > self.retention_ms + 30 * MIN]
+        if not cands:
+            return
+        k = cands[min(n, len(cands) - 1)]
+        self.at(t_stall, self.stall_group, g)
+        self.at(self.rounds[k] + 20 * MIN + n * MIN, self.restart_after_retention, g)
+
+    def stall_group(self, g: Group) -> None:
+        g.active = False
+        g.generation += 1
+        self.write_group_metadata(g, empty=True)
+
+    def restart_after_retention(self, g: Group) -> None:
+        g.active = True
+        g.generation += 1
+        self.write_group_metadata(g)
+        for m in g.members:
+            for tp in m.partitions:
+                p = self.part(tp)
+                prev = g.pos[tp]
+                if prev < p.log_start:
+                    new = p.log_start
+                    self.pending[(g.name, tp)] = dict(rule="S2", kind="retention", note="consumer fell behind "
+                                                      "retention and reset to earliest", previous_offset=prev,
+                                                      records_affected=new - prev)  # fmt: skip
+                    self.commit_member(g, tp, new, p.epoch_at(new))
+
+    def plan_operator_reset(self, n: int) -> None:
+        g = self._dedicated_group(f"shipments-router-{n + 1}", ["shipments"])
+        t = self._slot_time(self._slot(), hi_pad=40 * MIN)
+        self.at(t, self.stall_group, g)
+        self.at(t + 5 * MIN, self.operator_reset, g)
+        self.at(t + 10 * MIN, self.restart_group, g)
+
+    def operator_reset(self, g: Group) -> None:
+        recs = []
+        for m in g.members:
+            for tp in m.partitions:
+                p = self.part(tp)
+                prev = g.pos[tp]
+                lo = max(p.log_start, p.lcache.latest_entry.start_offset)
+                span = prev - lo if prev - lo >= 2 else prev - p.log_start
+                k = max(1, int(span * self.rng.uniform(0.2, 0.5)))
+                g.pos[tp] = prev - k
+                recs.append((tp, prev - k, -1))
+                self.pending[(g.name, tp)] = dict(rule="S1", kind="operator_reset", note="offsets reset while the "
+                                                  "group was empty (kafka-consumer-groups --reset-offsets)",
+                                                  previous_offset=prev, records_affected=k)  # fmt: skip
+        self.commit(self.now, g, None, recs, client_id="adminclient-1")
+
+    def restart_group(self, g: Group) -> None:
+        g.active = True
+        g.generation += 1
+        self.write_group_metadata(g)
+
+    def plan_aborted_txn(self) -> None:
+        g = self.groups["payments-eos"]
+        t = self._slot_time(self._slot())
+        self.at(t, self.aborted_txn, g)
+
+    def aborted_txn(self, g: Group) -> None:
+        m = g.members[0]
+        tp = self.rng.choice(m.partitions)
+        p = self.part(tp)
+        prev = g.pos.get(tp, p.log_start)
+        new = max(p.log_start, prev - 500)
+        self.commit(self.now, g, m, [(tp, new, p.epoch_at(new))], txn="ABORT")  # a zombie's rewind, aborted
+
+    def plan_console_group(self) -> None:
+        g = self._dedicated_group(f"console-consumer-{self.rng.randint(10000, 99999)}", ["clicks"])
+        g.active = False
+        t = self._slot_time(self._slot(), hi_pad=60 * MIN)
+        self.at(t, self.start_group, g)
+        self.at(t + 20 * MIN, self.stall_group, g)
+        self.at(min(t + 3 * HOUR, self.t_end - 5 * MIN), self.expire_group, g)
+
+    def expire_group(self, g: Group) -> None:
+        tps = [tp for m in g.members for tp in m.partitions if tp in g.pos]
+        self.tombstones(g, tps, group_too=True)
+
+    # ------------------------------------------------------------------ lineage-file incidents
+
+    def _audit_part(self, pred=lambda p: True) -> Part | None:
+        return self._claim(lambda p: not p.consumed and len(p.replicas) >= 2 and pred(p), topics=("audit-trail",))
+
+    def plan_batch_overlay(self, kind: str) -> None:
+        p = self._audit_part()
+        if p is None:
+            return
+        p.segments = True
+        k = self.rng.randrange(len(self.rounds))
+        b = p.leader if kind == "unknown" else next(b for b in p.replicas if b != p.leader)
+        self.overlays[(k, b, p.tp)] = kind
+
+    def plan_checkpoint_overlay(self, kind: str) -> None:
+        p = self._audit_part(lambda p: not p.segments)
+        if p is None:
+            return
+        k = len(self.rounds) - 1 if kind == "non_monotonic" else self.rng.randrange(len(self.rounds))
+        b = next(b for b in p.replicas if b != p.leader)
+        self.overlays[(k, b, p.tp)] = kind
+
+    def plan_lineage_rewrite(self) -> None:
+        p = self._audit_part(lambda p: not p.segments)
+        if p is None or len(self.bounds) < 3:
+            return
+        self._early_elections(p)
+        b = next(b for b in p.replicas if b != p.leader)
+        self.at(self._slot_time(self._slot(first=1)), self.rewrite_lineage, p, b)
+
+    def rewrite_lineage(self, p: Part, b: int) -> None:
+        ents = list(p.caches[b].entries)
+        if len(ents) >= 3:  # an interior entry vanishes (a restored or hand-edited partition dir)
+            p.caches[b] = LeaderEpochCache([e for j, e in enumerate(ents) if j != len(ents) // 2])
+
+    def plan_replica_conflict(self) -> None:
+        p = self._audit_part(lambda p: not p.segments and len(p.replicas) < len(self.brokers))
+        if p is None:
+            return
+        self._early_elections(p)
+        i = self._slot()
+        r = self.bounds[i + 1]
+        self.at(r - 30 * MIN, self.add_conflicting_replica, p)
+        self.at(r + 10 * MIN, self.remove_extra_replica, p)
+
+    def add_conflicting_replica(self, p: Part) -> None:
+        r = next(b for b in self.brokers if b not in p.replicas)
+        ents = list(p.lcache.entries)
+        j = next((j for j in range(1, len(ents) - 1) if ents[j + 1].start_offset - ents[j].start_offset >= 2), None)
+        if j is None:
+            return
+        nxt = ents[j + 1].start_offset
+        shift = self.rng.randint(1, nxt - ents[j].start_offset - 1)
+        moved = [(e.epoch, e.start_offset + (shift if k == j else 0)) for k, e in enumerate(ents)]
+        p.caches[r] = LeaderEpochCache(moved)  # a reassignment copied the log with a wrong epoch boundary
+        p.replicas.append(r)
+        p.isr.append(r)
+        self.publish(p)
+        self.pending[("D2", p.tp, r)] = {"note": f"epoch {ents[j].epoch} starts at {ents[j].start_offset + shift} "
+                                         f"here and at {ents[j].start_offset} on the leader",
+                                         "epoch": ents[j].epoch, "start": ents[j].start_offset + shift,
+                                         "other_start": ents[j].start_offset}  # fmt: skip
+        p.meta_extra = r
+
+    def remove_extra_replica(self, p: Part) -> None:
+        r = getattr(p, "meta_extra", None)
+        if r is None or r not in p.caches:
+            return
+        p.replicas.remove(r)
+        if r in p.isr:
+            p.isr.remove(r)
+        del p.caches[r]
+        self.publish(p)
+
+
+__all__ = ["Incidents", "Member"]
