@@ -760,7 +760,9 @@ def read_table(
     for values, files in groups.items():
         part = spark.read.schema(data_schema).parquet(*files)
         for name, value in zip(part_cols, values, strict=True):
-            part = part.withColumn(name, F.lit(value).cast(full[name].dataType))
+            # nullif(v, NULL) is v, typed nullable as in the table schema (a bare literal is NOT NULL).
+            typ = full[name].dataType
+            part = part.withColumn(name, F.nullif(F.lit(value).cast(typ), F.lit(None).cast(typ)))
         frames.append(part.select(*full.fieldNames()))
     return reduce(lambda a, b: a.unionByName(b), frames)
 
