@@ -1,0 +1,849 @@
+"""A self-contained HTML report of one cluster and date range: charts first, then the findings.
+
+One file that opens offline anywhere (an e-mail attachment, a ticket, a laptop on a plane): the CSS is
+inline, the charts are inline SVG drawn by the small functions below (no plotting library, no script, no
+font or image fetched from anywhere), and every chart has a ``<title>``/``<desc>``, axis labels, a legend
+and a data table in a ``<details>`` element as its text alternative.
+
+Sections:
+
+1. stale-metadata rate per broker per day (``stale_metadata_rates``, ``dimension = 'broker'``);
+2. offset resets by classification per day, and the records re-read / skipped (``spurious_offset_resets``);
+3. fencing findings by rule and kind, stacked by severity (``fencing_violations``);
+4. for each requested (topic, partition): its epoch lineage across replicas (``epoch_lineage``): one lane
+   per broker and snapshot, epochs as coloured spans over the offset axis, and the offset ranges where
+   replicas of the same snapshot disagree on the epoch of an offset outlined in red;
+5. a summary table (report × rule/kind × severity) and the top findings (warning or worse) with their
+   evidence pointers.
+
+Tables are read through delta-rs (:func:`jobs.sink.read_table_arrow`), filtered by the config's cluster
+and the ``event_date`` range, into driver memory: findings are few. A missing table gives a short
+"no data" paragraph in its section, never an error. Catalog outputs (Databricks) need ``spark=``.
+All text taken from the tables (details, evidence, names) is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .config import Config, parse_date_range
+from .summary import REPORT_TABLES, SEVERITIES
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["write_html_report", "render_html_report"]
+
+#: Findings listed in "Top findings" (the rest are counted in the summary table).
+TOP_FINDINGS = 100
+#: Brokers drawn in the stale-rate chart (the ones with the most stale responses).
+MAX_BROKER_SERIES = 10
+#: Snapshot groups drawn per lineage chart (the most recent ones).
+MAX_SNAPSHOT_GROUPS = 12
+
+# Colour-blind-safe palette (Okabe-Ito, then a few Tableau colours for more series).
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
+           "#8c564b", "#7f7f7f", "#bcbd22", "#17becf")
+SEVERITY_COLOURS = {"critical": "#67000d", "error": "#d1495b", "warning": "#f0a202", "info": "#7a9cc6"}
+DIVERGENCE_COLOUR = "#d00000"
+
+
+# ---------------------------------------------------------------------------------------------- entry
+
+
+def write_html_report(
+    config: Config,
+    date_from: dt.date | str,
+    date_to: dt.date | str | None,
+    path: str | Path,
+    *,
+    partitions: Iterable[tuple[str, int]] = (),
+    spark: SparkSession | None = None,
+) -> Path:
+    """Write the HTML report of ``[date_from, date_to]`` for ``config.cluster`` to ``path``.
+
+    Args:
+        config: where the tables are (``[output] root``) and which cluster to report.
+        date_from, date_to: inclusive UTC date range (``event_date`` partitions).
+        path: the HTML file to write (parent folders are created).
+        partitions: (topic, partition) pairs whose epoch lineage across replicas is drawn.
+        spark: only needed for catalog outputs (``[output] catalog``/``schema``), which delta-rs cannot read.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ConfigError: invalid date range.
+    """
+    start, end = parse_date_range(date_from, date_to)
+    out = Path(path)
+    text = render_html_report(config, start, end, partitions=partitions, spark=spark)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def render_html_report(
+    config: Config,
+    date_from: dt.date,
+    date_to: dt.date,
+    *,
+    partitions: Iterable[tuple[str, int]] = (),
+    spark: SparkSession | None = None,
+) -> str:
+    """The report as one HTML string (see :func:`write_html_report`)."""
+    subjects = [(str(t), int(p)) for t, p in partitions]
+    tables = {name: _load(config, name, date_from, date_to, spark=spark)
+              for name in (*REPORT_TABLES, "stale_metadata_rates")}
+    days = [date_from + dt.timedelta(days=i) for i in range((date_to - date_from).days + 1)]
+    body = [
+        _header(config, date_from, date_to, tables),
+        _stale_rate_section(config, tables["stale_metadata_rates"], days),
+        _resets_section(config, tables["spurious_offset_resets"], days),
+        _fencing_section(config, tables["fencing_violations"]),
+        *(_lineage_section(config, date_from, date_to, t, p, tables["fencing_violations"], spark)
+          for t, p in subjects),
+        _summary_section(config, tables),
+        _top_findings_section(tables),
+    ]
+    title = f"epoch-audit: {config.cluster}, {date_from} .. {date_to}"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n"
+        + "\n".join(body)
+        + "\n</main>\n</body>\n</html>\n"
+    )
+
+
+# -------------------------------------------------------------------------------------------- reading
+
+
+def _load(config: Config, table: str, start: dt.date, end: dt.date, *, spark: SparkSession | None = None,
+          where: Mapping[str, Any] | None = None) -> pa.Table | None:
+    """Rows of ``table`` for the cluster and range (and ``where`` equalities); None when it does not exist."""
+    from .errors import SinkError
+    from .sink import read_table, read_table_arrow, table_location
+
+    try:
+        if config.output.root is None:  # catalog tables: only Spark can read them
+            if spark is None:
+                return None
+            from pyspark.sql import functions as F
+
+            df = read_table(spark, table, config, cluster=config.cluster, date_range=(start, end))
+            for col, value in (where or {}).items():
+                df = df.where(F.col(col) == value)
+            return df.toArrow()
+        if not where:
+            return read_table_arrow(table, config, cluster=config.cluster, date_range=(start, end))
+        # Push the equalities down to delta-rs (file pruning by statistics), so a big silver table such as
+        # epoch_lineage is never loaded whole into the driver.
+        from deltalake import DeltaTable
+
+        location = table_location(table, config)
+        for hadoop in ("s3a://", "s3n://"):
+            if location.startswith(hadoop):
+                location = "s3://" + location[len(hadoop):]
+        try:
+            dtable = DeltaTable(location, storage_options=dict(config.output.storage_options) or None)
+        except Exception:  # TableNotFoundError and friends: no table yet
+            return None
+        filters = [("cluster", "=", config.cluster), ("event_date", ">=", start), ("event_date", "<=", end),
+                   *((col, "=", value) for col, value in where.items())]
+        return dtable.to_pyarrow_table(filters=filters)
+    except SinkError:
+        return None
+
+
+def _rows(table: pa.Table | None, columns: Sequence[str]) -> list[dict[str, Any]]:
+    if table is None or table.num_rows == 0:
+        return []
+    have = [c for c in columns if c in table.column_names]
+    rows = table.select(have).to_pylist()
+    for row in rows:
+        for c in columns:
+            row.setdefault(c, None)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------- sections
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _no_data(table: str, config: Config, what: str = "") -> str:
+    where = config.output.table_location(table)
+    reason = what or f"table <code>{_e(table)}</code> not found at <code>{_e(where)}</code>"
+    return f'<p class="nodata">No data: {reason}.</p>'
+
+
+def _header(config: Config, start: dt.date, end: dt.date, tables: Mapping[str, pa.Table | None]) -> str:
+    from epochlib import __version__
+
+    counts = {name: (t.num_rows if t is not None else None) for name, t in tables.items() if name in REPORT_TABLES}
+    worse = 0
+    for name in REPORT_TABLES:
+        t = tables.get(name)
+        if t is not None and "severity" in t.column_names:
+            worse += sum(1 for s in t.column("severity").to_pylist() if s in ("warning", "error", "critical"))
+    total = sum(n for n in counts.values() if n)
+    cards = "".join(
+        f'<div class="card"><div class="n">{"–" if n is None else f"{n:,}"}</div>'
+        f'<div class="l">{_e(name.replace("_", " "))}</div></div>' for name, n in counts.items())
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"<header><h1>Epoch audit: cluster <span class=\"mono\">{_e(config.cluster)}</span></h1>\n"
+        f"<p class=\"meta\">Events from {start} to {end} (UTC, inclusive) · {total:,} findings, {worse:,} warning or "
+        f"worse · tables at <code>{_e(config.output.table_location(''))}</code> · generated {now} by "
+        f"epoch-audit {_e(__version__)}</p>\n<div class=\"cards\">{cards}</div></header>"
+    )
+
+
+def _section(sid: str, title: str, intro: str, content: str) -> str:
+    return (f'<section id="{sid}" aria-labelledby="{sid}-h"><h2 id="{sid}-h">{_e(title)}</h2>\n'
+            f'<p class="intro">{intro}</p>\n{content}</section>')
+
+
+def _stale_rate_section(config: Config, rates: pa.Table | None, days: list[dt.date]) -> str:
+    sid, title = "stale-rate", "Stale metadata rate per broker"
+    intro = ("Share of Metadata responses each broker served with at least one partition's leader epoch older "
+             "than what the client had already seen (rules M1–M3), per day.")
+    if rates is None:
+        return _section(sid, title, intro, _no_data("stale_metadata_rates", config))
+    rows = [r for r in _rows(rates, ["event_date", "dimension", "subject", "responses", "stale_responses"])
+            if r["dimension"] == "broker"]
+    if not rows:
+        return _section(sid, title, intro, _no_data("", config, "no broker rates in this range"))
+    resp: dict[tuple[str, dt.date], int] = Counter()
+    stale: dict[tuple[str, dt.date], int] = Counter()
+    for r in rows:
+        key = (str(r["subject"]), r["event_date"])
+        resp[key] += int(r["responses"] or 0)
+        stale[key] += int(r["stale_responses"] or 0)
+    by_broker: Counter = Counter()
+    for (broker, _d), n in stale.items():
+        by_broker[broker] += n
+    for broker, _d in resp:
+        by_broker.setdefault(broker, 0)
+    brokers = sorted(by_broker, key=lambda b: (-by_broker[b], b))
+    shown, hidden = brokers[:MAX_BROKER_SERIES], brokers[MAX_BROKER_SERIES:]
+    series = {
+        b: [(100.0 * stale[(b, d)] / resp[(b, d)]) if resp.get((b, d)) else None for d in days] for b in shown
+    }
+    chart = line_chart(
+        "chart-stale-rate", "Stale metadata rate per broker per day",
+        [d.isoformat() for d in days], series, x_label="day (UTC)", y_label="stale responses (%)",
+        value_format=lambda v: f"{v:.2f}%",
+        desc=f"Line chart: percentage of stale Metadata responses per day for {len(shown)} broker(s).",
+    )
+    note = ""
+    if hidden:
+        note = (f'<p class="note">{len(hidden)} more broker(s) with fewer stale responses not drawn: '
+                f"{_e(', '.join(hidden[:20]))}{' …' if len(hidden) > 20 else ''}</p>")
+    table = _data_table(
+        ["broker", "day", "responses", "stale responses", "stale rate"],
+        [[b, d.isoformat(), f"{resp[(b, d)]:,}", f"{stale[(b, d)]:,}",
+          f"{100.0 * stale[(b, d)] / resp[(b, d)]:.2f}%"]
+         for b in brokers for d in days if resp.get((b, d))])
+    return _section(sid, title, intro, chart + note + table)
+
+
+def _resets_section(config: Config, resets: pa.Table | None, days: list[dt.date]) -> str:
+    sid, title = "offset-resets", "Offset resets by classification"
+    intro = ("Committed-offset rewinds and jumps per day, by how they were classified (S1/S2): explained by a "
+             "truncation or retention, an operator reset, or spurious; and how many records consumers re-read "
+             "or skipped because of them.")
+    if resets is None:
+        return _section(sid, title, intro, _no_data("spurious_offset_resets", config))
+    rows = _rows(resets, ["event_date", "classification", "kind", "records_reread", "records_skipped"])
+    if not rows:
+        return _section(sid, title, intro, _no_data("", config, "no offset resets in this range"))
+    count: Counter = Counter()
+    reread: Counter = Counter()
+    skipped: Counter = Counter()
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in rows:
+        cls = str(r["classification"] or r["kind"] or "unclassified")
+        count[(cls, r["event_date"])] += 1
+        reread[r["event_date"]] += int(r["records_reread"] or 0)
+        skipped[r["event_date"]] += int(r["records_skipped"] or 0)
+        t = totals[cls]
+        t[0] += 1
+        t[1] += int(r["records_reread"] or 0)
+        t[2] += int(r["records_skipped"] or 0)
+    classes = sorted(totals, key=lambda c: (-totals[c][0], c))
+    labels = [d.isoformat() for d in days]
+    chart1 = bar_chart(
+        "chart-resets", "Offset resets per day by classification", labels,
+        {c: [count[(c, d)] for d in days] for c in classes}, _colours(classes),
+        x_label="day (UTC)", y_label="offset resets", stacked=True,
+        desc=f"Stacked bar chart: offset resets per day, split into {len(classes)} classification(s).",
+    )
+    chart2 = bar_chart(
+        "chart-reset-records", "Records re-read and skipped per day", labels,
+        {"records re-read": [reread[d] for d in days], "records skipped": [skipped[d] for d in days]},
+        {"records re-read": PALETTE[0], "records skipped": PALETTE[5]},
+        x_label="day (UTC)", y_label="records", stacked=False,
+        desc="Grouped bar chart: records consumed twice (rewinds) and never consumed (jumps) per day.",
+    )
+    table = _data_table(
+        ["classification", "resets", "records re-read", "records skipped"],
+        [[c, f"{totals[c][0]:,}", f"{totals[c][1]:,}", f"{totals[c][2]:,}"] for c in classes],
+        caption="Totals for the range", open_=True)
+    return _section(sid, title, intro, f'<div class="row">{chart1}{chart2}</div>{table}')
+
+
+def _fencing_section(config: Config, fencing: pa.Table | None) -> str:
+    sid, title = "fencing", "Fencing findings by kind"
+    intro = ("Commits, record batches and replicas that carry an epoch the lineage says they must not "
+             "(rules L1–L5, D1–D2, F1–F5), by rule and kind, coloured by severity.")
+    if fencing is None:
+        return _section(sid, title, intro, _no_data("fencing_violations", config))
+    rows = _rows(fencing, ["rule", "kind", "severity"])
+    if not rows:
+        return _section(sid, title, intro, _no_data("", config, "no fencing findings in this range"))
+    counts: Counter = Counter((f"{r['rule']} {r['kind']}", r["severity"]) for r in rows)
+    per_kind: Counter = Counter()
+    for (k, _s), n in counts.items():
+        per_kind[k] += n
+    kinds = sorted(per_kind, key=lambda k: (-per_kind[k], k))
+    sevs = [s for s in SEVERITIES if any(counts[(k, s)] for k in kinds)]
+    chart = hbar_chart(
+        "chart-fencing", "Fencing findings by rule and kind", kinds,
+        {s: [counts[(k, s)] for k in kinds] for s in sevs}, {s: SEVERITY_COLOURS.get(s, "#999") for s in sevs},
+        x_label="findings", y_label="rule and kind",
+        desc=f"Horizontal stacked bar chart: fencing findings for {len(kinds)} rule/kind pair(s) by severity.",
+    )
+    return _section(sid, title, intro, chart)
+
+
+def _summary_section(config: Config, tables: Mapping[str, pa.Table | None]) -> str:
+    counts: Counter = Counter()
+    missing = []
+    for report in REPORT_TABLES:
+        t = tables.get(report)
+        if t is None:
+            missing.append(report)
+            continue
+        for r in _rows(t, ["rule", "kind", "severity"]):
+            counts[(report, r["rule"], r["kind"], r["severity"])] += 1
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    rows = sorted(counts.items(), key=lambda kv: (kv[0][0], order.get(kv[0][3], 9), str(kv[0][1]), str(kv[0][2])))
+    if rows:
+        body = "".join(
+            f'<tr><td>{_e(rep)}</td><td>{_e(rule)}</td><td>{_e(kind)}</td>'
+            f'<td>{_sev(sev)}</td><td class="num">{n:,}</td></tr>' for (rep, rule, kind, sev), n in rows)
+        content = ('<table class="data"><caption>Findings by report, rule, kind and severity</caption><thead><tr>'
+                   '<th scope="col">report</th><th scope="col">rule</th><th scope="col">kind</th>'
+                   f'<th scope="col">severity</th><th scope="col">count</th></tr></thead><tbody>{body}</tbody></table>')
+    else:
+        content = '<p class="nodata">No findings in this range.</p>'
+    if missing:
+        content += ('<p class="note">No table yet (not run for this output): '
+                    + ", ".join(f"<code>{_e(m)}</code>" for m in missing) + "</p>")
+    return _section("summary", "Summary", "Every finding in the range, counted.", content)
+
+
+def _top_findings_section(tables: Mapping[str, pa.Table | None]) -> str:
+    cols = ["severity", "rule", "kind", "event_ts", "topic", "partition", "group_id", "client_id", "broker",
+            "detail", "evidence", "finding_id"]
+    found = []
+    for report in REPORT_TABLES:
+        for r in _rows(tables.get(report), cols):
+            if r["severity"] in ("warning", "error", "critical"):
+                found.append((report, r))
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    epoch = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+    def key(item: tuple[str, dict[str, Any]]) -> tuple[Any, ...]:
+        r = item[1]
+        ts = r["event_ts"] if isinstance(r["event_ts"], dt.datetime) else epoch
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=dt.timezone.utc)
+        return (order.get(r["severity"], 9), -ts.timestamp(), str(r["finding_id"]))
+
+    found.sort(key=key)
+    intro = (f"Findings of severity warning or worse, most severe and most recent first (at most {TOP_FINDINGS}). "
+             "The evidence pointers name the file and byte position, log offset, checkpoint line or capture "
+             "frame to re-check each finding with Kafka's own tools.")
+    if not found:
+        return _section("top-findings", "Top findings", intro,
+                        '<p class="nodata">No findings of severity warning or worse in this range.</p>')
+    items = []
+    for report, r in found[:TOP_FINDINGS]:
+        subject = []
+        if r["topic"] is not None:
+            subject.append(f"{r['topic']}-{r['partition']}" if r["partition"] is not None else str(r["topic"]))
+        for label in ("group_id", "client_id", "broker"):
+            if r[label] is not None:
+                subject.append(f"{label.replace('_id', '')} {r[label]}")
+        ts = r["event_ts"].strftime("%Y-%m-%d %H:%M:%S") if isinstance(r["event_ts"], dt.datetime) else ""
+        evidence = "".join(f"<li><code>{_e(p)}</code></li>" for p in (r["evidence"] or []))
+        items.append(
+            f'<tr><td>{_sev(r["severity"])}</td><td>{_e(report)}<br><b>{_e(r["rule"])}</b> {_e(r["kind"])}</td>'
+            f'<td class="mono">{_e(ts)}</td><td>{_e(", ".join(subject))}</td>'
+            f'<td>{_e(r["detail"])}<ul class="evidence">{evidence}</ul></td></tr>')
+    more = len(found) - TOP_FINDINGS
+    tail = f'<p class="note">{more:,} more not listed.</p>' if more > 0 else ""
+    content = ('<table class="data findings"><caption>Findings (warning or worse)</caption><thead><tr>'
+               '<th scope="col">severity</th><th scope="col">report / rule / kind</th><th scope="col">time (UTC)</th>'
+               '<th scope="col">subject</th><th scope="col">detail and evidence</th></tr></thead><tbody>'
+               + "".join(items) + "</tbody></table>" + tail)
+    return _section("top-findings", "Top findings", intro, content)
+
+
+def _sev(severity: Any) -> str:
+    colour = SEVERITY_COLOURS.get(str(severity), "#999")
+    return f'<span class="sev" style="border-color:{colour}">{_e(severity)}</span>'
+
+
+# ------------------------------------------------------------------------------------------- lineage
+
+
+@dataclass
+class _Lane:
+    broker: int
+    snapshot: dt.datetime
+    entries: list[tuple[int, int]]  # (epoch, start_offset), file order
+    end: int | None  # log end offset, else high watermark
+    log_start: int | None
+    high_watermark: int | None
+    source: str
+
+    def known_end(self) -> int:
+        """The highest offset this replica is known to hold + 1 (at least its last epoch's start + 1)."""
+        last = max((s for _e, s in self.entries), default=0)
+        return max(self.end, last) if self.end is not None else last + 1
+
+    def epoch_at(self, offset: int) -> int | None:
+        """Epoch of ``offset`` per this replica's checkpoint (the last entry starting at or before it)."""
+        found = None
+        for epoch, start in sorted(self.entries, key=lambda es: es[1]):
+            if start <= offset:
+                found = epoch
+        return found
+
+
+def _snapshot_groups(lanes: list[_Lane], tolerance: dt.timedelta) -> list[list[_Lane]]:
+    """Lanes grouped by snapshot time: a group holds snapshots within ``tolerance`` of its first one."""
+    groups: list[list[_Lane]] = []
+    for lane in sorted(lanes, key=lambda ln: (ln.snapshot, ln.broker)):
+        if groups and lane.snapshot - groups[-1][0].snapshot <= tolerance:
+            groups[-1].append(lane)
+        else:
+            groups.append([lane])
+    return groups
+
+
+def divergences(group: Sequence[_Lane]) -> list[tuple[int, int, str]]:
+    """Offset ranges ``[lo, hi)`` that replicas of one snapshot group assign different epochs to.
+
+    Only offsets both replicas of a pair hold are compared (a lagging follower is not divergent). Returns
+    merged ranges with a description naming the brokers and their epochs.
+    """
+    found: list[tuple[int, int, str]] = []
+    for i, a in enumerate(group):
+        for b in group[i + 1:]:
+            if not a.entries or not b.entries:
+                continue
+            lo = max(min(s for _e, s in a.entries), min(s for _e, s in b.entries))
+            hi = min(a.known_end(), b.known_end())
+            if hi <= lo:
+                continue
+            points = sorted({lo, hi, *(s for _e, s in a.entries + b.entries if lo < s < hi)})
+            for p, q in zip(points, points[1:], strict=False):
+                ea, eb = a.epoch_at(p), b.epoch_at(p)
+                if ea != eb:
+                    what = f"broker {a.broker}: epoch {ea}, broker {b.broker}: epoch {eb}"
+                    if found and found[-1][1] == p and found[-1][2] == what:
+                        found[-1] = (found[-1][0], q, what)
+                    else:
+                        found.append((p, q, what))
+    return found
+
+
+def _lineage_section(config: Config, start: dt.date, end: dt.date, topic: str, partition: int,
+                     fencing: pa.Table | None, spark: SparkSession | None) -> str:
+    sid = f"lineage-{_slug(topic)}-{partition}"
+    title = f"Epoch lineage of {topic}-{partition} across replicas"
+    intro = ("One lane per broker and log-dir snapshot: each leader epoch is a coloured span from its start offset "
+             "to the next epoch's start (the last one to the log end offset, or the high watermark). A grey band "
+             "marks offsets below the log start; red outlines mark offsets replicas of the same snapshot assign to "
+             "different epochs (divergence).")
+    data = _load(config, "epoch_lineage", start, end, spark=spark, where={"topic": topic, "partition": partition})
+    if data is None:
+        return _section(sid, title, intro, _no_data("epoch_lineage", config))
+    rows = _rows(data, ["broker", "snapshot_ts", "entries", "log_start_offset", "high_watermark",
+                        "log_end_offset", "source"])
+    lanes = []
+    for r in rows:
+        entries = [(int(x["epoch"]), int(x["start_offset"])) for x in (r["entries"] or [])
+                   if x and x.get("epoch") is not None and x.get("start_offset") is not None]
+        end_off = r["log_end_offset"] if r["log_end_offset"] is not None else r["high_watermark"]
+        snap = r["snapshot_ts"] or dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+        lanes.append(_Lane(int(r["broker"]) if r["broker"] is not None else -1, snap, entries, end_off,
+                           r["log_start_offset"], r["high_watermark"], str(r["source"] or "")))
+    if not lanes:
+        return _section(sid, title, intro, _no_data(
+            "", config, f"no snapshots of <code>{_e(topic)}-{partition}</code> in <code>epoch_lineage</code> "
+            "for this range"))
+    groups = _snapshot_groups(lanes, dt.timedelta(seconds=config.rules.snapshot_tolerance_seconds))
+    note = ""
+    if len(groups) > MAX_SNAPSHOT_GROUPS:
+        note = (f'<p class="note">Showing the last {MAX_SNAPSHOT_GROUPS} of {len(groups)} snapshot times.</p>')
+        groups = groups[-MAX_SNAPSHOT_GROUPS:]
+    chart_id = f"chart-{sid}"
+    chart, diverged = lineage_chart(chart_id, title, groups)
+    parts = [chart, note]
+    if diverged:
+        items = "".join(f"<li>{_e(snap)}: offsets {lo:,}–{hi - 1:,} — {_e(what)}</li>" for snap, lo, hi, what in diverged)
+        parts.append(f'<div class="alert"><b>Divergence between replicas</b><ul>{items}</ul></div>')
+    else:
+        parts.append('<p class="ok">Replicas of each snapshot agree on the epoch of every offset they all hold.</p>')
+    related = [r for r in _rows(fencing, ["rule", "kind", "severity", "topic", "partition", "broker", "detail"])
+               if r["topic"] == topic and r["partition"] == partition]
+    if related:
+        items = "".join(f"<li>{_sev(r['severity'])} <b>{_e(r['rule'])}</b> {_e(r['kind'])}: {_e(r['detail'])}</li>"
+                        for r in related[:20])
+        parts.append(f'<p>Fencing findings for this partition ({len(related):,}):</p><ul class="plain">{items}</ul>')
+    parts.append(_data_table(
+        ["snapshot (UTC)", "broker", "epochs (epoch@start offset)", "log start", "high watermark", "log end",
+         "checkpoint"],
+        [[ln.snapshot.strftime("%Y-%m-%d %H:%M:%S"), ln.broker, " ".join(f"{e}@{s:,}" for e, s in ln.entries),
+          _num(ln.log_start), _num(ln.high_watermark), _num(ln.end), ln.source]
+         for g in groups for ln in g]))
+    return _section(sid, title, intro, "".join(parts))
+
+
+def lineage_chart(chart_id: str, title: str, groups: Sequence[Sequence[_Lane]]) -> tuple[str, list[tuple]]:
+    """SVG of lanes (snapshot × broker) of epoch spans over a shared offset axis; returns (svg, divergences)."""
+    lanes = [ln for g in groups for ln in g]
+    lo = min([min((s for _e, s in ln.entries), default=0) for ln in lanes]
+             + [ln.log_start for ln in lanes if ln.log_start is not None])
+    hi = max(ln.known_end() for ln in lanes)
+    if hi <= lo:
+        hi = lo + 1
+    lane_h, gap, left, right, top = 18, 10, 190, 20, 34
+    height = top + sum(len(g) * (lane_h + 4) + gap for g in groups) + 46
+    width = 860
+    plot_w = width - left - right
+    ticks = _nice_ticks(lo, hi)
+
+    def x(offset: float) -> float:
+        return left + (offset - lo) / (hi - lo) * plot_w
+
+    epochs = sorted({e for ln in lanes for e, _s in ln.entries})
+    colours = {e: PALETTE[i % len(PALETTE)] for i, e in enumerate(epochs)}
+    out = [_svg_open(chart_id, width, height, title,
+                     f"Epoch spans of {len(lanes)} replica snapshot(s) in {len(groups)} snapshot group(s) over "
+                     f"offsets {lo:,} to {hi:,}.")]
+    out.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+               "offset</text>")
+    y = top
+    diverged: list[tuple] = []
+    for group in groups:
+        snap = group[0].snapshot.strftime("%Y-%m-%d %H:%M:%S")
+        g_top = y
+        for lane in group:
+            out.append(f'<text class="lane" x="{left - 8}" y="{y + lane_h - 5}" text-anchor="end">'
+                       f'{_e(snap[5:16])} · broker {lane.broker}</text>')
+            out.append(f'<rect x="{left}" y="{y}" width="{plot_w}" height="{lane_h}" class="lane-bg"/>')
+            ordered = sorted(lane.entries, key=lambda es: es[1])
+            for i, (epoch, s) in enumerate(ordered):
+                open_end = i + 1 == len(ordered) and lane.end is None
+                e_end = ordered[i + 1][1] if i + 1 < len(ordered) else lane.known_end()
+                x0, x1 = x(s), x(max(e_end, s))
+                w = max(x1 - x0, 2.0)
+                dash = ' stroke-dasharray="3 2" stroke="#333"' if open_end else ""
+                out.append(f'<rect x="{x0:.1f}" y="{y}" width="{w:.1f}" height="{lane_h}" fill="{colours[epoch]}"'
+                           f'{dash}><title>broker {lane.broker}, snapshot {_e(snap)}: epoch {epoch}, offsets '
+                           f'{s:,}–{"?" if open_end else f"{e_end - 1:,}"}</title></rect>')
+                if w > 26:
+                    out.append(f'<text class="span" x="{x0 + 3:.1f}" y="{y + lane_h - 5}">e{epoch}</text>')
+            if lane.log_start is not None and lane.log_start > lo:
+                out.append(f'<rect x="{left}" y="{y}" width="{x(lane.log_start) - left:.1f}" height="{lane_h}" '
+                           f'class="deleted"><title>below log start offset {lane.log_start:,}</title></rect>')
+            if lane.high_watermark is not None:
+                hx = x(lane.high_watermark)
+                out.append(f'<line x1="{hx:.1f}" x2="{hx:.1f}" y1="{y - 2}" y2="{y + lane_h + 2}" class="hw">'
+                           f'<title>high watermark {lane.high_watermark:,}</title></line>')
+            y += lane_h + 4
+        for d_lo, d_hi, what in divergences(group):
+            diverged.append((snap, d_lo, d_hi, what))
+            x0 = x(d_lo)
+            out.append(f'<rect x="{x0:.1f}" y="{g_top - 2}" width="{max(x(d_hi) - x0, 3):.1f}" '
+                       f'height="{y - g_top}" class="diverge"><title>divergence at offsets {d_lo:,}–{d_hi - 1:,}: '
+                       f'{_e(what)}</title></rect>')
+        y += gap
+    axis_y = y
+    out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{axis_y}" y2="{axis_y}" class="axis"/>')
+    for t in ticks:
+        tx = x(t)
+        out.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{axis_y}" y2="{axis_y + 4}" class="axis"/>'
+                   f'<text class="tick" x="{tx:.1f}" y="{axis_y + 16}" text-anchor="middle">{_short(t)}</text>')
+    out.append("</svg>")
+    legend = [(f"epoch {e}", colours[e]) for e in epochs]
+    legend += [("below log start", "#bbbbbb"), ("divergence", DIVERGENCE_COLOUR)]
+    return _figure(chart_id, "".join(out), legend), diverged
+
+
+# --------------------------------------------------------------------------------------------- charts
+
+
+def _svg_open(chart_id: str, width: int, height: int, title: str, desc: str) -> str:
+    return (f'<svg id="{_e(chart_id)}" class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" '
+            f'height="{height}" aria-labelledby="{_e(chart_id)}-t {_e(chart_id)}-d" aria-label="{_e(title)}">'
+            f'<title id="{_e(chart_id)}-t">{_e(title)}</title><desc id="{_e(chart_id)}-d">{_e(desc)}</desc>'
+            f'<text class="chart-title" x="{width / 2:.0f}" y="18" text-anchor="middle">{_e(title)}</text>')
+
+
+def _figure(chart_id: str, svg: str, legend: Sequence[tuple[str, str]]) -> str:
+    items = "".join(f'<li><span class="swatch" style="background:{c}"></span>{_e(label)}</li>' for label, c in legend)
+    return (f'<figure class="chart-box">{svg}<figcaption><ul class="legend" aria-label="legend">{items}</ul>'
+            f"</figcaption></figure>")
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values covering ``[lo, hi]`` (1, 2, 2.5 or 5 × 10^k steps)."""
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step) * step
+    ticks = []
+    t = first
+    while t <= hi + step * 1e-9:
+        if t >= lo - step * 1e-9:
+            ticks.append(round(t, 10))
+        t += step
+    return ticks
+
+
+def _short(v: float) -> str:
+    """Compact tick label: 1.5k, 2M, 0.25."""
+    a = abs(v)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            return f"{v / div:.3g}{suffix}"
+    return f"{v:.3g}" if v != int(v) else f"{int(v)}"
+
+
+def _num(v: Any) -> str:
+    return "" if v is None else f"{v:,}"
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in text).strip("-").lower() or "topic"
+
+
+def _colours(names: Sequence[str]) -> dict[str, str]:
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+
+
+def _x_labels(labels: Sequence[str], width: float) -> list[bool]:
+    """Which category labels to print so they do not overlap (every k-th)."""
+    k = max(1, math.ceil(len(labels) * 70 / max(width, 1)))
+    return [i % k == 0 for i in range(len(labels))]
+
+
+def _y_axis(out: list[str], left: int, top: int, plot_w: float, plot_h: float, ticks: list[float],
+            y_max: float, fmt: Any, y_label: str) -> None:
+    for t in ticks:
+        ty = top + plot_h - t / y_max * plot_h
+        out.append(f'<line x1="{left}" x2="{left + plot_w:.1f}" y1="{ty:.1f}" y2="{ty:.1f}" class="grid"/>'
+                   f'<text class="tick" x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end">{_e(fmt(t))}</text>')
+    cy = top + plot_h / 2
+    out.append(f'<text class="axis-title" x="14" y="{cy:.1f}" text-anchor="middle" '
+               f'transform="rotate(-90 14 {cy:.1f})">{_e(y_label)}</text>')
+    out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + plot_h}" class="axis"/>'
+               f'<line x1="{left}" x2="{left + plot_w:.1f}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
+
+
+def line_chart(chart_id: str, title: str, x_labels: Sequence[str], series: Mapping[str, Sequence[float | None]], *,
+               x_label: str, y_label: str, value_format: Any = None, desc: str = "") -> str:
+    """A line chart with point markers; ``None`` values leave a gap. Returns a ``<figure>``."""
+    fmt = value_format or _short
+    width, height, left, right, top, bottom = 860, 300, 64, 20, 30, 56
+    plot_w, plot_h = width - left - right, height - top - bottom
+    values = [v for vs in series.values() for v in vs if v is not None]
+    ticks = _nice_ticks(0, max(values, default=0) or 1)
+    y_max = ticks[-1] or 1
+    n = len(x_labels)
+
+    def px(i: int) -> float:
+        return left + (plot_w / 2 if n == 1 else i * plot_w / (n - 1))
+
+    def py(v: float) -> float:
+        return top + plot_h - v / y_max * plot_h
+
+    out = [_svg_open(chart_id, width, height, title, desc or title)]
+    _y_axis(out, left, top, plot_w, plot_h, ticks, y_max, fmt, y_label)
+    for i, (label, show) in enumerate(zip(x_labels, _x_labels(x_labels, plot_w), strict=True)):
+        if show:
+            out.append(f'<text class="tick" x="{px(i):.1f}" y="{top + plot_h + 16}" text-anchor="middle">'
+                       f"{_e(label)}</text>")
+    out.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+               f"{_e(x_label)}</text>")
+    colours = _colours(list(series))
+    for name, vs in series.items():
+        c = colours[name]
+        run: list[str] = []
+        paths = []
+        for i, v in enumerate(vs):
+            if v is None:
+                if len(run) > 1:
+                    paths.append(run)
+                run = []
+                continue
+            run.append(f"{px(i):.1f},{py(v):.1f}")
+        if len(run) > 1:
+            paths.append(run)
+        for pts in paths:
+            out.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{c}" stroke-width="2"/>')
+        for i, v in enumerate(vs):
+            if v is not None:
+                out.append(f'<circle cx="{px(i):.1f}" cy="{py(v):.1f}" r="3.5" fill="{c}">'
+                           f"<title>{_e(name)}, {_e(x_labels[i])}: {_e(fmt(v))}</title></circle>")
+    out.append("</svg>")
+    return _figure(chart_id, "".join(out), list(colours.items()))
+
+
+def bar_chart(chart_id: str, title: str, categories: Sequence[str], series: Mapping[str, Sequence[float]],
+              colours: Mapping[str, str], *, x_label: str, y_label: str, stacked: bool = True,
+              desc: str = "") -> str:
+    """Vertical bars per category: stacked or grouped series. Returns a ``<figure>``."""
+    width, height, left, right, top, bottom = 860, 300, 64, 20, 30, 56
+    plot_w, plot_h = width - left - right, height - top - bottom
+    n = max(len(categories), 1)
+    if stacked:
+        peak = max((sum(vs[i] for vs in series.values()) for i in range(len(categories))), default=0)
+    else:
+        peak = max((v for vs in series.values() for v in vs), default=0)
+    ticks = _nice_ticks(0, peak or 1)
+    y_max = ticks[-1] or 1
+    slot = plot_w / n
+    bar_w = slot * 0.7
+    out = [_svg_open(chart_id, width, height, title, desc or title)]
+    _y_axis(out, left, top, plot_w, plot_h, ticks, y_max, _short, y_label)
+    names = list(series)
+    for i, (cat, show) in enumerate(zip(categories, _x_labels(categories, plot_w), strict=True)):
+        x0 = left + i * slot + (slot - bar_w) / 2
+        base = 0.0
+        for j, name in enumerate(names):
+            v = series[name][i]
+            if not v:
+                continue
+            h = v / y_max * plot_h
+            if stacked:
+                bx, bw, by = x0, bar_w, top + plot_h - (base + v) / y_max * plot_h
+                base += v
+            else:
+                bw = bar_w / len(names)
+                bx, by = x0 + j * bw, top + plot_h - h
+            out.append(f'<rect x="{bx:.1f}" y="{by:.1f}" width="{max(bw, 1):.1f}" height="{h:.1f}" '
+                       f'fill="{colours[name]}"><title>{_e(cat)}: {_e(name)} {v:,}</title></rect>')
+        if show:
+            out.append(f'<text class="tick" x="{left + (i + 0.5) * slot:.1f}" y="{top + plot_h + 16}" '
+                       f'text-anchor="middle">{_e(cat)}</text>')
+    out.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+               f"{_e(x_label)}</text></svg>")
+    return _figure(chart_id, "".join(out), [(n_, colours[n_]) for n_ in names])
+
+
+def hbar_chart(chart_id: str, title: str, categories: Sequence[str], series: Mapping[str, Sequence[float]],
+               colours: Mapping[str, str], *, x_label: str, y_label: str, desc: str = "") -> str:
+    """Horizontal stacked bars, one per category (long labels fit on the left). Returns a ``<figure>``."""
+    bar_h, left, right, top = 22, 260, 40, 30
+    width = 860
+    plot_w = width - left - right
+    height = top + len(categories) * (bar_h + 8) + 50
+    peak = max((sum(vs[i] for vs in series.values()) for i in range(len(categories))), default=0)
+    ticks = _nice_ticks(0, peak or 1)
+    x_max = ticks[-1] or 1
+    plot_h = len(categories) * (bar_h + 8)
+    out = [_svg_open(chart_id, width, height, title, desc or title)]
+    for t in ticks:
+        tx = left + t / x_max * plot_w
+        out.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{top}" y2="{top + plot_h}" class="grid"/>'
+                   f'<text class="tick" x="{tx:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{_short(t)}</text>')
+    for i, cat in enumerate(categories):
+        y = top + i * (bar_h + 8) + 4
+        label = cat if len(cat) <= 40 else cat[:39] + "…"
+        out.append(f'<text class="lane" x="{left - 8}" y="{y + bar_h - 6}" text-anchor="end">{_e(label)}</text>')
+        base = 0.0
+        for name, vs in series.items():
+            v = vs[i]
+            if not v:
+                continue
+            x0 = left + base / x_max * plot_w
+            w = v / x_max * plot_w
+            base += v
+            out.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(w, 1):.1f}" height="{bar_h}" fill="{colours[name]}">'
+                       f"<title>{_e(cat)}: {v:,} {_e(name)}</title></rect>")
+        out.append(f'<text class="tick" x="{left + base / x_max * plot_w + 4:.1f}" y="{y + bar_h - 6}">'
+                   f"{int(base):,}</text>")
+    out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + plot_h}" class="axis"/>'
+               f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
+    out.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+               f"{_e(x_label)}</text>")
+    out.append(f'<text class="axis-title" x="12" y="{top - 10}">{_e(y_label)}</text></svg>')
+    return _figure(chart_id, "".join(out), [(n_, colours[n_]) for n_ in series])
+
+
+def _data_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str = "Data behind the chart",
+                open_: bool = False) -> str:
+    """A table in a ``<details>`` element: the chart's text alternative (screen readers, copy-paste)."""
+    if not rows:
+        return ""
+    head = "".join(f'<th scope="col">{_e(h)}</th>' for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return (f'<details{" open" if open_ else ""}><summary>{_e(caption)} ({len(rows):,} rows)</summary>'
+            f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details>')
+
+
+_CSS = """
+:root{--fg:#1d1d1f;--muted:#5f6368;--line:#d0d4da;--bg:#fff;--panel:#f6f7f9}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:var(--fg);
+background:var(--bg)}
+main{max-width:1100px;margin:0 auto;padding:16px 24px 48px}
+h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid var(--line);
+padding-bottom:4px}
+.meta,.intro,.note{color:var(--muted)}.note{font-size:13px}
+.mono,code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+.cards{display:flex;gap:12px;flex-wrap:wrap;margin:12px 0}
+.card{background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:8px 14px;min-width:170px}
+.card .n{font-size:22px;font-weight:600}.card .l{color:var(--muted)}
+.chart-box{margin:8px 0;overflow-x:auto}.chart{max-width:100%;height:auto;font-size:11px}
+.row{display:block}
+.chart-title{font-size:13px;font-weight:600}.axis-title{font-size:12px;fill:#333}
+.tick{fill:#444;font-size:10.5px}.lane{fill:#333;font-size:11px}.span{fill:#fff;font-size:10px;font-weight:600}
+.grid{stroke:#eceef1}.axis{stroke:#888}.lane-bg{fill:#f1f2f4}
+.deleted{fill:#bbbbbb;fill-opacity:.75}.hw{stroke:#222;stroke-width:2}
+.diverge{fill:#d00000;fill-opacity:.12;stroke:#d00000;stroke-width:2}
+.legend{list-style:none;padding:0;margin:4px 0;display:flex;flex-wrap:wrap;gap:4px 14px}
+.swatch{display:inline-block;width:12px;height:12px;margin-right:5px;vertical-align:-1px;border-radius:2px}
+table.data{border-collapse:collapse;margin:8px 0;width:100%}
+table.data th,table.data td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
+table.data th{background:var(--panel)}td.num{text-align:right}caption{text-align:left;color:var(--muted)}
+.findings td{font-size:13px}.evidence{margin:4px 0 0;padding-left:18px}
+.sev{display:inline-block;border-left:6px solid;padding:0 6px;background:var(--panel)}
+.nodata{background:var(--panel);border:1px dashed var(--line);padding:10px;border-radius:6px}
+.alert{border-left:4px solid #d00000;background:#fff4f4;padding:8px 12px;margin:8px 0}
+.ok{color:#1b5e20}.plain{padding-left:18px}
+details{margin:6px 0}summary{cursor:pointer;color:var(--muted)}
+@media print{details{display:none}}
+"""
