@@ -58,6 +58,7 @@ def test_delta_extension_without_classes_is_not_delta(spark, monkeypatch) -> Non
         return real_get(key, default)
 
     monkeypatch.setattr(spark.conf, "get", fake_get)
+    assert spark.conf.get("spark.sql.extensions") == "io.delta.sql.DeltaSparkSessionExtension"
     assert has_delta(spark) is False
 
 
