@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from epochlib import checkpoint
 from epochlib.errors import DecodeError
 
 from ._io import open_reader
-from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, side_row, stats_row
+from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row
 from .discover import LEC, PMETA, ROOT_CHECKPOINTS, ROOT_CKPT
 
 if TYPE_CHECKING:
@@ -123,6 +124,10 @@ def _decode_file(row: dict, out: RowBuffer) -> None:
     out.add(stats_row(src, "file", 1, 0, n_out))
 
 
+_BATCH_COLUMNS = ("position", "base_offset", "last_offset", "partition_leader_epoch", "magic", "compression",
+                  "is_transactional", "is_control", "producer_id", "records_count", "max_timestamp", "size")
+
+
 def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: byte ranges of snapshot segments -> batch header rows (:data:`WORK`)."""
     from .offsets import segment_tables
@@ -142,15 +147,23 @@ def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
                 yield out.flush()
                 continue
             heads, _ = segment_tables(buf, start, with_records=False)
-            n_bad = 0
-            for h in heads:
-                if h.get("error") is not None:
-                    n_bad += 1
-                    out.add(side_row(src, h["position"], "batch", h["error"], h.get("raw"),
-                                     q_ms=row["snapshot_ms"], **{k: ctx[k] for k in ctx if k != "source"}))
-                else:
-                    out.add({**ctx, **h, "row_kind": "batch"})
-            out.add(stats_row(src, "batch", len(heads), n_bad, len(heads) - n_bad))
+            del buf
+            err = pc.is_valid(heads.column("error"))
+            bad = heads.filter(err)
+            for h in bad.select(["position", "error", "raw"]).to_pylist():
+                out.add(side_row(src, h["position"], "batch", h["error"], h["raw"], q_ms=row["snapshot_ms"],
+                                 **{k: ctx[k] for k in ctx if k != "source"}))
+            good = heads.filter(pc.invert(err))
+            m = good.num_rows
+            if m:
+                cols = {name: good.column(name) for name in _BATCH_COLUMNS}
+                cols.update({"row_kind": pa.array(["batch"] * m), "source": pa.array([src] * m),
+                             "broker": pa.array([row["broker"]] * m, pa.string()),
+                             "snapshot_ms": pa.array([row["snapshot_ms"]] * m, pa.int64()),
+                             "topic": pa.array([row["topic"]] * m, pa.string()),
+                             "partition": pa.array([row["partition"]] * m, pa.int32())})
+                yield make_batch(WORK, cols, m)
+            out.add(stats_row(src, "batch", heads.num_rows, bad.num_rows, m))
             yield out.flush()
 
 

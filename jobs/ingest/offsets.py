@@ -154,41 +154,21 @@ def plan_segment_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
             yield pa.RecordBatch.from_pylist(out, schema=RANGE_SCHEMA)
 
 
-_BATCH_FIELDS = (
-    "position", "size", "magic", "base_offset", "last_offset", "partition_leader_epoch", "compression",
-    "is_transactional", "is_control", "producer_id", "records_count", "max_timestamp",
-)
-
-
-def segment_tables(buf: bytes, base: int, *, with_records: bool = True) -> tuple[list[dict], dict[str, list]]:
-    """Decode a byte range of a segment: (batch rows with ``error``/``raw`` for bad ones, record columns).
-
-    Record columns: ``batch_position, offset, timestamp, key, value, is_control, control_type,
-    producer_id, is_transactional, partition_leader_epoch`` (control records carry the marker name).
-    """
-    heads: list[dict] = []
-    cols: dict[str, list] = {k: [] for k in (
-        "batch_position", "offset", "timestamp", "key", "value", "is_control", "control_type", "producer_id",
-        "is_transactional", "partition_leader_epoch")}
-    for b in records.iter_batches(buf, base_position=base, decode_records=with_records):
-        if isinstance(b, records.BadBatch):
-            heads.append({"position": b.position, "error": b.reason, "raw": b.raw_slice, "size": b.length})
-            continue
-        heads.append({f: getattr(b, f) for f in _BATCH_FIELDS})
-        if not with_records:
-            continue
-        for r in b.records:
-            cols["batch_position"].append(b.position)
-            cols["offset"].append(r.offset)
-            cols["timestamp"].append(r.timestamp)
-            cols["key"].append(r.key)
-            cols["value"].append(r.value)
-            cols["is_control"].append(b.is_control)
-            cols["control_type"].append(r.control_name)
-            cols["producer_id"].append(b.producer_id)
-            cols["is_transactional"].append(b.is_transactional)
-            cols["partition_leader_epoch"].append(b.partition_leader_epoch)
-    return heads, cols
+def segment_tables(buf: bytes, base: int, *, with_records: bool = True) -> tuple[pa.RecordBatch,
+                                                                                 pa.RecordBatch | None]:
+    """Decode a byte range of a segment with the codec's Arrow batch function
+    (:func:`epochlib.records.batches_arrow`): (one row per log entry, bad ones with ``error``/``raw``;
+    one row per record, ``control_type`` as the marker name ``COMMIT``/``ABORT``/… for control records)."""
+    out = records.batches_arrow(buf, base_position=base, with_records=with_records)
+    rec = out.records
+    if rec is not None and rec.num_rows:
+        ct = rec.column("control_type")
+        names = pa.array([records.CONTROL_TYPE_NAMES.get(i) for i in range(7)], pa.string())
+        valid = pc.and_(pc.greater_equal(ct, 0), pc.less(ct, 7)).fill_null(False)
+        named = pc.if_else(valid, pc.take(names, pc.if_else(valid, ct, 0).cast(pa.int32())),
+                           pa.scalar(None, pa.string()))
+        rec = rec.set_column(rec.schema.get_field_index("control_type"), "control_type", named)
+    return out.batches, rec
 
 
 def decode_segment_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -210,60 +190,50 @@ def _decode_range(row: dict) -> Iterator[pa.RecordBatch]:
         side.add(stats_row(source, "file", 1, 1, 0))
         yield side.flush()
         return
-    heads, cols = segment_tables(buf, start)
-    n_bad = 0
-    for h in heads:
-        if h.get("error") is not None:
-            n_bad += 1
-            side.add(side_row(source, h["position"], "batch", h["error"], h.get("raw"), **_ctx(ctx)))
+    heads, rec = segment_tables(buf, start)
     del buf
+    bad = heads.filter(pc.is_valid(heads.column("error")))
+    n_bad = bad.num_rows
+    for h in bad.select(["position", "error", "raw"]).to_pylist():
+        side.add(side_row(source, h["position"], "batch", h["error"], h["raw"], **_ctx(ctx)))
     n_out = 0
     n_rec = n_rec_bad = 0
-    if cols["offset"]:
-        rec = pa.table({
-            "batch_position": pa.array(cols["batch_position"], pa.int64()),
-            "offset": pa.array(cols["offset"], pa.int64()),
-            "timestamp": pa.array(cols["timestamp"], pa.int64()),
-            "key": pa.array(cols["key"], pa.binary()),
-            "value": pa.array(cols["value"], pa.binary()),
-            "is_control": pa.array(cols["is_control"], pa.bool_()),
-            "control_type": pa.array(cols["control_type"], pa.string()),
-            "producer_id": pa.array(cols["producer_id"], pa.int64()),
-            "is_transactional": pa.array(cols["is_transactional"], pa.bool_()),
-            "partition_leader_epoch": pa.array(cols["partition_leader_epoch"], pa.int32()),
-        })
-        markers = rec.filter(pc.and_(rec["is_control"], pc.is_in(rec["control_type"],
-                                                                  pa.array(["COMMIT", "ABORT"]))))
+    if rec is not None and rec.num_rows:
+        markers = rec.filter(pc.and_(rec.column("is_control"), pc.is_in(rec.column("control_type"),
+                                                                        pa.array(["COMMIT", "ABORT"]))))
         if markers.num_rows:
+            m = markers.num_rows
             yield make_batch(WORK, {
-                "row_kind": pa.array(["marker"] * markers.num_rows),
-                "source": pa.array([source] * markers.num_rows),
-                "position": markers["batch_position"], "broker": pa.array([ctx["broker"]] * markers.num_rows,
-                                                                           pa.string()),
-                "log_partition": pa.array([ctx["log_partition"]] * markers.num_rows, pa.int32()),
-                "log_offset": markers["offset"], "record_ms": markers["timestamp"],
-                "producer_id": markers["producer_id"], "is_transactional": markers["is_transactional"],
-                "control_type": markers["control_type"],
-            }, markers.num_rows)
-        data = rec.filter(pc.invert(rec["is_control"]))
+                "row_kind": pa.array(["marker"] * m), "source": pa.array([source] * m),
+                "position": markers.column("batch_position"),
+                "broker": pa.array([ctx["broker"]] * m, pa.string()),
+                "log_partition": pa.array([ctx["log_partition"]] * m, pa.int32()),
+                "log_offset": markers.column("offset"), "record_ms": markers.column("timestamp"),
+                "producer_id": markers.column("producer_id"),
+                "is_transactional": markers.column("is_transactional"),
+                "control_type": markers.column("control_type"),
+            }, m)
+        data = rec.filter(pc.invert(rec.column("is_control")))
         if data.num_rows:
+            m = data.num_rows
             ctx_cols = {
-                "source": pa.array([source] * data.num_rows),
-                "position": data["batch_position"],
-                "broker": pa.array([ctx["broker"]] * data.num_rows, pa.string()),
-                "log_partition": pa.array([ctx["log_partition"]] * data.num_rows, pa.int32()),
-                "log_offset": data["offset"], "record_ms": data["timestamp"],
-                "batch_leader_epoch": data["partition_leader_epoch"], "producer_id": data["producer_id"],
-                "is_transactional": data["is_transactional"],
+                "source": pa.array([source] * m),
+                "position": data.column("batch_position"),
+                "broker": pa.array([ctx["broker"]] * m, pa.string()),
+                "log_partition": pa.array([ctx["log_partition"]] * m, pa.int32()),
+                "log_offset": data.column("offset"), "record_ms": data.column("timestamp"),
+                "batch_leader_epoch": data.column("partition_leader_epoch"),
+                "producer_id": data.column("producer_id"),
+                "is_transactional": data.column("is_transactional"),
             }
-            n_rec = data.num_rows
-            for out, bad, good in _decode_kv(data["key"], data["value"], ctx_cols, unit="record",
-                                             source=source):
+            n_rec = m
+            for out, nbad, good in _decode_kv(data.column("key"), data.column("value"), ctx_cols,
+                                              unit="record", source=source):
                 n_out += good
-                n_rec_bad += bad
+                n_rec_bad += nbad
                 if out is not None:
                     yield out
-    side.add(stats_row(source, "batch", len(heads), n_bad, 0))
+    side.add(stats_row(source, "batch", heads.num_rows, n_bad, 0))
     side.add(stats_row(source, "record", n_rec, n_rec_bad, n_out))
     yield side.flush()
 
