@@ -1,0 +1,171 @@
+"""Report jobs: silver Delta tables -> the three gold report tables (and ``stale_metadata_rates``).
+
+:func:`run_reports` is the one call path (CLI, notebook, tests)::
+
+    result = run_reports(spark, config, "2024-03-04", "2024-03-04")
+    result.counts   # {"stale_metadata": 3, "stale_metadata_rates": 14, "fencing_violations": 9, ...}
+
+Every report reads the silver tables of ``[from - lookback_days, to]`` (state from before the range:
+baselines, earlier commits, lineage snapshots, group records), applies the rules of
+:mod:`epochlib.rules` on the executors (grouped Arrow functions, window functions and joins; see the
+modules :mod:`.stale_metadata`, :mod:`.fencing`, :mod:`.resets`), keeps the findings whose event lies in
+``[from, to]`` and writes each table with replace-range semantics (the run's ``event_date`` partitions of
+the cluster are replaced, so a rerun gives the same rows and other dates are untouched).
+
+Finding ids are :func:`epochlib.rules.finding_id` (a hash of rule, kind, event time, subject, numbers and
+evidence): the same silver rows, range and settings give the same ids.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..config import REPORTS, Config
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..runlog import RunContext
+    from ..sink import SinkResult
+
+__all__ = ["ReportResult", "run_reports"]
+
+RATES_TABLE = "stale_metadata_rates"
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What a report run wrote.
+
+    Attributes:
+        run: the run's identity (cluster, range, run id).
+        counts: table -> rows written (the three reports' findings, and ``stale_metadata_rates`` rows
+            when ``stale_metadata`` ran) — the ``findings`` map of ``audit_runs``.
+        by_kind: table -> {(rule, kind, severity): findings}.
+        tables: table -> :class:`jobs.sink.SinkResult` of its write.
+        seconds: table -> wall time of computing and writing it.
+    """
+
+    run: RunContext
+    counts: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[str, dict[tuple[str, str, str], int]] = field(default_factory=dict)
+    tables: dict[str, SinkResult] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> int:
+        """Findings written over the three report tables."""
+        return sum(n for t, n in self.counts.items() if t in REPORTS)
+
+
+def _window(run: RunContext, config: Config) -> tuple[dt.date, dt.date]:
+    return (run.range_from - dt.timedelta(days=int(config.rules.lookback_days)), run.range_to)
+
+
+def _reports(config: Config, reports: Iterable[str] | None) -> tuple[str, ...]:
+    wanted = tuple(reports) if reports is not None else tuple(config.reports)
+    unknown = [r for r in wanted if r not in REPORTS]
+    if unknown:
+        raise ConfigError(f"unknown report(s) {', '.join(unknown)}; valid: {', '.join(REPORTS)}")
+    return tuple(r for r in REPORTS if r in wanted)
+
+
+def run_reports(
+    spark: SparkSession,
+    config: Config,
+    date_from: dt.date | str,
+    date_to: dt.date | str | None = None,
+    run: RunContext | None = None,
+    reports: Iterable[str] | None = None,
+) -> ReportResult:
+    """Compute and write the report tables for ``[date_from, date_to]``.
+
+    Args:
+        spark: the session.
+        config: output location, cluster and ``[rules]`` settings (lookback, correlation window,
+            stale grace, snapshot tolerance); ``config.reports`` when ``reports`` is None.
+        date_from, date_to: inclusive ``event_date`` range of the findings (``date_to`` defaults to
+            ``date_from``); ignored when ``run`` is given.
+        run: the run's :class:`~jobs.runlog.RunContext` (shared with ingestion); a new one by default.
+        reports: any of ``stale_metadata``, ``fencing_violations``, ``spurious_offset_resets``.
+
+    Returns:
+        A :class:`ReportResult` with per-table counts.
+
+    Raises:
+        ConfigError: an unknown report name or a bad date range. SinkError: a write failed.
+    """
+    from pyspark import StorageLevel
+
+    from ..runlog import RunContext
+    from ..sink import write_table
+    from . import _frames as fr
+    from . import fencing, resets, stale_metadata
+
+    if run is None:
+        run = RunContext.start(config, date_from, date_to)
+    wanted = _reports(config, reports)
+    window = _window(run, config)
+    rng = run.date_range
+    cluster = run.cluster
+    result = ReportResult(run=run)
+    cached: list[DataFrame] = []
+
+    def keep(df: DataFrame) -> DataFrame:
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(df)
+        return df
+
+    def write(df: DataFrame, table: str, started: float) -> None:
+        from pyspark.sql import functions as F
+
+        df = keep(df)
+        if table == RATES_TABLE:
+            result.counts[table] = df.count()
+        else:
+            kinds = df.groupBy("rule", "kind", "severity").agg(F.count(F.lit(1)).alias("n")).collect()
+            result.by_kind[table] = {(r["rule"], r["kind"], r["severity"]): int(r["n"]) for r in kinds}
+            result.counts[table] = sum(result.by_kind[table].values())
+        result.tables[table] = write_table(df, table, config=config, date_range=rng, cluster=cluster)
+        result.seconds[table] = time.perf_counter() - started
+
+    try:
+        meta_findings = None
+        lin = commits = None
+        if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
+            t0 = time.perf_counter()
+            obs = stale_metadata.observations(spark, config, cluster, window)
+            meta_findings = keep(stale_metadata.metadata_findings(obs, int(config.rules.stale_grace_ms)))
+            if "stale_metadata" in wanted:
+                write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata", t0)
+                t1 = time.perf_counter()
+                write(stale_metadata.stale_rates_frame(obs, meta_findings, rng, cluster), RATES_TABLE, t1)
+        if "fencing_violations" in wanted or "spurious_offset_resets" in wanted:
+            lin = keep(fencing.lineage(spark, config, cluster, window))
+            commits = fencing.commits(spark, config, cluster, window)
+        if "fencing_violations" in wanted:
+            t0 = time.perf_counter()
+            found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commits_df=commits)
+            write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations", t0)
+        if "spurious_offset_resets" in wanted:
+            t0 = time.perf_counter()
+            groups = fr.read_silver(spark, config, "group_metadata", cluster, window)
+            with_state = resets.with_group_state(commits, groups)
+            found = resets.resets_in_range(
+                with_state,
+                lin,
+                meta_findings,
+                rng,
+                tolerance_ms=int(config.rules.snapshot_tolerance_seconds) * 1000,
+                window_ms=int(config.rules.correlation_window_minutes) * 60_000,
+            )
+            write(resets.resets_frame(found, rng, cluster, run.run_id), "spurious_offset_resets", t0)
+    finally:
+        for df in cached:
+            df.unpersist()
+    return result

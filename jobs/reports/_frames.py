@@ -1,0 +1,313 @@
+"""Plumbing shared by the report jobs: silver rows -> rule dataclasses, findings -> rows, gold frames.
+
+Executor side (pure pyarrow, called inside ``applyInArrow`` / ``mapInArrow``):
+
+- :func:`commits_from_arrow` and friends turn one Arrow group into the :mod:`epochlib.rules` input
+  dataclasses. Timestamps arrive as epoch-millisecond longs (:func:`ms_columns` converts them in Spark
+  before the grouped call), so conversion is cheap; :func:`commits_from_arrow` is a columnar fast path
+  that must agree with ``Commit.from_row`` (a test checks it).
+- :func:`findings_table` turns ``Finding`` values into rows of :data:`FINDINGS_ARROW`, one intermediate
+  schema shared by every rule (the rule's numbers travel in a ``numbers`` map), so the outputs of all
+  rules of a report union without conversion.
+
+Driver side (plain DataFrame -> DataFrame transforms, no collect): :func:`read_silver` (missing table =
+empty frame), :func:`in_range`, :func:`dedupe`, :func:`to_gold` (the report table's columns: common finding
+columns, the report's number columns read from the map, ``event_date`` = UTC date of ``event_ts``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from epochlib.rules import (
+    BatchHeader,
+    Commit,
+    Finding,
+    GroupState,
+    MetadataObservation,
+    QuarantineRecord,
+    ReplicaSnapshot,
+)
+from epochlib.rules._model import finding_id
+
+from .. import schemas
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from ..config import Config
+
+__all__ = [
+    "FINDINGS_ARROW",
+    "batches_from_arrow",
+    "commits_from_arrow",
+    "dedupe",
+    "findings_spark_schema",
+    "findings_table",
+    "group_states_from_arrow",
+    "in_range",
+    "ms_columns",
+    "observations_from_arrow",
+    "quarantine_from_arrow",
+    "read_silver",
+    "snapshots_from_arrow",
+    "to_gold",
+]
+
+MS_PER_DAY = 86_400_000
+
+#: The intermediate form of a finding inside the report jobs (every rule's output has it).
+#: ``event_ms`` is epoch ms; ``numbers`` holds the rule's numbers by gold column name; ``dedupe_key`` /
+#: ``dedupe_order`` let a report keep one finding per key (lowest order) when the same fact is seen in
+#: several inputs (L3: one batch in several snapshots); ``group_clients`` carries the client ids of a
+#: reset's group as of the commit (M4).
+FINDINGS_ARROW = pa.schema(
+    [
+        pa.field("finding_id", pa.string()),
+        pa.field("rule", pa.string()),
+        pa.field("kind", pa.string()),
+        pa.field("severity", pa.string()),
+        pa.field("event_ms", pa.int64()),
+        pa.field("topic", pa.string()),
+        pa.field("topic_id", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("group_id", pa.string()),
+        pa.field("client_id", pa.string()),
+        pa.field("broker", pa.string()),
+        pa.field("detail", pa.string()),
+        pa.field("evidence", pa.list_(pa.string())),
+        pa.field("correlated_finding_id", pa.string()),
+        pa.field("numbers", pa.map_(pa.string(), pa.int64())),
+        pa.field("dedupe_key", pa.string()),
+        pa.field("dedupe_order", pa.int64()),
+        pa.field("group_clients", pa.list_(pa.string())),
+    ]
+)
+
+
+def findings_spark_schema() -> StructType:
+    """:data:`FINDINGS_ARROW` as a Spark schema (the return schema of every grouped rule call)."""
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(f.name, schemas.arrow_to_spark_type(f.type), True) for f in FINDINGS_ARROW])
+
+
+# ------------------------------------------------------------------------------------ executor side
+
+
+def _num(v: Any) -> int | None:
+    if v is None or isinstance(v, bool):
+        return None if v is None else int(v)
+    if isinstance(v, float):
+        return None if v != v else int(v)
+    return int(v)
+
+
+def finding_row(
+    f: Finding, *, dedupe_key: str | None = None, dedupe_order: int | None = None,
+    group_clients: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """One :data:`FINDINGS_ARROW` row of a finding (``finding_id`` = :func:`epochlib.rules.finding_id`)."""
+    return {
+        "finding_id": finding_id(f),
+        "rule": f.rule,
+        "kind": f.kind,
+        "severity": f.severity,
+        "event_ms": int(f.event_ts),
+        "topic": f.topic,
+        "topic_id": f.topic_id,
+        "partition": f.partition,
+        "group_id": f.group_id,
+        "client_id": f.client_id,
+        "broker": f.broker,
+        "detail": f.detail,
+        "evidence": list(f.evidence),
+        "correlated_finding_id": f.correlated_finding_id,
+        "numbers": [(k, _num(v)) for k, v in sorted(f.numbers.items())],
+        "dedupe_key": dedupe_key,
+        "dedupe_order": dedupe_order,
+        "group_clients": list(group_clients) if group_clients is not None else None,
+    }
+
+
+def findings_table(findings: Iterable[Finding] | Iterable[dict[str, Any]]) -> pa.Table:
+    """Findings (or rows from :func:`finding_row`) as a table in :data:`FINDINGS_ARROW`."""
+    rows = [finding_row(f) if isinstance(f, Finding) else f for f in findings]
+    return pa.Table.from_pylist(rows, schema=FINDINGS_ARROW)
+
+
+def _col(table: pa.Table, name: str, n: int) -> list[Any]:
+    return table.column(name).to_pylist() if name in table.column_names else [None] * n
+
+
+def commits_from_arrow(table: pa.Table) -> list[Commit]:
+    """``offset_commits`` rows (timestamps as ms longs) as :class:`Commit` values, column by column.
+
+    Equivalent to ``Commit.from_row`` on each row (tested), about 5x faster on large groups."""
+    n = table.num_rows
+    c = {name: _col(table, name, n) for name in (
+        "group_id", "topic", "partition", "committed_offset", "leader_epoch", "commit_ts", "event_ts",
+        "is_tombstone", "txn_state", "log_partition", "log_offset", "producer_id", "source_kind", "source",
+        "position")}  # fmt: skip
+    return [
+        Commit(str(g), str(t), int(p), o, e, cts, ets, bool(tomb), txn or "none", lp, lo, pid, sk, src, pos)
+        for g, t, p, o, e, cts, ets, tomb, txn, lp, lo, pid, sk, src, pos in zip(*c.values(), strict=True)
+    ]
+
+
+def _from_rows(cls: Any, table: pa.Table) -> list[Any]:
+    return [cls.from_row(r) for r in table.to_pylist()]
+
+
+def snapshots_from_arrow(table: pa.Table) -> list[ReplicaSnapshot]:
+    """``epoch_lineage`` rows as :class:`ReplicaSnapshot` values (input order)."""
+    return _from_rows(ReplicaSnapshot, table)
+
+
+def batches_from_arrow(table: pa.Table) -> list[BatchHeader]:
+    return _from_rows(BatchHeader, table)
+
+
+def observations_from_arrow(table: pa.Table) -> list[MetadataObservation]:
+    return _from_rows(MetadataObservation, table)
+
+
+def group_states_from_arrow(table: pa.Table) -> list[GroupState]:
+    return _from_rows(GroupState, table)
+
+
+def quarantine_from_arrow(table: pa.Table) -> list[QuarantineRecord]:
+    return _from_rows(QuarantineRecord, table)
+
+
+def commit_log_order(c: Commit) -> tuple:
+    """``__consumer_offsets`` log order of one group's commits (all in one log partition): the log
+    offset; rows without one (text dumps without offsets) by commit time, after, then input position."""
+    lo = c.log_offset
+    return (lo is None, lo if lo is not None else 0, c.ts, c.source or "", c.position or 0)
+
+
+def snapshot_order(s: ReplicaSnapshot) -> tuple:
+    return (s.snapshot_ts, s.broker, s.source or "")
+
+
+# -------------------------------------------------------------------------------------- driver side
+
+
+def ms_columns(df: DataFrame, names: Iterable[str]) -> DataFrame:
+    """Replace timestamp columns by epoch-millisecond longs (what the rule dataclasses take)."""
+    from pyspark.sql import functions as F
+
+    for name in names:
+        if name in df.columns:
+            df = df.withColumn(name, F.unix_millis(F.col(name)))
+    return df
+
+
+def date_of_ms(ms: Column) -> Column:
+    """UTC date of an epoch-ms column, independent of the session time zone."""
+    from pyspark.sql import functions as F
+
+    return F.date_from_unix_date(F.floor(ms / F.lit(MS_PER_DAY)).cast("int"))
+
+
+def read_silver(
+    spark: SparkSession, config: Config, table: str, cluster: str, date_range: tuple[dt.date, dt.date]
+) -> DataFrame:
+    """The rows of a silver (or operational) table for ``cluster`` in ``date_range``; an empty frame in
+    the table's schema when the table does not exist yet (no such evidence was ever ingested)."""
+    from ..errors import SinkError
+    from ..sink import read_table
+
+    try:
+        return read_table(spark, table, config, cluster=cluster, date_range=date_range)
+    except SinkError as exc:
+        if not str(exc).startswith("no Delta table"):
+            raise
+    except Exception as exc:  # delta-spark: a missing path is an AnalysisException
+        if "PATH_NOT_FOUND" not in str(exc) and "is not a Delta table" not in str(exc):
+            raise
+    return spark.createDataFrame([], schemas.spark_schema(table))
+
+
+def in_range(findings: DataFrame, date_range: tuple[dt.date, dt.date]) -> DataFrame:
+    """Only findings whose event's UTC date lies in the run's range."""
+    from pyspark.sql import functions as F
+
+    d = date_of_ms(F.col("event_ms"))
+    return findings.where(d.between(F.lit(date_range[0]), F.lit(date_range[1])))
+
+
+def dedupe(findings: DataFrame) -> DataFrame:
+    """One row per ``finding_id``, and one per ``dedupe_key`` (the lowest ``dedupe_order``, ties by id)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w_id = Window.partitionBy("finding_id").orderBy(F.col("correlated_finding_id").asc_nulls_last())
+    out = findings.withColumn("_n", F.row_number().over(w_id)).where(F.col("_n") == 1).drop("_n")
+    keyed = F.coalesce(F.col("dedupe_key"), F.col("finding_id"))
+    w_key = Window.partitionBy(keyed).orderBy(F.col("dedupe_order").asc_nulls_last(), F.col("finding_id"))
+    return out.withColumn("_n", F.row_number().over(w_key)).where(F.col("_n") == 1).drop("_n")
+
+
+def to_gold(findings: DataFrame, table: str, cluster: str, run_id: str, extra: dict[str, Column] | None = None) -> DataFrame:
+    """The report table's columns: the common finding columns, then each number column of ``table`` read
+    from ``numbers`` (absent = null), ``extra`` overriding any column (e.g. ``classification``)."""
+    from pyspark.sql import functions as F
+
+    extra = extra or {}
+    common = {c.name for c in schemas.FINDING_COLUMNS}
+    cols: list[Column] = []
+    for c in schemas.GOLD_TABLES[table]:
+        stype = schemas.arrow_to_spark_type(c.type)
+        if c.name in extra:
+            col = extra[c.name].cast(stype)
+        elif c.name == "cluster":
+            col = F.lit(cluster)
+        elif c.name == "run_id":
+            col = F.lit(run_id)
+        elif c.name == "event_date":
+            col = date_of_ms(F.col("event_ms"))
+        elif c.name == "event_ts":
+            col = F.timestamp_millis(F.col("event_ms"))
+        elif c.name in common:
+            col = F.col(c.name).cast(stype)
+        else:
+            col = F.col("numbers").getItem(c.name).cast(stype)
+        cols.append(col.alias(c.name))
+    return findings.select(*cols)
+
+
+def arrow_group_fn(fn: Callable[[pa.Table], Iterable[Any]]) -> Callable[[pa.Table], pa.Table]:
+    """Wrap ``fn(table) -> findings or rows`` as a ``groupBy().applyInArrow`` function returning
+    :data:`FINDINGS_ARROW` tables."""
+
+    def run(table: pa.Table) -> pa.Table:
+        return findings_table(fn(table))
+
+    return run
+
+
+def arrow_cogroup_fn(fn: Callable[[pa.Table, pa.Table], Iterable[Any]]) -> Callable[[pa.Table, pa.Table], pa.Table]:
+    """Wrap ``fn(left, right) -> findings or rows`` as a ``cogroup().applyInArrow`` function."""
+
+    def run(left: pa.Table, right: pa.Table) -> pa.Table:
+        return findings_table(fn(left, right))
+
+    return run
+
+
+def arrow_map_fn(fn: Callable[[pa.Table], Iterable[Any]]) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+    """Wrap ``fn(table) -> findings`` as a ``mapInArrow`` function (per input batch)."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        for b in batches:
+            out = findings_table(fn(pa.Table.from_batches([b])))
+            yield from out.to_batches()
+
+    return run

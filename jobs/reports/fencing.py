@@ -1,0 +1,217 @@
+"""The ``fencing_violations`` report: L1, L2, L3, L5, D1, D2, F2, F4 (F5 inside F2/F4).
+
+How each rule runs (all on the executors, over silver rows of ``[from - lookback, to]``):
+
+========  ===============================================================  ==============================
+rule      Spark shape                                                      epochlib function
+========  ===============================================================  ==============================
+L1        ``quarantine`` rows of ``leader-epoch-checkpoint`` files,         ``check_checkpoint_unreadable``
+          ``mapInArrow`` (a file without ``snapshot=`` in its path is
+          dated at its quarantine row's ``event_date``)
+L2        ``epoch_lineage`` rows, ``mapInArrow`` (one snapshot per row)    ``check_lineage_monotonic``
+L5        ``epoch_lineage.groupBy(broker, topic, partition)``              ``check_lineage_history``
+          ``.applyInArrow`` (snapshots by time)
+L3        ``epoch_lineage`` cogrouped with ``record_batches`` by           ``check_batch_epochs``
+          (broker, topic, partition, snapshot_ts): the batches of a
+          snapshot against that snapshot's lineage (an empty lineage
+          when its checkpoint was unreadable: only the regression check)
+D1, D2    ``epoch_lineage.groupBy(topic, partition).applyInArrow``,        ``check_replica_divergence``
+          rounds within ``snapshot_tolerance_seconds``
+F2, F4    ``offset_commits`` (txn_state none/committed, tombstones kept)   ``check_commit_fencing`` +
+          cogrouped with ``epoch_lineage`` by (topic, partition); inside,  ``make_lineage_lookup``
+          one sequence per group in ``__consumer_offsets`` log order and
+          one lineage lookup per partition (rounds within the tolerance)
+========  ===============================================================  ==============================
+
+L3 sees one batch in every snapshot whose segments still hold it: it is reported once, from the
+earliest snapshot that shows it (``dedupe_key`` broker/topic/partition/base offset/kind).
+Findings are written for events in ``[from, to]`` only (``event_date`` per DESIGN.md: snapshot time for
+L1/L2/L5/D1/D2, the batch's max timestamp for L3, the commit's time for F2/F4).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from epochlib.rules import (
+    ReplicaSnapshot,
+    check_batch_epochs,
+    check_checkpoint_unreadable,
+    check_commit_fencing,
+    check_lineage_history,
+    check_lineage_monotonic,
+    check_replica_divergence,
+    make_lineage_lookup,
+)
+
+from . import _frames as fr
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..config import Config
+
+__all__ = ["commits", "fencing_findings", "fencing_frame", "lineage"]
+
+_LINEAGE_COLUMNS = (
+    "broker", "snapshot_ts", "topic", "partition", "topic_id", "entries", "checkpoint_version",
+    "log_start_offset", "high_watermark", "recovery_point", "log_end_offset", "source",
+)  # fmt: skip
+_COMMIT_COLUMNS = (
+    "group_id", "topic", "partition", "committed_offset", "leader_epoch", "commit_ts", "event_ts",
+    "is_tombstone", "txn_state", "log_partition", "log_offset", "producer_id", "source_kind", "source",
+    "position",
+)  # fmt: skip
+_BATCH_COLUMNS = (
+    "broker", "snapshot_ts", "topic", "partition", "source", "position", "base_offset", "last_offset",
+    "partition_leader_epoch", "magic", "is_transactional", "is_control", "producer_id", "records_count",
+    "max_timestamp", "event_ts",
+)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------- inputs
+
+
+def lineage(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> DataFrame:
+    """``epoch_lineage`` rows of the window, ``snapshot_ts`` as epoch ms."""
+    df = fr.read_silver(spark, config, "epoch_lineage", cluster, window).select(*_LINEAGE_COLUMNS)
+    return fr.ms_columns(df, ("snapshot_ts",))
+
+
+def commits(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> DataFrame:
+    """Live ``offset_commits`` rows of the window (txn_state none/committed; tombstones kept: they end
+    sequences), times as epoch ms."""
+    from pyspark.sql import functions as F
+
+    df = fr.read_silver(spark, config, "offset_commits", cluster, window).select(*_COMMIT_COLUMNS)
+    live = F.coalesce(F.col("txn_state"), F.lit("none")).isin("none", "committed")
+    return fr.ms_columns(df.where(live), ("commit_ts", "event_ts"))
+
+
+# --------------------------------------------------------------------------------- executor functions
+
+
+def _snapshots(table: pa.Table) -> list[ReplicaSnapshot]:
+    snaps = fr.snapshots_from_arrow(table)
+    snaps.sort(key=fr.snapshot_order)
+    return snaps
+
+
+def _l1(table: pa.Table) -> list[Any]:
+    out = []
+    for rec, day in zip(fr.quarantine_from_arrow(table), table.column("event_date").to_pylist(), strict=True):
+        fallback = (day - dt.date(1970, 1, 1)).days * fr.MS_PER_DAY if day is not None else None
+        out += check_checkpoint_unreadable(rec, fallback_ts=fallback)
+    return out
+
+
+def _l2(table: pa.Table) -> list[Any]:
+    out = []
+    for s in fr.snapshots_from_arrow(table):
+        out += check_lineage_monotonic(s)
+    return out
+
+
+def _l5(table: pa.Table) -> list[Any]:
+    return check_lineage_history(_snapshots(table))
+
+
+def _l3(snap_table: pa.Table, batch_table: pa.Table) -> list[dict[str, Any]]:
+    if batch_table.num_rows == 0:
+        return []
+    batches = fr.batches_from_arrow(batch_table)
+    batches.sort(key=lambda b: (b.base_offset, b.source or "", b.position or 0))
+    snaps = _snapshots(snap_table)
+    if snaps:
+        snap = snaps[-1]
+    else:  # the checkpoint of this snapshot was unreadable (L1): no lineage, only the regression check
+        b = batches[0]
+        snap = ReplicaSnapshot(broker=b.broker, snapshot_ts=b.snapshot_ts or 0, topic=b.topic, partition=b.partition)
+    rows = []
+    for f in check_batch_epochs(snap, batches):
+        key = f"{f.broker}/{f.topic}/{f.partition}/{f.numbers.get('base_offset')}/{f.kind}"
+        rows.append(fr.finding_row(f, dedupe_key=key, dedupe_order=snap.snapshot_ts))
+    return rows
+
+
+def _divergence(table: pa.Table, tolerance_ms: int) -> list[Any]:
+    return check_replica_divergence(_snapshots(table), tolerance_ms=tolerance_ms)
+
+
+def _commit_sequences(table: pa.Table) -> list[list[Any]]:
+    """One partition's live commits split per group, each in log order."""
+    by_group: dict[str, list[Any]] = defaultdict(list)
+    for c in fr.commits_from_arrow(table):
+        by_group[c.group_id].append(c)
+    return [sorted(seq, key=fr.commit_log_order) for _, seq in sorted(by_group.items())]
+
+
+def _f24(commit_table: pa.Table, snap_table: pa.Table, tolerance_ms: int) -> list[Any]:
+    if commit_table.num_rows == 0:
+        return []
+    lookup = make_lineage_lookup(_snapshots(snap_table), tolerance_ms) if snap_table.num_rows else None
+    out = []
+    for seq in _commit_sequences(commit_table):
+        out += check_commit_fencing(seq, lookup)
+    return out
+
+
+# ---------------------------------------------------------------------------------------- the report
+
+
+def fencing_findings(
+    spark: SparkSession,
+    config: Config,
+    cluster: str,
+    window: tuple[dt.date, dt.date],
+    *,
+    lineage_df: DataFrame | None = None,
+    commits_df: DataFrame | None = None,
+) -> DataFrame:
+    """Every fencing finding (FINDINGS schema) over the window's evidence, in range or not."""
+    from pyspark.sql import functions as F
+
+    schema = fr.findings_spark_schema()
+    tol = int(config.rules.snapshot_tolerance_seconds) * 1000
+    lin = lineage_df if lineage_df is not None else lineage(spark, config, cluster, window)
+    com = commits_df if commits_df is not None else commits(spark, config, cluster, window)
+
+    quarantine = fr.read_silver(spark, config, "quarantine", cluster, window).where(
+        (F.col("source_kind") == "logdirs") & F.col("source").endswith("leader-epoch-checkpoint")
+    )
+    l1 = quarantine.select("source", "reason", "source_kind", "position", "unit", "event_date").mapInArrow(
+        fr.arrow_map_fn(_l1), schema
+    )
+    l2 = lin.mapInArrow(fr.arrow_map_fn(_l2), schema)
+    l5 = lin.groupBy("broker", "topic", "partition").applyInArrow(fr.arrow_group_fn(_l5), schema)
+    batches = fr.ms_columns(
+        fr.read_silver(spark, config, "record_batches", cluster, window).select(*_BATCH_COLUMNS),
+        ("snapshot_ts", "max_timestamp", "event_ts"),
+    )
+    keys = ["broker", "topic", "partition", "snapshot_ts"]
+    l3 = (
+        lin.groupBy(*keys)
+        .cogroup(batches.groupBy(*keys))
+        .applyInArrow(fr.arrow_cogroup_fn(_l3), schema)
+    )
+    d12 = lin.groupBy("topic", "partition").applyInArrow(
+        fr.arrow_group_fn(partial(_divergence, tolerance_ms=tol)), schema
+    )
+    f24 = (
+        com.groupBy("topic", "partition")
+        .cogroup(lin.groupBy("topic", "partition"))
+        .applyInArrow(fr.arrow_cogroup_fn(partial(_f24, tolerance_ms=tol)), schema)
+    )
+    return l1.unionByName(l2).unionByName(l5).unionByName(l3).unionByName(d12).unionByName(f24)
+
+
+def fencing_frame(findings: DataFrame, date_range: tuple[dt.date, dt.date], cluster: str, run_id: str) -> DataFrame:
+    """The ``fencing_violations`` gold rows (events in the range, one row per finding; duplicates are
+    removed before the range filter, so an L3 batch first seen in a snapshot before the range is not
+    reported again from a later one)."""
+    return fr.to_gold(fr.in_range(fr.dedupe(findings), date_range), "fencing_violations", cluster, run_id)

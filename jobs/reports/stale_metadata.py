@@ -1,0 +1,165 @@
+"""The ``stale_metadata`` report (M1, M2, M3) and its ``stale_metadata_rates`` companion.
+
+How it runs (no driver loops; every rule call is a grouped Arrow function on the executors):
+
+- ``metadata_observations`` of ``[from - lookback, to]``, timestamps as epoch ms, the all-zero topic id
+  read as "no id" (as :class:`~epochlib.rules.MetadataObservation` does);
+- **M1 + M3** (:func:`~epochlib.rules.check_client_metadata`): ``groupBy(client_id, topic_key)
+  .applyInArrow``. ``topic_key`` is the topic name; a response that carries only a topic id gets the name
+  other responses gave for that id (a broadcast join on the distinct id -> name pairs), else the id, so
+  M1's per-(client, topic id, partition) baseline and M3's per-(client, name) id history both live in one
+  group;
+- **M2** (:func:`~epochlib.rules.check_broker_staleness`): ``groupBy(partition_key, partition)
+  .applyInArrow`` with ``partition_key`` = ``id:<topic id>`` (v10+), else ``name:<topic>``, across all
+  clients and brokers (the rule's own keying). ``stale_grace_ms`` comes from the config. (The optional
+  cluster-metadata token of the rule has no silver column, so it is not compared here.)
+- inside each group the rows are sorted by (capture time, source, position, partition) so ties are
+  ordered the same way on every run;
+- findings of events inside ``[from, to]`` are written (replace-range); earlier observations only seed
+  the baselines;
+- **rates**: per UTC capture date, per broker and per client: distinct responses (capture pointer =
+  file + line/frame, as :func:`~epochlib.rules.stale_rates`), distinct responses with at least one M2
+  finding, and their ratio — a Spark aggregation joined on the M2 findings' first evidence pointer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import partial
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from epochlib.rules import check_broker_staleness, check_client_metadata
+
+from . import _frames as fr
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from ..config import Config
+
+__all__ = ["metadata_findings", "observations", "stale_rates_frame", "stale_metadata_frame"]
+
+_ZERO_IDS = ("AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000", "")
+_OBS_COLUMNS = (
+    "capture_ts", "client_id", "broker", "api_version", "correlation_id", "topic", "topic_id", "partition",
+    "leader_id", "leader_epoch", "replicas", "isr", "topic_error", "partition_error", "source", "position",
+    "event_ts",
+)  # fmt: skip
+
+
+def observations(
+    spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]
+) -> DataFrame:
+    """Observations of the read window with epoch-ms times and ``tid`` (normalised topic id)."""
+    from pyspark.sql import functions as F
+
+    df = fr.read_silver(spark, config, "metadata_observations", cluster, window)
+    df = fr.ms_columns(df.select(*_OBS_COLUMNS), ("capture_ts", "event_ts"))
+    tid = F.when(F.col("topic_id").isin(*_ZERO_IDS), F.lit(None)).otherwise(F.col("topic_id"))
+    return (
+        df.where(F.col("partition").isNotNull())
+        .withColumn("capture_ts", F.coalesce("capture_ts", "event_ts"))
+        .withColumn("tid", tid)
+    )
+
+
+def _sorted_obs(table: pa.Table):
+    obs = fr.observations_from_arrow(table)
+    obs.sort(key=lambda o: (o.capture_ts, o.source or "", o.position or 0, o.partition))
+    return obs
+
+
+def _m13(table: pa.Table):
+    return check_client_metadata(_sorted_obs(table))
+
+
+def _m2(table: pa.Table, grace_ms: int):
+    return check_broker_staleness(_sorted_obs(table), grace_ms=grace_ms)
+
+
+def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
+    """M1, M2 and M3 findings (FINDINGS schema) over every observation given, in or before the range."""
+    from pyspark.sql import functions as F
+
+    schema = fr.findings_spark_schema()
+    names = (
+        obs.where(F.col("tid").isNotNull() & F.col("topic").isNotNull())
+        .groupBy(F.col("tid").alias("_tid"))
+        .agg(F.min("topic").alias("_name"))
+    )
+    keyed = obs.join(F.broadcast(names), obs["tid"] == names["_tid"], "left").withColumn(
+        "topic_key", F.coalesce(F.col("topic"), F.col("_name"), F.col("tid"))
+    )
+    cols = [*_OBS_COLUMNS]
+    m13 = (
+        keyed.select(*cols, "topic_key")
+        .groupBy("client_id", "topic_key")
+        .applyInArrow(fr.arrow_group_fn(_m13), schema)
+    )
+    pkey = F.coalesce(F.concat(F.lit("id:"), F.col("tid")), F.concat(F.lit("name:"), F.col("topic")))
+    m2 = (
+        obs.select(*cols, pkey.alias("partition_key"))
+        .groupBy("partition_key", "partition")
+        .applyInArrow(fr.arrow_group_fn(partial(_m2, grace_ms=grace_ms)), schema)
+    )
+    return m13.unionByName(m2)
+
+
+def stale_metadata_frame(findings: DataFrame, date_range: tuple[dt.date, dt.date], cluster: str, run_id: str) -> DataFrame:
+    """The ``stale_metadata`` gold rows: M1/M2/M3 findings of events in the range."""
+    return fr.to_gold(fr.dedupe(fr.in_range(findings, date_range)), "stale_metadata", cluster, run_id)
+
+
+def capture_pointer_col() -> Column:
+    """Spark form of :func:`epochlib.rules._model.capture_pointer` (how M2 evidence names a response)."""
+    from pyspark.sql import functions as F
+
+    src = F.coalesce(F.col("source"), F.lit("?"))
+    text = src.endswith(".jsonl") | src.endswith(".json") | src.endswith(".txt")
+    unit = F.when(text, F.lit("line")).otherwise(F.lit("frame"))
+    pos = F.coalesce(F.col("position").cast("string"), F.lit("?"))
+    return F.concat(F.lit("capture:"), src, F.lit(" "), unit, F.lit(" "), pos)
+
+
+def stale_rates_frame(
+    obs: DataFrame, findings: DataFrame, date_range: tuple[dt.date, dt.date], cluster: str
+) -> DataFrame:
+    """``stale_metadata_rates`` rows for the capture dates in the range (per broker, per client)."""
+    from pyspark.sql import functions as F
+
+    date = fr.date_of_ms(F.col("capture_ts"))
+    resp = (
+        obs.select(date.alias("event_date"), "broker", "client_id", capture_pointer_col().alias("ptr"))
+        .where(F.col("event_date").between(F.lit(date_range[0]), F.lit(date_range[1])))
+        .distinct()
+    )
+    stale = (
+        findings.where(F.col("rule") == "M2")
+        .select(F.col("evidence").getItem(0).alias("ptr"))
+        .where(F.col("ptr").isNotNull())
+        .distinct()
+        .withColumn("is_stale", F.lit(True))
+    )
+    flagged = resp.join(stale, "ptr", "left")
+    per = []
+    for dim, col in (("broker", "broker"), ("client", "client_id")):
+        per.append(
+            flagged.groupBy("event_date", F.col(col).alias("subject"))
+            .agg(
+                F.countDistinct("ptr").alias("responses"),
+                F.countDistinct(F.when(F.col("is_stale"), F.col("ptr"))).alias("stale_responses"),
+            )
+            .withColumn("dimension", F.lit(dim))
+        )
+    rates = per[0].unionByName(per[1])
+    return rates.select(
+        F.lit(cluster).alias("cluster"),
+        "event_date",
+        "dimension",
+        "subject",
+        F.col("responses").cast("long").alias("responses"),
+        F.col("stale_responses").cast("long").alias("stale_responses"),
+        (F.col("stale_responses") / F.col("responses")).cast("double").alias("stale_rate"),
+    )

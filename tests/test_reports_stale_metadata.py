@@ -1,0 +1,99 @@
+"""The stale_metadata report (M1, M2, M3) and stale_metadata_rates, on tiny silver tables."""
+
+from __future__ import annotations
+
+import pytest
+from test_reports_frames import DAY, PREV, Silver, kinds, ms
+
+from epochlib.rules import MetadataObservation, check_broker_staleness, check_client_metadata, stale_rates
+from jobs.reports import run_reports
+
+pytestmark = pytest.mark.spark
+
+_pos = iter(range(1, 10_000))
+
+
+def obs(t: int, client: str, broker: str, topic: str, epoch: int, *, tid: str | None = None, part: int = 0,
+        replicas=(1, 2, 3), version: int = 12) -> dict:  # fmt: skip
+    return dict(capture_ts=t, client_id=client, broker=broker, api_version=version, correlation_id=next(_pos),
+                topic=topic, topic_id=tid, partition=part, leader_id=replicas[0], leader_epoch=epoch,
+                replicas=list(replicas), isr=list(replicas), topic_error=0, partition_error=0,
+                source="/cap/a.jsonl", position=next(_pos))  # fmt: skip
+
+
+def scenario() -> list[dict]:
+    return [
+        # before the range: c1 learns epoch 5 of t-0, then is served epoch 3 (M1 + M2 before the range)
+        obs(ms(PREV, 12), "c1", "b1:9092", "t", 5, tid="TID1"),
+        obs(ms(PREV, 13), "c1", "b2:9092", "t", 3, tid="TID1"),
+        # in the range: b2 serves c1 epoch 4 (M1, and M2: epoch 5 was seen 13 h earlier)
+        obs(ms(DAY, 1), "c1", "b2:9092", "t", 4, tid="TID1"),
+        # c2 never saw epoch 5: M2 only
+        obs(ms(DAY, 2), "c2", "b2:9092", "t", 4, tid="TID1"),
+        # topic r re-created (R1 -> R2, epochs restart: no finding), then R1 served again: M3
+        obs(ms(DAY, 3), "c1", "b1:9092", "r", 7, tid="R1"),
+        obs(ms(DAY, 4), "c1", "b1:9092", "r", 0, tid="R2"),
+        obs(ms(DAY, 5), "c1", "b3:9092", "r", 7, tid="R1"),
+        # no ids (v9): drop to 0 with a new replica set = possible re-creation (info), not M1/M2
+        obs(ms(DAY, 6), "c3", "b1:9092", "n", 6, version=9),
+        obs(ms(DAY, 7), "c3", "b1:9092", "n", 0, replicas=(4, 5, 6), version=9),
+        # clean: monotone and equal epochs, epoch -1 (v6) is not comparable
+        obs(ms(DAY, 8), "c4", "b1:9092", "u", 2, tid="U1"),
+        obs(ms(DAY, 8, 5), "c4", "b2:9092", "u", 2, tid="U1"),
+        obs(ms(DAY, 8, 10), "c4", "b3:9092", "u", -1, tid=None, version=6),
+        obs(ms(DAY, 8, 15), "c4", "b1:9092", "u", 3, tid="U1"),
+        # within the grace: epoch 2 first seen 500 ms before another client is served 1 (no finding)
+        obs(ms(DAY, 9), "c5", "b1:9092", "t", 2, tid="TID1", part=1),
+        obs(ms(DAY, 9, 0, 0, 500), "c6", "b2:9092", "t", 1, tid="TID1", part=1),
+    ]
+
+
+def oracle(rows: list[dict]):
+    """The epochlib rules run directly on the same rows (what Spark must reproduce)."""
+    o = [MetadataObservation.from_row(r) for r in rows]
+    o.sort(key=lambda x: (x.capture_ts, x.source or "", x.position or 0, x.partition))
+    return check_client_metadata(o) + check_broker_staleness(o, grace_ms=1000), o
+
+
+def test_stale_metadata_findings_and_rates(spark, tmp_path) -> None:
+    silver = Silver(tmp_path)
+    rows = scenario()
+    silver.write("metadata_observations", rows)
+    res = run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
+    got = silver.gold("stale_metadata")
+    assert kinds(got) == [
+        ("M1", "client_epoch_regression", "warning", DAY),
+        ("M2", "broker_served_stale", "warning", DAY),
+        ("M2", "broker_served_stale", "warning", DAY),
+        ("M3", "possible_topic_recreation", "info", DAY),
+        ("M3", "topic_id_regression", "error", DAY),
+    ]
+    m1 = next(r for r in got if r["rule"] == "M1")
+    assert (m1["client_id"], m1["broker"], m1["served_epoch"], m1["cached_epoch"]) == ("c1", "b2:9092", 4, 5)
+    assert m1["staleness_ms"] == ms(DAY, 1) - ms(PREV, 12)  # the baseline comes from before the range
+    assert m1["topic_id"] == "TID1" and m1["evidence"][0].startswith("capture:/cap/a.jsonl line ")
+    assert sorted(r["client_id"] for r in got if r["rule"] == "M2") == ["c1", "c2"]
+    assert {r["cluster"] for r in got} == {"c1"} and len({r["run_id"] for r in got}) == 1
+    # exactly the in-range findings the rules give on the same rows, same ids
+    found, o = oracle(rows)
+    want = {f.id for f in found if f.event_ts >= ms(DAY)}
+    assert {r["finding_id"] for r in got} == want
+    assert res.counts["stale_metadata"] == 5
+    assert res.by_kind["stale_metadata"][("M1", "client_epoch_regression", "warning")] == 1
+
+    # rates: per broker and per client, for the range's dates only, as epochlib's stale_rates
+    rates = silver.gold("stale_metadata_rates")
+    expected = stale_rates([x for x in o if x.capture_ts >= ms(DAY)], found)
+    assert sorted((r["event_date"], r["dimension"], r["subject"], r["responses"], r["stale_responses"],
+                   r["stale_rate"]) for r in rates) == sorted(
+        (e["event_date"], e["dimension"], e["subject"], e["responses"], e["stale_responses"], e["stale_rate"])
+        for e in expected)  # fmt: skip
+    b2 = next(r for r in rates if r["subject"] == "b2:9092")
+    assert (b2["responses"], b2["stale_responses"]) == (4, 2)
+    assert res.counts["stale_metadata_rates"] == len(rates)
+
+    # a rerun replaces the range: identical rows and ids
+    run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
+    again = silver.gold("stale_metadata")
+    strip = [{k: v for k, v in r.items() if k != "run_id"} for r in again]
+    assert strip == [{k: v for k, v in r.items() if k != "run_id"} for r in got]
