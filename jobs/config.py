@@ -54,8 +54,9 @@ REPORTS: tuple[str, ...] = ("stale_metadata", "fencing_violations", "spurious_of
 BACKENDS: tuple[str, ...] = ("auto", "delta-spark", "delta-rs")
 Backend = Literal["auto", "delta-spark", "delta-rs"]
 
-#: The embedded default configuration (the demo's), beside the package in the source tree.
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "local.toml"
+#: The embedded default configuration (the demo's). It ships inside the package so a plain
+#: ``pip install`` (no source tree) still has it; ``conf/local.toml`` is a link to this file.
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "local.toml"
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
