@@ -107,7 +107,7 @@ def test_every_key_in_shipped_configs_is_commented() -> None:
 def test_default_config_resolves_against_the_working_directory(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     cfg = default_config()
-    assert cfg.output.root == str(tmp_path / "epoch-audit-output")
+    assert cfg.output.root == str(tmp_path / "epoch-audit-demo" / "tables")
     assert cfg.inputs.offsets == str(tmp_path / "epoch-audit-demo" / "offsets")
     assert cfg.spark.master == "local[*]"
 
