@@ -108,7 +108,7 @@ def test_default_config_resolves_against_the_working_directory(tmp_path: Path, m
     monkeypatch.chdir(tmp_path)
     cfg = default_config()
     assert cfg.output.root == str(tmp_path / "epoch-audit-demo" / "tables")
-    assert cfg.inputs.offsets == str(tmp_path / "epoch-audit-demo" / "offsets")
+    assert cfg.inputs.offsets == str(tmp_path / "epoch-audit-demo" / "inputs" / "offsets")
     assert cfg.spark.master == "local[*]"
 
 
