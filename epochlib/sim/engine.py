@@ -228,7 +228,10 @@ class Sim(Incidents):
         self._make_topic("reports", small, t, True)
         self._make_topic("inventory", small, t, True)
         self._make_topic("shipments", small, t, True)
-        self._make_topic("audit-trail", n, t, False)
+        a = sc.anomalies
+        lineage_incidents = (a.stale_epoch_batches + a.unknown_epoch_batches + a.corrupt_checkpoints
+                             + a.non_monotonic_checkpoints + a.lineage_rewrites + a.replica_conflicts)
+        self._make_topic("audit-trail", max(n, lineage_incidents + 1), t, False)  # no consumers: lineage incidents
         for i in range(sc.bulk_topics):
             self._make_topic(f"bulk-{i:02d}", n, t, True)
         self._group("orders-processor", ["orders"])
@@ -248,6 +251,8 @@ class Sim(Incidents):
             self.olog_epoch[p] = self.rng.randint(0, 6)
             self.olog[p] = SegmentLog(self.out / "offsets" / f"broker={b}" / f"__consumer_offsets-{p}",
                                       sc.offsets_segment_bytes)  # fmt: skip
+        for p in self.topic_parts["inventory"]:
+            p.claimed = True  # reserved for the topic re-creation incident
         # clean data segments on a few consumed partitions
         pool = [p for p in self._all_parts() if p.consumed and p.topic in ("orders", "clicks", "payments")]
         for p in self.rng.sample(pool, min(sc.data_segment_partitions, len(pool))):
@@ -275,8 +280,8 @@ class Sim(Incidents):
             n += 1
 
     def _client(self, cid: str, topics: list[str], n: int, group: str | None = None) -> Client:
-        r = self.rng.random()
-        version = 12 if r < 0.75 else 9 if r < 0.9 else self.rng.choice([1, 5])
+        # mostly v12 (topic ids), every 6th client v9 (epochs, no ids), every 9th an old v1/v5 (no epochs)
+        version = 9 if n % 6 == 3 else self.rng.choice([1, 5]) if n % 9 == 5 else 12
         style = "pcap" if self.rng.random() < self.sc.pcap_fraction else self.rng.choice("ab")
         return Client(cid, topics, version, f"10.2.{n // 250}.{n % 250 + 1}", 40000 + n, style, group)
 
@@ -633,10 +638,14 @@ class Sim(Incidents):
         """M1/M2/M3 by the rule text over every captured response, in capture order."""
         if c.version < 7:
             return
+        m3_seen: set[str] = set()
         for name, tid, idx, epoch, replicas in obs:
             if c.version >= 10:
                 ids = self.m_ids.setdefault((c.client_id, name), [])
                 if ids and tid != ids[-1] and tid in ids:
+                    if name in m3_seen:
+                        continue
+                    m3_seen.add(name)
                     self._truth("M3", "topic_id_regression", t, f"served topic id {tid} after {ids[-1]}",
                                 topic=name, topic_id=tid, client_id=c.client_id, broker=b, newest_topic_id=ids[-1])
                     continue

@@ -54,20 +54,25 @@ class Incidents:
         self.write_group_metadata(g)
         self.at(self.now + g.interval // 3, self.tick, g)
 
-    def _early_elections(self, p: Part, n: int = 2) -> None:
-        for j in range(n):
-            self.at(self.t0 + (10 + 10 * j) * MIN, self.clean_election, p)
+    def _elections_before(self, p: Part, t: int) -> None:
+        """Two clean elections shortly before ``t``, so the lineage has interior entries then."""
+        for lead in (45 * MIN, 30 * MIN):
+            self.at(max(self.t0 + MIN, t - lead), self.clean_election, p)
 
     # ------------------------------------------------------------------ unclean election (+ D1)
 
     def plan_unclean(self, d1: bool) -> None:
-        p = self._claim(lambda p: len(p.replicas) >= 3 and not p.segments, topics=("orders", "clicks"))
+        # on "orders": its groups include one that seeks to the beginning on truncation (S1 over_rewind)
+        p = self._claim(lambda p: len(p.replicas) >= 3 and not p.segments, topics=("orders",))
         if p is None:
             return
-        i = self._slot(need_after=1 if d1 else 0)
-        lo, hi = self.bounds[i] + 20 * MIN, self.bounds[i + 1] - 20 * MIN
-        span = hi - lo
-        t_a, t_b, t_c = lo, lo + span // 3, lo + 2 * span // 3
+        # The OSR replica falls behind and the ISR changes leader before snapshot round bounds[i] (so that
+        # round records the epoch the unclean election later truncates away: L5 lineage_truncated); the
+        # unclean election runs inside interval i; a D1 follower stays divergent for two more rounds.
+        i = self._slot(need_after=2 if d1 else 0, first=1)
+        r, hi = self.bounds[i], self.bounds[i + 1] - 20 * MIN
+        t_a, t_b = r - 50 * MIN, r - 25 * MIN
+        t_c = r + 20 * MIN + (hi - r - 20 * MIN) // 2
         t_d = t_c + min(5 * MIN, (hi - t_c) // 2)
         self.watch.setdefault(p.tp, []).append((self.bounds[i], self.bounds[i + 1]))
         self.at(t_a, self.unclean_a, p, t_b, t_c, t_d, d1)
@@ -200,7 +205,7 @@ class Incidents:
         self.commit_member(g, p.tp, new, p.epoch_at(new))
 
     def plan_stale_broker_only(self) -> None:
-        p = self._claim(lambda p: len(p.replicas) >= 2 and not p.segments)
+        p = self._claim(lambda p: len(p.replicas) >= 2 and not p.segments, topics=CONSUMED + ("reports", "shipments"))
         if p is None:
             return
         n = len(self.clients)
@@ -218,11 +223,9 @@ class Incidents:
     # ------------------------------------------------------------------ topic re-creation (+ M3)
 
     def plan_recreation(self, with_m3: bool) -> None:
-        name = "inventory"
-        if any(p.claimed for p in self.topic_parts[name]) or len(self.bounds) < 3:
-            return
-        for p in self.topic_parts[name]:
-            p.claimed = True
+        name = "inventory"  # reserved for this incident at setup
+        if self.topic_versions[name][-1].t != self.t0 or len(self.bounds) < 3:
+            return  # one re-creation per run
         i = self._slot(first=1)
         r = self.bounds[i]
         groups = [g for g in self.groups.values() if name in g.topics]
@@ -452,9 +455,10 @@ class Incidents:
         p = self._audit_part(lambda p: not p.segments)
         if p is None or len(self.bounds) < 3:
             return
-        self._early_elections(p)
         b = next(b for b in p.replicas if b != p.leader)
-        self.at(self._slot_time(self._slot(first=1)), self.rewrite_lineage, p, b)
+        i = self._slot(first=1)
+        self._elections_before(p, self.bounds[i])  # before the snapshot that shows the original lineage
+        self.at(self._slot_time(i), self.rewrite_lineage, p, b)
 
     def rewrite_lineage(self, p: Part, b: int) -> None:
         ents = list(p.caches[b].entries)
@@ -465,9 +469,9 @@ class Incidents:
         p = self._audit_part(lambda p: not p.segments and len(p.replicas) < len(self.brokers))
         if p is None:
             return
-        self._early_elections(p)
         i = self._slot()
         r = self.bounds[i + 1]
+        self._elections_before(p, r - 30 * MIN)
         self.at(r - 30 * MIN, self.add_conflicting_replica, p)
         self.at(r + 10 * MIN, self.remove_extra_replica, p)
 
