@@ -110,7 +110,9 @@ scenario_presets: dict[str, Scenario] = {
     "accuracy-3": Scenario(
         name="accuracy-3", seed=303, start="2024-06-30", days=1.5, brokers=3, partitions=8, commits=25_000,
         snapshot_interval_hours=2.0, codecs=(("zstd", 0.5), ("gzip", 0.5)), clean_elections=4,
+        # 3 brokers with RF 3: no spare broker for the D2 reassignment, so no replica conflict here.
         anomalies=Anomalies(unclean_elections=3, unresolved_divergence=2, retention_resets=2, operator_resets=2,
+                            replica_conflicts=0,
                             stale_epoch_commits=2, epoch_drops=2, unknown_epoch_commits=2, lineage_rewrites=2,
                             non_monotonic_checkpoints=2, unknown_epoch_batches=2),
     ),
