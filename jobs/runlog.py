@@ -212,13 +212,14 @@ def audit_run_table(
     status: str = "succeeded",
     finished_at: dt.datetime | None = None,
 ) -> pa.Table:
-    """The ``audit_runs`` rows of a run: one per source kind given (each kind at most once); when none
-    is given, one row with ``source_kind`` null so the run and its finding counts are still recorded."""
+    """The ``audit_runs`` rows of a run: one per (source kind, unit) given — a source kind can count
+    several units, e.g. segment batches and dump lines — each pair at most once; when none is given,
+    one row with ``source_kind`` null so the run and its finding counts are still recorded."""
     _check("status", status, STATUSES)
     counts = list(counts)
-    kinds = [c.source_kind for c in counts]
+    kinds = [(c.source_kind, c.unit) for c in counts]
     if len(set(kinds)) != len(kinds):
-        raise ValueError(f"source kinds repeated in audit counts: {kinds}")
+        raise ValueError(f"(source kind, unit) repeated in audit counts: {kinds}")
     finished = finished_at or _utcnow()
     found = sorted((str(k), int(v)) for k, v in (findings or {}).items())
     base = {

@@ -228,10 +228,7 @@ def run_ingestion(
                          units_read=r)
             for (k, u), (r, b, o) in sorted(totals.items()))
         if write_audit and counts:
-            import pyarrow as pa
-
-            audit = pa.concat_tables([audit_run_table(run, [c]) for c in counts])
-            tables["audit_runs"] = write_audit_runs(audit, config)
+            tables["audit_runs"] = write_audit_runs(audit_run_table(run, counts), config)
     finally:
         for w in works.values():
             w.unpersist()
