@@ -247,46 +247,7 @@ def _ctx(ctx: dict) -> dict:
 
 def _decode_offsets(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
     """The codec's batch function (:func:`epochlib.coordinator.decode_offsets_arrow`)."""
-    fn = getattr(coordinator, "decode_offsets_arrow", None)
-    if fn is not None:
-        return fn(keys, values)
-    return _decode_offsets_reference(keys, values)  # pragma: no cover - until the batch function lands
-
-
-def _decode_offsets_reference(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
-    cols: dict[str, list] = {k: [] for k in (
-        "record_type", "value_version", "is_tombstone", "group_id", "topic", "partition", "committed_offset",
-        "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "error")}
-    for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True):
-        try:
-            r = coordinator.decode_record(k, v)
-        except Exception as e:  # noqa: BLE001
-            r, err = None, getattr(e, "reason", str(e))
-        else:
-            err = None
-        cols["error"].append(err)
-        cols["record_type"].append(None if r is None else r.record_type)
-        cols["value_version"].append(None if r is None else r.value_version)
-        cols["is_tombstone"].append(None if r is None else r.is_tombstone)
-        cols["group_id"].append(None if r is None else r.group)
-        for c, a in (("topic", "topic"), ("partition", "partition"), ("committed_offset", "offset"),
-                     ("leader_epoch", "leader_epoch"), ("metadata", "metadata"),
-                     ("commit_timestamp", "commit_timestamp"), ("expire_timestamp", "expire_timestamp")):
-            cols[c].append(None if r is None else getattr(r, a))
-    return pa.RecordBatch.from_pydict({
-        "record_type": pa.array(cols["record_type"], pa.int16()),
-        "value_version": pa.array(cols["value_version"], pa.int16()),
-        "is_tombstone": pa.array(cols["is_tombstone"], pa.bool_()),
-        "group_id": pa.array(cols["group_id"], pa.string()),
-        "topic": pa.array(cols["topic"], pa.string()),
-        "partition": pa.array(cols["partition"], pa.int32()),
-        "committed_offset": pa.array(cols["committed_offset"], pa.int64()),
-        "leader_epoch": pa.array(cols["leader_epoch"], pa.int32()),
-        "metadata": pa.array(cols["metadata"], pa.string()),
-        "commit_timestamp": pa.array(cols["commit_timestamp"], pa.int64()),
-        "expire_timestamp": pa.array(cols["expire_timestamp"], pa.int64()),
-        "error": pa.array(cols["error"], pa.string()),
-    })
+    return coordinator.decode_offsets_arrow(keys, values)
 
 
 def _decode_kv(keys, values, ctx_cols: dict[str, Any], *, unit: str, source: str,
