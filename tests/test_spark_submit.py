@@ -98,7 +98,7 @@ def test_delta_adds_package_and_sql_settings(tmp_path):
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.xfail(reports_result_mismatch(), strict=True,
-                   reason="jobs/audit.py: ReportsResult.findings is an int; run_audit must read .counts")
+                   reason="jobs/audit.py: ReportResult.findings is an int; run_audit must read .counts")
 def test_real_run_on_local_spark(tmp_path):
     conf = _config(tmp_path, write_tiny_inputs(tmp_path / "in"))
     res = _run("--conf", str(conf), "--from", "2024-03-01", "--", "--master", "local[1]",
