@@ -139,3 +139,20 @@ def test_d1_follower_lineage_decides_the_point_when_lower():
     ]
     (f,) = check_replica_divergence(r, 1000)
     assert f.numbers["truncation_point"] == 90 and f.numbers["records_affected"] == 30
+
+
+def test_d1_follower_high_watermark_stands_in_for_an_unknown_log_end():
+    # snapshots without segments: only replication-offset-checkpoint (HW <= LEO) bounds the log end
+    def hw(broker, ts, entries, hw_):
+        return ReplicaSnapshot(
+            broker=str(broker), snapshot_ts=ts, topic="t", partition=0,
+            entries=tuple(EpochEntry(e, s) for e, s in entries), high_watermark=hw_,
+        )  # fmt: skip
+
+    r = [hw(1, t, LEADER, 180) for t in (0, 10_000)] + [hw(2, t, STALE, 130) for t in (0, 10_000)]
+    (f,) = check_replica_divergence(r, 1000)
+    assert f.kind == "replica_divergence_unresolved" and f.broker == "2" and f.event_ts == 10_000
+    assert f.numbers["truncation_point"] == 100 and f.numbers["records_affected"] == 30
+    # a follower HW at the point proves nothing
+    r = [hw(1, t, LEADER, 180) for t in (0, 10_000)] + [hw(2, t, STALE, 100) for t in (0, 10_000)]
+    assert check_replica_divergence(r, 1000) == []

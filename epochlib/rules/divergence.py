@@ -90,7 +90,12 @@ def _d2_round(replicas: list[ReplicaSnapshot]) -> list[tuple[tuple, Finding]]:
 def _d1_point(leader: ReplicaSnapshot, follower: ReplicaSnapshot) -> tuple[int, int, int] | None:
     """(E', truncation point, follower LEO) when the follower holds offsets past the truncation
     point; None when it does not, or the comparison cannot be made."""
-    if leader.log_end_offset is None or follower.log_end_offset is None:
+    # The follower's LEO, else its high watermark (replication-offset-checkpoint): HW <= LEO, so a HW
+    # above the point proves the divergent suffix too (and the offsets it gives are a lower bound). The
+    # leader's LEO is never needed: the follower's latest epoch is below the leader's, so endOffsetFor
+    # answers with the start of the leader's next epoch.
+    f_leo = follower.log_end_offset if follower.log_end_offset is not None else follower.high_watermark
+    if f_leo is None:
         return None
     lc, fc = leader.repaired_cache(), follower.repaired_cache()
     f_latest = fc.latest_epoch
@@ -98,13 +103,14 @@ def _d1_point(leader: ReplicaSnapshot, follower: ReplicaSnapshot) -> tuple[int, 
         return None
     if f_latest == lc.latest_epoch:
         return None  # same current epoch: the follower's data came from this leader (skew, not divergence)
-    e2, end = lc.end_offset_for(f_latest, leader.log_end_offset)
+    leader_leo = leader.log_end_offset if leader.log_end_offset is not None else -1
+    e2, end = lc.end_offset_for(f_latest, leader_leo)
     if e2 < 0 or end < 0:
         return None
-    _, f_end = fc.end_offset_for(e2, follower.log_end_offset)
+    _, f_end = fc.end_offset_for(e2, f_leo)
     point = end if f_end < 0 else min(end, f_end)
-    if follower.log_end_offset > point:
-        return (e2, point, follower.log_end_offset)
+    if f_leo > point:
+        return (e2, point, f_leo)
     return None
 
 
@@ -125,7 +131,8 @@ def check_replica_divergence(
     explained by that replica's own retention (truncateFromStart), not a conflict; the leader is the
     highest epoch, ties broken by the higher LEO then the lower broker id; a follower whose latest epoch
     equals the leader's is never divergent (its data came from that leader; LEO differences are snapshot
-    skew); D1 needs both LEOs; each condition is reported once, at the first round that proves it, so a
+    skew); D1 needs the follower's LEO or, failing that, its high watermark (a lower bound of the LEO:
+    ``log_end_offset``/``records_affected`` are then lower bounds too); each condition is reported once, at the first round that proves it, so a
     persisting condition is not repeated every round: a D2 conflict (broker pair, epoch, both starts)
     once per call, a D1 condition (follower, E', point) again only after it had resolved.
     """
