@@ -16,6 +16,7 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -79,7 +80,7 @@ def _say(quiet: bool) -> Callable[[str], None]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.version_option(package_name="epoch-audit")
-def main(debug: bool) -> None:
+def cli(debug: bool) -> None:
     """Audit epoch consistency in Apache Kafka clusters (stale metadata, fencing violations,
     spurious offset resets) and write the findings as Delta tables."""
 
@@ -112,7 +113,7 @@ def _session(config: Any) -> Any:
                                  extra_conf=dict(config.spark.conf))
 
 
-@main.command()
+@cli.command()
 @click.option("--conf", "conf", type=click.Path(dir_okay=False), help="TOML config (default: conf/local.toml).")
 @click.option("--from", "date_from", required=True, metavar="YYYY-MM-DD", help="First UTC date (inclusive).")
 @click.option("--to", "date_to", metavar="YYYY-MM-DD", help="Last UTC date (inclusive; default: --from).")
@@ -150,7 +151,7 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
 # ----------------------------------------------------------------------------------------------- demo
 
 
-@main.command()
+@cli.command()
 @click.option("--out", "out", type=click.Path(file_okay=False), default="epoch-audit-demo", show_default=True,
               help="Folder for the simulated inputs and the output tables.")
 @click.option("--preset", default="demo", show_default=True, help="Simulator scenario preset.")
@@ -191,7 +192,7 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
 # --------------------------------------------------------------------------------------------- decode
 
 
-@main.command()
+@cli.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kind", type=click.Choice(["segment", "leader-epoch-checkpoint", "offset-checkpoint",
                                            "partition-metadata", "pcap", "jsonl", "parquet", "text-dump"]),
@@ -217,7 +218,7 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
 # ------------------------------------------------------------------------------------------- simulate
 
 
-@main.command()
+@cli.command()
 @click.option("--preset", default="demo", show_default=True, help="Scenario preset (demo, accuracy-1..3, bench).")
 @click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Folder to write inputs to.")
 @click.option("--commits", type=int, help="Override the number of offset commits.")
@@ -242,7 +243,7 @@ def simulate(preset: str, out: str, commits: int | None, seed: int | None) -> No
 # --------------------------------------------------------------------------------------------- report
 
 
-@main.command()
+@cli.command()
 @click.option("--conf", "conf", type=click.Path(dir_okay=False), help="TOML config (default: conf/local.toml).")
 @click.option("--from", "date_from", required=True, metavar="YYYY-MM-DD")
 @click.option("--to", "date_to", metavar="YYYY-MM-DD")
@@ -274,6 +275,24 @@ def _topic_partition(text: str) -> tuple[str, int]:
     if not sep or not topic or not part.isdigit():
         raise ConfigError(f"--partition expects TOPIC:PARTITION, got {text!r}")
     return topic, int(part)
+
+
+def main() -> None:
+    """Console-script entry: run the command, then leave at once with its exit code.
+
+    Native reader/writer thread pools (pyarrow, delta-rs) can still be tearing down during normal
+    interpreter shutdown and abort the process with "terminate called without an active exception"
+    (exit 134; delta-rs#2184, arrow#34314), turning a finished run into a failure. Everything is
+    written and flushed by then (Delta commits are synchronous), so skip that teardown.
+    """
+    try:
+        cli.main(prog_name="epoch-audit")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

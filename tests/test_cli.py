@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from epochlib import coordinator, records
 from epochlib.checkpoint import format_leader_epoch_checkpoint
-from jobs.cli import EXIT_INPUT, EXIT_USAGE, main
+from jobs.cli import EXIT_INPUT, EXIT_USAGE, cli
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ root = "{root}"
 
 
 def test_help_lists_every_subcommand(runner: CliRunner) -> None:
-    res = runner.invoke(main, ["--help"])
+    res = runner.invoke(cli, ["--help"])
     assert res.exit_code == 0
     for cmd in ("run", "demo", "decode", "simulate", "report"):
         assert cmd in res.output
@@ -46,7 +46,7 @@ def test_help_lists_every_subcommand(runner: CliRunner) -> None:
 ])
 def test_run_rejects_invalid_date_ranges(runner: CliRunner, tmp_path: Path, dates: list[str], needle: str) -> None:
     conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
-    res = runner.invoke(main, ["run", "--conf", str(conf), *dates])
+    res = runner.invoke(cli, ["run", "--conf", str(conf), *dates])
     assert res.exit_code == EXIT_USAGE
     assert "error" in res.output and needle in res.output
     assert "Traceback" not in res.output
@@ -54,40 +54,40 @@ def test_run_rejects_invalid_date_ranges(runner: CliRunner, tmp_path: Path, date
 
 def test_run_bad_config_is_one_line_exit_2(runner: CliRunner, tmp_path: Path) -> None:
     conf = _conf(tmp_path, 'cluster = "c1"\n[output]\nroot = "x"\n[rules]\nlookbak_days = 2\n')
-    res = runner.invoke(main, ["run", "--conf", str(conf), "--from", "2024-03-04"])
+    res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04"])
     assert res.exit_code == EXIT_USAGE
     assert "lookbak_days" in res.output
     assert len(res.output.strip().splitlines()) == 1
 
 
 def test_run_missing_config_file(runner: CliRunner, tmp_path: Path) -> None:
-    res = runner.invoke(main, ["run", "--conf", str(tmp_path / "nope.toml"), "--from", "2024-03-04"])
+    res = runner.invoke(cli, ["run", "--conf", str(tmp_path / "nope.toml"), "--from", "2024-03-04"])
     assert res.exit_code == EXIT_USAGE and "not found" in res.output
 
 
 def test_run_missing_input_path_exit_3(runner: CliRunner, tmp_path: Path) -> None:
     conf = _conf(tmp_path, GOOD.format(offsets=tmp_path / "missing", root=tmp_path / "out"))
-    res = runner.invoke(main, ["run", "--conf", str(conf), "--from", "2024-03-04"])
+    res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04"])
     assert res.exit_code == EXIT_INPUT
     assert "does not exist" in res.output and "missing" in res.output
 
 
 def test_run_flag_overrides_input_path(runner: CliRunner, tmp_path: Path) -> None:
     conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
-    res = runner.invoke(main, ["run", "--conf", str(conf), "--from", "2024-03-04",
+    res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04",
                                "--metadata", str(tmp_path / "no-captures")])
     assert res.exit_code == EXIT_INPUT and "--metadata" in res.output
 
 
 def test_report_rejects_bad_partition_flag(runner: CliRunner, tmp_path: Path) -> None:
     conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
-    res = runner.invoke(main, ["report", "--conf", str(conf), "--from", "2024-03-04", "--html",
+    res = runner.invoke(cli, ["report", "--conf", str(conf), "--from", "2024-03-04", "--html",
                                str(tmp_path / "r.html"), "--partition", "orders"])
     assert res.exit_code == EXIT_USAGE
 
 
 def test_simulate_unknown_preset(runner: CliRunner, tmp_path: Path) -> None:
-    res = runner.invoke(main, ["simulate", "--preset", "nope", "--out", str(tmp_path)])
+    res = runner.invoke(cli, ["simulate", "--preset", "nope", "--out", str(tmp_path)])
     assert res.exit_code == EXIT_USAGE and "nope" in res.output
 
 
@@ -110,7 +110,7 @@ def _segment(tmp_path: Path) -> Path:
 
 
 def test_decode_segment_prints_batches_records_and_errors(runner: CliRunner, tmp_path: Path) -> None:
-    res = runner.invoke(main, ["decode", str(_segment(tmp_path))])
+    res = runner.invoke(cli, ["decode", str(_segment(tmp_path))])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.output.splitlines()]
     kinds = [r["type"] for r in rows]
@@ -128,7 +128,7 @@ def test_decode_segment_prints_batches_records_and_errors(runner: CliRunner, tmp
 def test_decode_checkpoint_reports_line_of_a_bad_entry(runner: CliRunner, tmp_path: Path) -> None:
     p = tmp_path / "leader-epoch-checkpoint"
     p.write_text(format_leader_epoch_checkpoint([(0, 0), (2, 10)]).replace("2 10", "2 ten"))
-    res = runner.invoke(main, ["decode", str(p)])
+    res = runner.invoke(cli, ["decode", str(p)])
     assert res.exit_code == 0
     row = json.loads(res.output)
     assert row["type"] == "error" and row["unit"] == "line" and row["position"] == 4
@@ -137,13 +137,13 @@ def test_decode_checkpoint_reports_line_of_a_bad_entry(runner: CliRunner, tmp_pa
 def test_decode_unknown_file_is_input_error(runner: CliRunner, tmp_path: Path) -> None:
     p = tmp_path / "notes.bin"
     p.write_bytes(b"\x00\x01hello")
-    res = runner.invoke(main, ["decode", str(p)])
+    res = runner.invoke(cli, ["decode", str(p)])
     assert res.exit_code == EXIT_INPUT and "--kind" in res.output
 
 
 def test_decode_real_broker_segment(runner: CliRunner, real_data: Path) -> None:
     seg = real_data / "kraft-single-broker-2024" / "__consumer_offsets-0" / "00000000000000000000.log"
-    res = runner.invoke(main, ["decode", str(seg)])
+    res = runner.invoke(cli, ["decode", str(seg)])
     assert res.exit_code == 0
     rows = [json.loads(line) for line in res.output.splitlines()]
     assert not [r for r in rows if r["type"] == "error"]
