@@ -140,7 +140,8 @@ def run_audit(
             counts = result.ingest.counts
             result.timings["ingest"] = time.perf_counter() - t0
             for c in counts:
-                say(f"ingest: {c.source_kind:<8} {c.units_read:>10,} {c.unit}s read, {c.units_decoded:,} decoded, "
+                units = "batches" if c.unit == "batch" else f"{c.unit}s"
+                say(f"ingest: {c.source_kind:<8} {c.units_read:>10,} {units} read, {c.units_decoded:,} decoded, "
                     f"{c.units_quarantined:,} quarantined, {c.records_decoded:,} records")
         if wanted:
             t1 = time.perf_counter()
