@@ -166,3 +166,22 @@ def test_divergence_compares_only_offsets_both_replicas_hold():
     forked = [_lane(1, [(0, 0), (4, 170)], 260), _lane(2, [(0, 0), (3, 180)], 230)]
     assert divergences(forked) == [(170, 180, "broker 1: epoch 4, broker 2: epoch 0"),
                                    (180, 230, "broker 1: epoch 4, broker 2: epoch 3")]
+
+
+@pytest.mark.spark
+def test_lineage_from_spark_written_table(spark, tmp_path):
+    """Spark-staged files committed by delta-rs carry integer statistics only: the lineage filter on
+    topic (a string) must still find the rows."""
+    from jobs.sink import write_table
+
+    cfg = Config(cluster="c1", output=Output(root=str(tmp_path / "tables")))
+    rows = _table("epoch_lineage", [
+        {"cluster": "c1", "event_date": D1, "broker": b, "snapshot_ts": _ts(D1, 6), "topic": "orders",
+         "partition": 0, "entries": [{"epoch": 0, "start_offset": 0}, {"epoch": 2, "start_offset": 100}],
+         "log_start_offset": 0, "log_end_offset": 150, "source": f"b{b}", "event_ts": _ts(D1, 6)} for b in (1, 2)])
+    df = spark.createDataFrame(rows.to_pylist(), schema=schemas.spark_schema("epoch_lineage"))
+    write_table(df, "epoch_lineage", config=cfg, date_range=(D1, D1), backend="delta-rs")
+    text = write_html_report(cfg, D1, D1, tmp_path / "r.html", partitions=[("orders", 0)]).read_text()
+    section = text.split('id="lineage-orders-0"')[1].split("</section>")[0]
+    assert "<svg" in section and "broker 2, snapshot 2024-03-01 06:00:00: epoch 2, offsets 100–149" in section
+    assert 'class="ok"' in section
