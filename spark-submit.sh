@@ -232,7 +232,8 @@ import sys
 
 from jobs.cli import main
 
-main(args=["run", *sys.argv[1:]], prog_name="epoch-audit")
+sys.argv = ["epoch-audit", "run", *sys.argv[1:]]
+main()  # the console-script entry: exits with the command's code
 EOF
 
 job_args=(--conf "$conf" --from "$date_from" --to "$date_to")

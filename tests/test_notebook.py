@@ -144,23 +144,8 @@ def test_notebook_calls_run_audit_and_displays_findings(spark, tmp_path, monkeyp
     assert [(r.finding_id, r.group_id, list(r.evidence)) for r in rows] == [("f1", "g1", ["commits.jsonl line 3"])]
 
 
-def reports_result_mismatch() -> bool:
-    """jobs.audit reads ``ReportResult.findings`` (an int count) as the per-table dict (``.counts``)."""
-    import inspect
-
-    try:
-        from jobs import audit, reports
-    except ImportError:
-        return False
-    result_cls = getattr(reports, "ReportResult", None) or getattr(reports, "ReportsResult", None)
-    return (isinstance(getattr(result_cls, "findings", None), property)
-            and 'getattr(result.reports, "findings"' in inspect.getsource(audit.run_audit))
-
-
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.xfail(reports_result_mismatch(), strict=True,
-                   reason="jobs/audit.py: ReportResult.findings is an int; run_audit must read .counts")
 def test_notebook_end_to_end_on_tiny_input(spark, tmp_path):
     """The real run_audit on generated inputs: silver + report tables written, every report displayed."""
     pytest.importorskip("jobs.reports", reason="report jobs not landed yet")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_notebook import reports_result_mismatch, write_tiny_inputs
+from test_notebook import write_tiny_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "spark-submit.sh"
@@ -97,8 +97,6 @@ def test_delta_adds_package_and_sql_settings(tmp_path):
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.xfail(reports_result_mismatch(), strict=True,
-                   reason="jobs/audit.py: ReportResult.findings is an int; run_audit must read .counts")
 def test_real_run_on_local_spark(tmp_path):
     conf = _config(tmp_path, write_tiny_inputs(tmp_path / "in"))
     res = _run("--conf", str(conf), "--from", "2024-03-01", "--", "--master", "local[1]",
