@@ -18,7 +18,7 @@ Two back ends (DESIGN.md "Delta"):
     1. Spark writes Parquet files in parallel into ``<table>/_staging/<token>/cluster=…/event_date=…/``
        (``_``-prefixed, so no Delta reader or vacuum ever looks there);
     2. the driver lists them, checks their partition values against the run's cluster and range, reads
-       each file's *footer* (row count and integer min/max/null counts for Delta statistics), and moves
+       each file's *footer* (its row count: the Delta statistics, see :func:`_footer_stats`), and moves
        (renames) them to ``<table>/cluster=…/event_date=…/<token>-<name>``; a manifest of the moves is
        written first so a crash here can be undone;
     3. the driver commits **one** Delta transaction with delta-rs
@@ -35,8 +35,8 @@ Two back ends (DESIGN.md "Delta"):
 
     Trade-offs: on object stores (S3/GCS) a move is a server-side copy, not a rename (still no data
     through the driver); footers are read one per file on the driver (metadata only, a thread pool);
-    timestamp min/max are not recorded in the statistics (only integers), so Delta readers prune
-    ``event_ts`` filters by partition only.
+    files carry no column min/max statistics (see :func:`_footer_stats` for why), so readers skip data
+    by the ``cluster``/``event_date`` partitions only.
 
 Small tables (a few thousand rows: audit_runs, rates) may skip Spark: :func:`write_small` writes a
 ``pyarrow.Table`` with ``deltalake.write_deltalake`` (``mode="overwrite"`` + ``predicate``).
@@ -96,7 +96,6 @@ STAGING_DIR = "_staging"
 _MANIFEST = "_moves.json"
 _COMMIT_KEY = "epochAudit.staging"
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-_INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 
 
 @dataclass(frozen=True)
@@ -534,11 +533,10 @@ def _add_actions(
     from deltalake.transaction import AddAction
 
     _, staging_path = _filesystem(staged.staging)
-    int_cols = {f.name for f in schema if f.type in _INT_TYPES}
 
     def one(f: _StagedFile) -> AddAction:
         meta = pq.read_metadata(f"{staging_path}/{f.rel}", filesystem=fs)
-        stats = _footer_stats(meta, int_cols)
+        stats = _footer_stats(meta)
         return AddAction(
             f.final_rel(staged.token), f.size, dict(f.partition_values), f.mtime_ms, True, json.dumps(stats)
         )
@@ -547,40 +545,16 @@ def _add_actions(
         return list(pool.map(one, staged.files))
 
 
-def _footer_stats(meta: Any, int_cols: set[str]) -> dict[str, Any]:
-    """Delta per-file statistics from a Parquet footer: numRecords, and nullCount/min/max of the
-    top-level integer columns (exact in Parquet; other types are left out rather than approximated)."""
-    stats: dict[str, Any] = {"numRecords": meta.num_rows}
-    mins: dict[str, int] = {}
-    maxs: dict[str, int] = {}
-    nulls: dict[str, int] = {}
-    schema = meta.schema
-    for i in range(meta.num_columns):
-        path = schema.column(i).path
-        if path not in int_cols:
-            continue
-        lo = hi = None
-        n = 0
-        ok = True
-        for rg in range(meta.num_row_groups):
-            st = meta.row_group(rg).column(i).statistics
-            if st is None or not st.has_null_count:
-                ok = False
-                break
-            n += st.null_count
-            if st.has_min_max:
-                lo = st.min if lo is None else min(lo, st.min)
-                hi = st.max if hi is None else max(hi, st.max)
-        if not ok:
-            continue
-        nulls[path] = n
-        if lo is not None:
-            mins[path], maxs[path] = int(lo), int(hi)
-    if nulls:
-        stats["nullCount"] = nulls
-    if mins:
-        stats["minValues"], stats["maxValues"] = mins, maxs
-    return stats
+def _footer_stats(meta: Any) -> dict[str, Any]:
+    """Delta per-file statistics from a Parquet footer: ``numRecords`` only, on purpose.
+
+    delta-rs (1.x, its pyarrow dataset) treats a column that has no min/max in a file's statistics as
+    all-null as soon as *other* columns have them, so a reader filtering on such a column — e.g.
+    ``rule = 'F2'`` when only integer columns had stats — silently got 0 rows. Exact min/max for every
+    column (strings, timestamps, booleans, nested) is not worth that risk: partition pruning on
+    ``cluster``/``event_date`` does the real skipping for this job's reads.
+    """
+    return {"numRecords": meta.num_rows}
 
 
 def _move_into_table(staged: _Staged, fs: pafs.FileSystem, base: str, options: SinkOptions) -> None:
