@@ -266,7 +266,9 @@ def report(conf: str | None, date_from: str, date_to: str | None, output_root: s
     if html:
         from .html_report import write_html_report
 
-        path = write_html_report(config, start, end, Path(html), partitions=subjects)
+        # Catalog tables (Databricks) can only be read through Spark; path tables need no JVM.
+        spark = _session(config) if config.output.root is None else None
+        path = write_html_report(config, start, end, Path(html), partitions=subjects, spark=spark)
         click.echo(f"HTML report: {path}")
 
 

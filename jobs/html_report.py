@@ -132,7 +132,7 @@ def _load(config: Config, table: str, start: dt.date, end: dt.date, *, spark: Sp
           where: Mapping[str, Any] | None = None) -> pa.Table | None:
     """Rows of ``table`` for the cluster and range (and ``where`` equalities); None when it does not exist."""
     from .errors import SinkError
-    from .sink import read_table, read_table_arrow, table_location
+    from .sink import read_table, read_table_arrow
 
     try:
         if config.output.root is None:  # catalog tables: only Spark can read them
@@ -144,51 +144,9 @@ def _load(config: Config, table: str, start: dt.date, end: dt.date, *, spark: Sp
             for col, value in (where or {}).items():
                 df = df.where(F.col(col) == value)
             return df.toArrow()
-        if not where:
-            return read_table_arrow(table, config, cluster=config.cluster, date_range=(start, end))
-        # The equalities are applied while scanning the range's Parquet files (row groups pruned by their
-        # footers' statistics), so a big silver table such as epoch_lineage is never loaded whole. The
-        # files are listed by delta-rs (partition pruning only): its own row filters rely on the Delta
-        # log's column statistics, which the Spark-staged commit path records for integer columns only,
-        # and a string equality against a file without statistics wrongly matches nothing.
-        from deltalake import DeltaTable
-
-        location = table_location(table, config)
-        for hadoop in ("s3a://", "s3n://"):
-            if location.startswith(hadoop):
-                location = "s3://" + location[len(hadoop):]
-        try:
-            dtable = DeltaTable(location, storage_options=dict(config.output.storage_options) or None)
-        except Exception:  # TableNotFoundError and friends: no table yet
-            return None
-        cluster = config.cluster.replace("'", "''")
-        uris = dtable.file_uris(file_pruning_predicate=(
-            f"cluster = '{cluster}' AND event_date >= '{start.isoformat()}' AND event_date <= '{end.isoformat()}'"))
-        return _scan(uris, table, where)
+        return read_table_arrow(table, config, cluster=config.cluster, date_range=(start, end), where=where)
     except SinkError:
         return None
-
-
-def _scan(uris: list[str], table: str, where: Mapping[str, Any]) -> pa.Table:
-    """Rows of the Parquet files ``uris`` (data columns of ``table``) where every ``column == value``."""
-    import pyarrow.dataset as ds
-    import pyarrow.fs as pafs
-
-    from .schemas import PARTITION_BY, arrow_schema
-
-    schema = pa.schema([f for f in arrow_schema(table) if f.name not in PARTITION_BY])
-    if not uris:
-        return schema.empty_table()
-    filesystem = None
-    paths = uris
-    if "://" in uris[0]:
-        filesystem, _ = pafs.FileSystem.from_uri(uris[0])
-        paths = [pafs.FileSystem.from_uri(u)[1] for u in uris]
-    condition = None
-    for col, value in where.items():
-        term = ds.field(col) == value
-        condition = term if condition is None else condition & term
-    return ds.dataset(paths, schema=schema, format="parquet", filesystem=filesystem).to_table(filter=condition)
 
 
 def _rows(table: pa.Table | None, columns: Sequence[str]) -> list[dict[str, Any]]:

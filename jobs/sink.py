@@ -748,8 +748,10 @@ def read_table_arrow(
     target: str | None = None,
     cluster: str | None = None,
     date_range: tuple[dt.date | str, dt.date | str] | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> pa.Table:
-    """The live rows of a path table through delta-rs alone (into driver memory: tests, small tables)."""
+    """The live rows of a path table through delta-rs alone (into driver memory: tests, small tables,
+    one partition's lineage). ``where`` adds ``column == value`` conditions, applied while scanning."""
     tgt = _target(table, config, target, cluster, None)
     if tgt.is_catalog:
         raise SinkError(f"{tgt.location} is a catalog table: use read_table with a Spark session")
@@ -764,6 +766,8 @@ def read_table_arrow(
     if date_range is not None:
         d0, d1 = parse_date_range(*date_range)
         wanted = wanted & (pads.field("event_date") >= d0) & (pads.field("event_date") <= d1)
+    for column, value in (where or {}).items():
+        wanted = wanted & (pads.field(column) == value)
     # One reader thread on purpose: pyarrow's scanner pool can still be tearing down when Python exits,
     # which aborts the process ("terminate called without an active exception", exit 134; delta-rs#2184,
     # arrow#34314) - 3 in 20 CLI runs here did. These reads are small (findings, tests).
