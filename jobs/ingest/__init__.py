@@ -7,8 +7,10 @@
 1. discovery lists the configured input roots (driver: names and sizes only, :mod:`.discover`);
 2. executors decode the files through ``mapInArrow`` into per-kind *work* rows (:mod:`.offsets`,
    :mod:`.textdumps`, :mod:`.logdirs`, :mod:`.metadata`), which are persisted once and shaped into
-   ``offset_commits``, ``group_metadata``, ``record_batches``, ``epoch_lineage`` and
-   ``metadata_observations``;
+   ``group_metadata``, ``record_batches``, ``epoch_lineage`` and ``metadata_observations``. The
+   high-volume ``offset_commits`` do not go through the work rows: a separate commit pass decodes them
+   straight into their silver shape and streams them to the sink, while the offsets work rows keep only
+   the small rest (transactional commits and markers for ``txn_state``, groups, quarantine, stats);
 3. every table is written through :func:`jobs.sink.write_table` replacing exactly the run's
    ``[from, to]`` ``event_date`` partitions: rows whose own date lies outside the range are not written
    (reports read earlier days from the silver tables of earlier runs); rows without any time of their
@@ -148,10 +150,14 @@ def run_ingestion(
     inv: Inventory = discover(inputs.offsets, inputs.logdirs, inputs.metadata)
     par = default_parallelism(spark)
     works: dict[str, DataFrame] = {}
+    offset_commits: DataFrame | None = None
 
     offsets_files = inv.of("offsets")
     if offsets_files:
-        works["offsets"] = off.offsets_work(spark, offsets_files, split_bytes=split_bytes, parallelism=par)
+        # two decode passes: commits straight into the silver shape (streamed to the sink, never cached)
+        # and the small side rows (markers, transactional commits, groups, quarantine, stats), persisted
+        offset_commits, works["offsets"] = off.offsets_frames(spark, offsets_files, split_bytes=split_bytes,
+                                                              parallelism=par)
     logdir_files = inv.of("logdirs", LEC, PMETA, ROOT_CKPT)
     logdir_segs = inv.of("logdirs", SEGMENT)
     if logdir_files or logdir_segs:
@@ -177,9 +183,11 @@ def run_ingestion(
 
     try:
         silver: dict[str, DataFrame] = {}
-        if "offsets" in works:
-            silver["offset_commits"] = off.commits_frame(works["offsets"])
-            silver["group_metadata"] = off.groups_frame(works["offsets"])
+        if offset_commits is not None:
+            side = works["offsets"]
+            silver["offset_commits"] = off.commits_frame(
+                offset_commits, side, transactional=off.has_transactional_commits(side))
+            silver["group_metadata"] = off.groups_frame(side)
         if "logdirs" in works:
             silver["record_batches"] = ld.batches_frame(works["logdirs"])
             silver["epoch_lineage"] = ld.lineage_frame(works["logdirs"])

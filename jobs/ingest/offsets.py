@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from epochlib import coordinator, records
+from jobs.schemas import arrow_schema
 
 from ._io import open_reader
 from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "COMMITS",
     "RANGE_SCHEMA",
     "WORK",
     "commits_frame",
@@ -51,7 +53,7 @@ __all__ = [
     "decode_segment_ranges",
     "decode_text_files",
     "groups_frame",
-    "offsets_work",
+    "offsets_frames",
     "plan_segment_ranges",
 ]
 
@@ -95,6 +97,13 @@ WORK = pa.schema([
     pa.field("member_count", pa.int32()),
     pa.field("members", pa.list_(_MEMBER)),
 ])
+
+#: What the *commit* pass emits: the ``offset_commits`` columns minus ``cluster``/``event_date`` (Spark adds
+#: those), for the non-transactional commits only (``txn_state`` = ``none``). Everything else a decoder
+#: finds (transactional commits, markers, group records, quarantine and stats rows) goes to the *side*
+#: pass in the :data:`WORK` schema, which stays small.
+COMMITS = pa.schema([f for f in arrow_schema("offset_commits") if f.name not in ("cluster", "event_date")])
+_TS = COMMITS.field("commit_ts").type
 
 #: Input of :func:`plan_segment_ranges` / :func:`decode_segment_ranges`: one row per file or byte range.
 RANGE_SCHEMA = pa.schema([
@@ -172,13 +181,33 @@ def segment_tables(buf: bytes, base: int, *, with_records: bool = True) -> tuple
 
 
 def decode_segment_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: each byte range of a ``__consumer_offsets`` segment -> :data:`WORK` rows."""
+    """``mapInArrow`` function: each byte range of a ``__consumer_offsets`` segment -> :data:`WORK` rows
+    (every row kind; the reference shape that the two passes below split between them)."""
     for rb in batches:
         for row in rb.to_pylist():
-            yield from _decode_range(row)
+            yield from _decode_range(row, "work")
 
 
-def _decode_range(row: dict) -> Iterator[pa.RecordBatch]:
+def decode_segment_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function, commit pass: segment ranges -> non-transactional commits in :data:`COMMITS`."""
+    for rb in batches:
+        for row in rb.to_pylist():
+            yield from _decode_range(row, "commits")
+
+
+def decode_segment_side(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function, side pass: segment ranges -> :data:`WORK` rows without the
+    non-transactional commits (those come from :func:`decode_segment_commits`)."""
+    for rb in batches:
+        for row in rb.to_pylist():
+            yield from _decode_range(row, "side")
+
+
+def _repeat(value: Any, n: int, type_: pa.DataType) -> pa.Array:
+    return pa.nulls(n, type_) if value is None else pa.repeat(pa.scalar(value, type_), n)
+
+
+def _decode_range(row: dict, emit: str = "work") -> Iterator[pa.RecordBatch]:
     source, start, end = row["source"], row["start"], row["end"]
     ctx = {"source": source, "broker": row["broker"], "log_partition": row["log_partition"]}
     side = RowBuffer(WORK)
@@ -186,41 +215,48 @@ def _decode_range(row: dict) -> Iterator[pa.RecordBatch]:
         with open_reader(source) as r:
             buf = r.read_at(start, end - start)
     except OSError as e:
+        if emit == "commits":
+            return
         side.add(side_row(source, start, "file", f"unreadable: {e}", **_ctx(ctx)))
         side.add(stats_row(source, "file", 1, 1, 0))
         yield side.flush()
         return
     heads, rec = segment_tables(buf, start)
     del buf
-    bad = heads.filter(pc.is_valid(heads.column("error")))
-    n_bad = bad.num_rows
-    for h in bad.select(["position", "error", "raw"]).to_pylist():
-        side.add(side_row(source, h["position"], "batch", h["error"], h["raw"], **_ctx(ctx)))
+    n_bad = 0
+    if emit != "commits":
+        bad = heads.filter(pc.is_valid(heads.column("error")))
+        n_bad = bad.num_rows
+        for h in bad.select(["position", "error", "raw"]).to_pylist():
+            side.add(side_row(source, h["position"], "batch", h["error"], h["raw"], **_ctx(ctx)))
     n_out = 0
     n_rec = n_rec_bad = 0
     if rec is not None and rec.num_rows:
-        markers = rec.filter(pc.and_(rec.column("is_control"), pc.is_in(rec.column("control_type"),
-                                                                        pa.array(["COMMIT", "ABORT"]))))
-        if markers.num_rows:
-            m = markers.num_rows
-            yield make_batch(WORK, {
-                "row_kind": pa.array(["marker"] * m), "source": pa.array([source] * m),
-                "position": markers.column("batch_position"),
-                "broker": pa.array([ctx["broker"]] * m, pa.string()),
-                "log_partition": pa.array([ctx["log_partition"]] * m, pa.int32()),
-                "log_offset": markers.column("offset"), "record_ms": markers.column("timestamp"),
-                "producer_id": markers.column("producer_id"),
-                "is_transactional": markers.column("is_transactional"),
-                "control_type": markers.column("control_type"),
-            }, m)
-        data = rec.filter(pc.invert(rec.column("is_control")))
+        is_control = rec.column("is_control")
+        any_control = pc.any(is_control).as_py()
+        if any_control and emit != "commits":
+            markers = rec.filter(pc.and_(is_control, pc.is_in(rec.column("control_type"),
+                                                              pa.array(["COMMIT", "ABORT"]))))
+            if markers.num_rows:
+                m = markers.num_rows
+                yield make_batch(WORK, {
+                    "row_kind": _repeat("marker", m, pa.string()), "source": _repeat(source, m, pa.string()),
+                    "position": markers.column("batch_position"),
+                    "broker": _repeat(ctx["broker"], m, pa.string()),
+                    "log_partition": _repeat(ctx["log_partition"], m, pa.int32()),
+                    "log_offset": markers.column("offset"), "record_ms": markers.column("timestamp"),
+                    "producer_id": markers.column("producer_id"),
+                    "is_transactional": markers.column("is_transactional"),
+                    "control_type": markers.column("control_type"),
+                }, m)
+        data = rec.filter(pc.invert(is_control)) if any_control else rec
         if data.num_rows:
             m = data.num_rows
             ctx_cols = {
-                "source": pa.array([source] * m),
+                "source": _repeat(source, m, pa.string()),
                 "position": data.column("batch_position"),
-                "broker": pa.array([ctx["broker"]] * m, pa.string()),
-                "log_partition": pa.array([ctx["log_partition"]] * m, pa.int32()),
+                "broker": _repeat(ctx["broker"], m, pa.string()),
+                "log_partition": _repeat(ctx["log_partition"], m, pa.int32()),
                 "log_offset": data.column("offset"), "record_ms": data.column("timestamp"),
                 "batch_leader_epoch": data.column("partition_leader_epoch"),
                 "producer_id": data.column("producer_id"),
@@ -228,11 +264,13 @@ def _decode_range(row: dict) -> Iterator[pa.RecordBatch]:
             }
             n_rec = m
             for out, nbad, good in _decode_kv(data.column("key"), data.column("value"), ctx_cols,
-                                              unit="record", source=source):
+                                              unit="record", source=source, emit=emit):
                 n_out += good
                 n_rec_bad += nbad
                 if out is not None:
                     yield out
+    if emit == "commits":
+        return
     side.add(stats_row(source, "batch", heads.num_rows, n_bad, 0))
     side.add(stats_row(source, "record", n_rec, n_rec_bad, n_out))
     yield side.flush()
@@ -250,40 +288,129 @@ def _decode_offsets(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
     return coordinator.decode_offsets_arrow(keys, values)
 
 
+def _arr(a: Any) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def _ms_to_ts(ms: pa.Array) -> pa.Array:
+    """Epoch ms -> ``timestamp[us, UTC]`` (as Spark's ``timestamp_millis``; overflow is an error)."""
+    return pc.multiply_checked(ms, 1000).cast(_TS)
+
+
+def commit_batch(cols: dict[str, Any], n: int) -> pa.RecordBatch:
+    """:data:`COMMITS` rows (``txn_state`` = ``none``) from :data:`WORK`-named commit columns; absent
+    columns are null. The same column rules as the Spark expressions of :func:`commits_frame`."""
+    def col(name: str, type_: pa.DataType) -> pa.Array:
+        a = cols.get(name)
+        if a is None:
+            return pa.nulls(n, type_)
+        a = _arr(a)
+        return a if a.type == type_ else a.cast(type_)
+
+    i64 = pa.int64()
+    commit_ms, record_ms, expire_ms = col("commit_ms", i64), col("record_ms", i64), col("expire_ms", i64)
+    tomb = col("is_tombstone", pa.bool_())
+    null_ms = pa.scalar(None, i64)
+    use_record = pc.or_kleene(tomb, pc.or_kleene(pc.is_null(commit_ms), pc.less(commit_ms, 0))).fill_null(False)
+    out = {
+        "group_id": col("group_id", pa.string()), "topic": col("topic", pa.string()),
+        "partition": col("partition", pa.int32()), "committed_offset": col("committed_offset", i64),
+        "leader_epoch": col("leader_epoch", pa.int32()), "metadata": col("metadata", pa.string()),
+        "commit_ts": _ms_to_ts(commit_ms),
+        "expire_ts": _ms_to_ts(pc.if_else(pc.greater_equal(expire_ms, 0), expire_ms, null_ms)),
+        "is_tombstone": tomb, "key_type": col("key_type", pa.int16()),
+        "value_version": col("value_version", pa.int16()),
+        "event_ts": _ms_to_ts(pc.if_else(use_record, record_ms, commit_ms)),
+        "log_partition": col("log_partition", pa.int32()), "log_offset": col("log_offset", i64),
+        "record_ts": _ms_to_ts(pc.if_else(pc.greater_equal(record_ms, 0), record_ms, null_ms)),
+        "batch_leader_epoch": col("batch_leader_epoch", pa.int32()), "producer_id": col("producer_id", i64),
+        "txn_state": _repeat("none", n, pa.string()), "source_kind": _repeat("offsets", n, pa.string()),
+        "source": col("source", pa.string()), "position": col("position", i64),
+    }
+    return pa.RecordBatch.from_arrays([out[f.name] for f in COMMITS], schema=COMMITS)
+
+
+def _is_tx(batch_or_cols: Any, n: int) -> pa.Array:
+    a = batch_or_cols.get("is_transactional") if isinstance(batch_or_cols, dict) else \
+        batch_or_cols.column("is_transactional")
+    if a is None:
+        return pa.repeat(pa.scalar(False), n)
+    return _arr(a).fill_null(False)
+
+
+def work_to_commits(batch: pa.RecordBatch | None) -> pa.RecordBatch | None:
+    """The non-transactional commit rows of a :data:`WORK` batch as :data:`COMMITS` (None when none)."""
+    if batch is None or not batch.num_rows:
+        return None
+    mask = pc.and_(pc.equal(batch.column("row_kind"), "commit").fill_null(False),
+                   pc.invert(_is_tx(batch, batch.num_rows)))
+    sel = batch.filter(mask)
+    if not sel.num_rows:
+        return None
+    return commit_batch(dict(zip(sel.schema.names, sel.columns, strict=True)), sel.num_rows)
+
+
+def work_side(batch: pa.RecordBatch | None) -> pa.RecordBatch | None:
+    """A :data:`WORK` batch without its non-transactional commits (None when nothing is left)."""
+    if batch is None or not batch.num_rows:
+        return None
+    keep = pc.or_(pc.not_equal(batch.column("row_kind"), "commit").fill_null(True), _is_tx(batch, batch.num_rows))
+    out = batch.filter(keep)
+    return out if out.num_rows else None
+
+
+def _route(gen: Iterator[pa.RecordBatch | None], emit: str) -> Iterator[pa.RecordBatch]:
+    """Route the batches of a decode generator to one pass: ``work`` (all), ``commits`` or ``side``."""
+    for b in gen:
+        if b is None:
+            continue
+        if emit == "work":
+            yield b
+        elif b.schema.equals(COMMITS):
+            if emit == "commits":
+                yield b
+        else:
+            out = work_to_commits(b) if emit == "commits" else work_side(b)
+            if out is not None:
+                yield out
+
+
 def _decode_kv(keys, values, ctx_cols: dict[str, Any], *, unit: str, source: str,
-               q_ms=None) -> Iterator[tuple[pa.RecordBatch | None, int, int]]:
-    """Decode aligned key/value arrays; yields ``(work batch, quarantined units, decoded rows)`` pieces.
+               q_ms=None, emit: str = "work") -> Iterator[tuple[pa.RecordBatch | None, int, int]]:
+    """Decode aligned key/value arrays; yields ``(batch, quarantined units, decoded rows)`` pieces.
 
     ``ctx_cols`` holds per-row context arrays (source, position, log offset …) aligned with the keys.
     Offset commits (types 0/1) take the vectorised path; other record types (group metadata, KIP-848)
-    go through the per-record reference decoder (they are few).
+    go through the per-record reference decoder (they are few). ``emit``: ``work`` yields every row as
+    :data:`WORK`; ``commits`` only the non-transactional commits, as :data:`COMMITS` (no per-record work,
+    no counts); ``side`` everything but those, as :data:`WORK`, with the counts of all.
     """
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    keys, values = _arr(keys), _arr(values)
     dec = _decode_offsets(keys, values)
     err = dec.column("error")
     rtype = dec.column("record_type")
+    n = dec.num_rows
     ok = pc.is_null(err)
     commit_mask = pc.and_(ok, pc.is_in(rtype, pa.array([0, 1], rtype.type))).fill_null(False)
-    ctx_arrays = {k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in ctx_cols.items()}
-    if pc.any(commit_mask).as_py():
-        sel = {k: v.filter(commit_mask) for k, v in ctx_arrays.items()}
-        d = dec.filter(commit_mask)
-        m = d.num_rows
-        yield make_batch(WORK, {
-            **sel,
-            "row_kind": pa.array(["commit"] * m),
-            "key_type": d.column("record_type"), "value_version": d.column("value_version"),
-            "is_tombstone": d.column("is_tombstone"), "group_id": d.column("group_id"),
-            "topic": d.column("topic"), "partition": d.column("partition"),
-            "committed_offset": d.column("committed_offset"), "leader_epoch": d.column("leader_epoch"),
-            "metadata": d.column("metadata"), "commit_ms": d.column("commit_timestamp"),
-            "expire_ms": d.column("expire_timestamp"),
-        }, m), 0, m
+    ctx_arrays = {k: _arr(v) for k, v in ctx_cols.items()}
+    n_commit = pc.sum(commit_mask.cast(pa.int64())).as_py() or 0
+    if n_commit and emit == "work":
+        yield _commit_rows(ctx_arrays, dec, None if n_commit == n else commit_mask, emit), 0, n_commit
+    elif n_commit:
+        tx = _is_tx(ctx_arrays, n)
+        n_tx = pc.sum(pc.and_(commit_mask, tx).cast(pa.int64())).as_py() or 0
+        want = n_commit - n_tx if emit == "commits" else n_tx
+        if not want:
+            yield None, 0, n_commit
+        elif want == n:
+            yield _commit_rows(ctx_arrays, dec, None, emit), 0, n_commit
+        else:
+            mask = pc.and_(commit_mask, pc.invert(tx) if emit == "commits" else tx)
+            yield _commit_rows(ctx_arrays, dec, mask, emit), 0, n_commit
+    if emit == "commits" or n_commit == n:
+        return
     other = pc.invert(commit_mask)
     idx = np.flatnonzero(other.to_numpy(zero_copy_only=False))
-    if len(idx) == 0:
-        return
     rows = RowBuffer(WORK)
     n_bad = 0
     key_list, val_list = keys, values
@@ -310,6 +437,27 @@ def _decode_kv(keys, values, ctx_cols: dict[str, Any], *, unit: str, source: str
             continue
         rows.add({**ctx, **group_row(rec)})
     yield rows.flush(), n_bad, len(idx) - n_bad
+
+
+def _commit_rows(ctx_arrays: dict[str, pa.Array], dec: pa.RecordBatch, mask: pa.Array | None,
+                 emit: str) -> pa.RecordBatch:
+    """The commit rows selected by ``mask`` (all when None): :data:`COMMITS` for the commit pass,
+    :data:`WORK` otherwise."""
+    sel = ctx_arrays if mask is None else {k: v.filter(mask) for k, v in ctx_arrays.items()}
+    d = dec if mask is None else dec.filter(mask)
+    m = d.num_rows
+    cols = {
+        **sel,
+        "key_type": d.column("record_type"), "value_version": d.column("value_version"),
+        "is_tombstone": d.column("is_tombstone"), "group_id": d.column("group_id"),
+        "topic": d.column("topic"), "partition": d.column("partition"),
+        "committed_offset": d.column("committed_offset"), "leader_epoch": d.column("leader_epoch"),
+        "metadata": d.column("metadata"), "commit_ms": d.column("commit_timestamp"),
+        "expire_ms": d.column("expire_timestamp"),
+    }
+    if emit == "commits":
+        return commit_batch(cols, m)
+    return make_batch(WORK, {**cols, "row_kind": _repeat("commit", m, pa.string())}, m)
 
 
 def group_row(rec: coordinator.CoordinatorRecord) -> dict[str, Any]:
@@ -392,8 +540,8 @@ def _binary(col: pa.Array) -> pa.Array:
     raise TypeError(f"key/value column of type {t}")
 
 
-def decode_dump_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: Parquet / JSONL dump files -> :data:`WORK` rows.
+def decode_dump_files(batches: Iterator[pa.RecordBatch], emit: str = "work") -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: Parquet / JSONL dump files -> :data:`WORK` rows (``emit``: see :func:`_route`).
 
     Parquet: read row group by row group (``position`` = row index in the file, unit ``record``).
     JSONL: streamed line by line (``position`` = line number, unit ``line``). A file that is not what its
@@ -404,9 +552,9 @@ def decode_dump_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
             src = row["source"]
             low = src.lower()
             if low.endswith(".parquet"):
-                yield from _decode_parquet(src, row.get("broker"))
+                yield from _route(_decode_parquet(src, row.get("broker"), emit), emit)
             else:
-                yield from _decode_jsonl(src, row.get("broker"))
+                yield from _route(_decode_jsonl(src, row.get("broker"), emit), emit)
 
 
 def _file_failure(src: str, reason: str, raw: bytes | None = None, broker: str | None = None) -> pa.RecordBatch:
@@ -416,7 +564,7 @@ def _file_failure(src: str, reason: str, raw: bytes | None = None, broker: str |
     return rows.flush()
 
 
-def _decode_parquet(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
+def _decode_parquet(src: str, broker: str | None, emit: str = "work") -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
     try:
@@ -447,7 +595,7 @@ def _decode_parquet(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
             }
             ctx_cols = {k: v for k, v in ctx_cols.items() if v is not None}
             for out, bad, good in _decode_kv(_binary(c["key"]), _binary(c["value"]), ctx_cols,
-                                             unit="record", source=src):
+                                             unit="record", source=src, emit=emit):
                 n_bad += bad
                 n_out += good
                 if out is not None:
@@ -488,7 +636,7 @@ def _iter_lines(src: str, chunk: int = 8 << 20) -> Iterator[tuple[int, int, byte
             yield line_no + 1, rest_pos, rest
 
 
-def _decode_jsonl(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
+def _decode_jsonl(src: str, broker: str | None, emit: str = "work") -> Iterator[pa.RecordBatch]:
     n_read = n_bad = n_out = 0
     side = RowBuffer(WORK)
     pending: dict[str, list] = {k: [] for k in ("key", "value", "position", "log_partition", "log_offset",
@@ -510,7 +658,7 @@ def _decode_jsonl(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
         values = pa.array(pending["value"], pa.binary())
         for v in pending.values():
             v.clear()
-        for out, bad, good in _decode_kv(keys, values, ctx_cols, unit="line", source=src):
+        for out, bad, good in _decode_kv(keys, values, ctx_cols, unit="line", source=src, emit=emit):
             n_bad += bad
             n_out += good
             if out is not None:
@@ -566,39 +714,58 @@ def _b64(value: Any) -> bytes | None:
 # ----------------------------------------------------------------------------------- text dumps
 
 
-def decode_text_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: console-consumer / kafka-dump-log text dumps -> :data:`WORK` rows."""
+def decode_text_files(batches: Iterator[pa.RecordBatch], emit: str = "work") -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: console-consumer / kafka-dump-log text dumps -> :data:`WORK` rows
+    (``emit``: see :func:`_route`)."""
     from . import textdumps
 
     for rb in batches:
         for row in rb.to_pylist():
-            yield from textdumps.decode_text_file(row["source"], row.get("broker"))
+            yield from _route(textdumps.decode_text_file(row["source"], row.get("broker")), emit)
 
 
 # ----------------------------------------------------------------------------------- Spark side
 
 
-def offsets_work(spark: SparkSession, files: list, *, split_bytes: int, parallelism: int) -> DataFrame | None:
-    """One work DataFrame (:data:`WORK`) for every ``offsets`` input file; None when there are none."""
+def _pass(fn: Any, emit: str) -> Any:
+    """``fn`` (a decode function taking ``emit``) as a one-argument ``mapInArrow`` function."""
+    import functools
+
+    return functools.partial(fn, emit=emit)
+
+
+def offsets_frames(spark: SparkSession, files: list, *, split_bytes: int,
+                   parallelism: int) -> tuple[DataFrame, DataFrame] | None:
+    """The two decode passes over every ``offsets`` input file: ``(commits, side)``; None when no files.
+
+    ``commits`` (:data:`COMMITS`) holds the non-transactional commits, already in the ``offset_commits``
+    shape, so writing them is one streaming pass with no cache and no shuffle. ``side`` (:data:`WORK`)
+    holds the rest: transactional commits and COMMIT/ABORT markers (for :func:`commits_frame`), group
+    records, quarantine and stats rows -- usually tiny, so it is the one worth persisting. Each pass
+    decodes the inputs (the codec is cheaper than caching the wide decoded rows).
+    """
     from ._spark import files_frame, ranges_frame
     from .discover import JSONL, PARQUET, SEGMENT, TEXT
 
-    parts = []
+    commits, side = [], []
     segs = [f for f in files if f.form == SEGMENT]
     if segs:
         ranges = ranges_frame(spark, segs, split_bytes=split_bytes, parallelism=parallelism,
                               plan=plan_segment_ranges, schema=RANGE_SCHEMA)
-        parts.append(ranges.mapInArrow(decode_segment_ranges, _spark_schema(WORK)))
-    dumps = [f for f in files if f.form in (PARQUET, JSONL)]
-    if dumps:
-        parts.append(files_frame(spark, dumps, FILE_SCHEMA, parallelism).mapInArrow(
-            decode_dump_files, _spark_schema(WORK)))
-    texts = [f for f in files if f.form == TEXT]
-    if texts:
-        parts.append(files_frame(spark, texts, FILE_SCHEMA, parallelism).mapInArrow(
-            decode_text_files, _spark_schema(WORK)))
-    if not parts:
+        commits.append(ranges.mapInArrow(decode_segment_commits, _spark_schema(COMMITS)))
+        side.append(ranges.mapInArrow(decode_segment_side, _spark_schema(WORK)))
+    for forms, fn in (((PARQUET, JSONL), decode_dump_files), ((TEXT,), decode_text_files)):
+        chosen = [f for f in files if f.form in forms]
+        if chosen:
+            frame = files_frame(spark, chosen, FILE_SCHEMA, parallelism)
+            commits.append(frame.mapInArrow(_pass(fn, "commits"), _spark_schema(COMMITS)))
+            side.append(frame.mapInArrow(_pass(fn, "side"), _spark_schema(WORK)))
+    if not commits:
         return None
+    return _union(commits), _union(side)
+
+
+def _union(parts: list[DataFrame]) -> DataFrame:
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
@@ -611,19 +778,30 @@ def _spark_schema(schema: pa.Schema):
     return to_spark_schema(schema)
 
 
-def commits_frame(work: DataFrame) -> DataFrame:
-    """``offset_commits`` columns (minus cluster/event_date) from the work rows, with ``txn_state``.
+def has_transactional_commits(side: DataFrame) -> bool:
+    """Whether the side rows hold any transactional commit (only then does :func:`commits_frame` need
+    its window); a cheap question when ``side`` is persisted."""
+    from pyspark.sql import functions as F
+
+    return not side.filter(F.col("row_kind") == "commit").isEmpty()
+
+
+def commits_frame(commits: DataFrame, side: DataFrame, *, transactional: bool = True) -> DataFrame:
+    """``offset_commits`` columns (minus cluster/event_date): the commit pass's rows plus the transactional
+    commits of the side rows with their ``txn_state``.
 
     A transactional commit takes the state of the first COMMIT/ABORT marker after it of the same
-    producer in the same ``__consumer_offsets`` partition (and replica); none yet -> ``open``.
+    producer in the same ``__consumer_offsets`` partition (and replica); none yet -> ``open``. Only
+    the side rows (transactional commits and markers) go through that window's shuffle, and only when
+    ``transactional`` says there are any (:func:`has_transactional_commits`).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    rows = work.filter(F.col("row_kind").isin("commit", "marker"))
-    tx = rows.filter(F.coalesce(F.col("is_transactional"), F.lit(False)))
-    plain = work.filter((F.col("row_kind") == "commit")
-                        & ~F.coalesce(F.col("is_transactional"), F.lit(False)))
+    if not transactional:
+        return commits
+    tx = side.filter(F.col("row_kind").isin("commit", "marker")
+                     & F.coalesce(F.col("is_transactional"), F.lit(False)))
     w = (Window.partitionBy("broker", "log_partition", "producer_id")
          .orderBy("log_offset").rowsBetween(1, Window.unboundedFollowing))
     marker = F.first(F.when(F.col("row_kind") == "marker", F.col("control_type")), ignorenulls=True).over(w)
@@ -632,11 +810,9 @@ def commits_frame(work: DataFrame) -> DataFrame:
           .withColumn("txn_state", F.when(F.col("_marker") == "COMMIT", "committed")
                       .when(F.col("_marker") == "ABORT", "aborted").otherwise("open"))
           .drop("_marker"))
-    plain = plain.withColumn("txn_state", F.lit("none"))
-    both = plain.unionByName(tx)
     event_ms = F.when(F.col("is_tombstone") | F.col("commit_ms").isNull() | (F.col("commit_ms") < 0),
                       F.col("record_ms")).otherwise(F.col("commit_ms"))
-    return both.select(
+    tx = tx.select(
         "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
         _ts("commit_ms").alias("commit_ts"),
         F.when(F.col("expire_ms") >= 0, _ts("expire_ms")).alias("expire_ts"),
@@ -647,6 +823,7 @@ def commits_frame(work: DataFrame) -> DataFrame:
         "batch_leader_epoch", "producer_id", "txn_state",
         F.lit("offsets").alias("source_kind"), "source", "position",
     )
+    return commits.unionByName(tx)
 
 
 def groups_frame(work: DataFrame) -> DataFrame:
