@@ -355,3 +355,52 @@ def arrow_to_spark_type(t: pa.DataType) -> DataType:
     if pa.types.is_struct(t):
         return T.StructType([T.StructField(f.name, arrow_to_spark_type(f.type), True) for f in t])
     raise TypeError(f"no Spark type for arrow type {t}")
+
+
+_INTROS = {
+    "offset_commits": "Every decoded `__consumer_offsets` commit record (and tombstone), with where it came from.",
+    "group_metadata": "Classic and KIP-848 group records: state, generation and members with client ids.",
+    "record_batches": "Batch headers of the segments found in log-dir snapshots (for rule L3).",
+    "epoch_lineage": "One row per replica snapshot: its leader-epoch checkpoint and log bounds.",
+    "metadata_observations": "One row per (captured MetadataResponse, topic, partition).",
+    "stale_metadata": "Report: clients handed metadata older than what they had (M1-M3).",
+    "fencing_violations": "Report: commits, batches and replicas whose epochs contradict the lineage (L, D, F).",
+    "spurious_offset_resets": "Report: rewinds and skips of committed offsets and how each was explained (S1, S2, M4).",
+    "stale_metadata_rates": "Per day, per broker and per client: responses, stale responses and the stale rate.",
+    "quarantine": "Every input unit that could not be decoded, with a bounded slice of its bytes.",
+    "audit_runs": "One row per run and (source kind, unit): counts read / decoded / quarantined, findings.",
+}
+
+
+def _type_text(t: pa.DataType) -> str:
+    if pa.types.is_list(t):
+        return f"array<{_type_text(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ", ".join(f"{f.name}: {_type_text(f.type)}" for f in t) + ">"
+    if pa.types.is_map(t):
+        return f"map<{_type_text(t.key_type)}, {_type_text(t.item_type)}>"
+    if pa.types.is_timestamp(t):
+        return "timestamp (UTC)"
+    return {"int8": "byte", "int16": "short", "int32": "int", "int64": "long", "bool": "boolean",
+            "date32[day]": "date"}.get(str(t), str(t))
+
+
+def tables_markdown() -> str:
+    """Every table and column as Markdown (docs/TABLES.md is this text; a test keeps them equal)."""
+    out = ["# Tables written by epoch-audit", "",
+           "Generated from `jobs/schemas.py` (`python -m jobs.schemas > docs/TABLES.md`). Every table is a",
+           "Delta table at `<output root>/<table>` (or `<catalog>.<schema>.<table>`), partitioned by "
+           "`cluster` and `event_date`.", ""]
+    groups = (("Silver (decoded evidence)", SILVER_TABLES), ("Gold (reports)", GOLD_TABLES),
+              ("Operational", OPERATIONAL_TABLES))
+    for title, tables in groups:
+        out += [f"## {title}", ""]
+        for name, cols in tables.items():
+            out += [f"### `{name}`", "", _INTROS.get(name, ""), "", "| column | type | meaning |", "| --- | --- | --- |"]
+            out += [f"| `{c.name}` | {_type_text(c.type)} | {c.doc.replace('|', '/')} |" for c in cols]
+            out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(tables_markdown())
