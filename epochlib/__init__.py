@@ -7,6 +7,7 @@ Modules, one format each (see CONTRIBUTING.md):
 
 - :mod:`epochlib.records` — log entries: v2 batches, legacy v0/v1 message sets, codecs, CRCs
 - :mod:`epochlib.coordinator` — ``__consumer_offsets`` keys and values (record types 0–24)
+- :mod:`epochlib.offsets_log` — a ``__consumer_offsets`` segment replayed with transaction markers applied
 - :mod:`epochlib.protocol` — headers, framing, MetadataRequest/Response v0–13
 - :mod:`epochlib.checkpoint` — checkpoint files and ``partition.metadata``
 - :mod:`epochlib.lineage` — the leader-epoch cache (Kafka's LeaderEpochFileCache semantics)

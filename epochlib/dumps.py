@@ -47,9 +47,11 @@ import binascii
 import bisect
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from .offsets_log import resolve_txn_states
 
 __all__ = [
     "DumpError",
@@ -739,40 +741,3 @@ def detect_dump_format(text_head: str) -> str | None:
             return "scala"
         return None
     return None
-
-
-# ---------------------------------------------------------------- transactions
-
-
-def resolve_txn_states(items: Iterable[Item | DumpError]) -> Iterator[Item | DumpError]:
-    """Set ``txn_state`` (``none|committed|aborted|open``) on dump-log records, as the broker replays them.
-
-    Records of transactional batches are held until the COMMIT/ABORT marker of their producer
-    in the same file (spec §1.6); records never closed by a marker come out last as ``open``.
-    Non-transactional records and errors pass through in order.
-    """
-    pending: dict[tuple[Any, Any], list[Item]] = {}
-    for item in items:
-        if isinstance(item, DumpError):
-            yield item
-            continue
-        key = (item.get("file"), item.get("producer_id"))
-        if item.get("kind") == "control":
-            ctype = item.get("control_type")
-            held = pending.pop(key, []) if ctype in ("COMMIT", "ABORT") else []
-            state = "committed" if ctype == "COMMIT" else "aborted"
-            for rec in held:
-                rec["txn_state"] = state
-                yield rec
-            item["txn_state"] = "none"
-            yield item
-            continue
-        if item.get("is_transactional") and item.get("producer_id") not in (None, -1):
-            pending.setdefault(key, []).append(item)
-            continue
-        item["txn_state"] = "none"
-        yield item
-    for held in pending.values():
-        for rec in held:
-            rec["txn_state"] = "open"
-            yield rec

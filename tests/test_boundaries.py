@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 MODULES = ["epochlib", "epochlib.coordinator", "epochlib.protocol", "epochlib.records", "epochlib.checkpoint",
-           "epochlib.dumps", "epochlib.pcap", "epochlib.lineage", "epochlib.rules", "epochlib.sim"]
+           "epochlib.dumps", "epochlib.offsets_log", "epochlib.pcap", "epochlib.lineage", "epochlib.rules", "epochlib.sim"]
 
 
 def test_epochlib_imports_no_spark_or_delta() -> None:
