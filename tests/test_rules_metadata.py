@@ -173,3 +173,34 @@ def test_stale_rates_per_broker_and_client():
     assert rows[0]["event_date"] == dt.date(1970, 1, 1)
     assert stale_rates(seq, findings, by_date=False)[0]["event_date"] is None
     assert stale_rates([], []) == []
+
+
+def _response(ts, epochs, *, tid="IDA", replicas=(1, 2, 3), broker="b1:9092", corr=None):
+    """Every partition row of one captured response (same capture pointer)."""
+    pos = next(_pos)
+    return [
+        MetadataObservation(capture_ts=ts, client_id="c1", broker=broker, topic="t", partition=i,
+                            leader_epoch=e, topic_id=tid, replicas=tuple(replicas), correlation_id=corr,
+                            source="caps/c.jsonl", position=pos)
+        for i, e in enumerate(epochs)
+    ]  # fmt: skip
+
+
+def test_m3_topic_id_regression_is_one_finding_per_response_and_topic():
+    seq = _response(1, [7, 7, 7], tid="OLD") + _response(2, [0, 0, 0], tid="NEW")
+    stale = _response(5, [7, 6, 7], tid="OLD", broker="b3:9092", corr=12)
+    (f,) = check_client_metadata(seq + stale)
+    assert (f.rule, f.kind, f.topic, f.partition) == ("M3", "topic_id_regression", "t", None)
+    assert f.broker == "b3:9092"
+    assert f.numbers == {"staleness_ms": 3, "correlation_id": 12, "served_epoch": 7}
+    assert f.evidence[0] == stale[0].pointer() and "partitions 0, 1, 2" in f.detail
+    # a second stale response is a second finding
+    again = _response(9, [7, 7, 7], tid="OLD", broker="b3:9092")
+    assert kinds(check_client_metadata(seq + stale + again)) == ["topic_id_regression"] * 2
+
+
+def test_m3_possible_recreation_is_one_finding_per_response_and_topic():
+    seq = _response(1, [7, 5], tid=None, replicas=(1, 2)) + _response(2, [0, 0], tid=None, replicas=(3, 4))
+    (f,) = check_client_metadata(seq)
+    assert (f.kind, f.partition, f.numbers["cached_epoch"]) == ("possible_topic_recreation", None, 7)
+    assert "partitions 0, 1" in f.detail

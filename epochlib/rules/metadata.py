@@ -54,20 +54,63 @@ def _looks_recreated(base: _Baseline, o: MetadataObservation) -> bool:
     return bool(old) and bool(new) and old != new
 
 
-def _recreation_finding(o: MetadataObservation, base: _Baseline, rule: str) -> Finding:
-    prev = base.last
+def _response_key(o: MetadataObservation) -> tuple:
+    """One captured response's (client, response, topic): M3 reports once per topic of a response."""
+    return (o.client_id, o.capture_ts, o.pointer(), o.broker, o.correlation_id, o.topic, o.topic_id)
+
+
+def _partitions_text(parts: list[int]) -> str:
+    ps = sorted(set(parts))
+    return f"partition {ps[0]}" if len(ps) == 1 else f"partitions {', '.join(map(str, ps))}"
+
+
+def _recreation_finding(items: list[tuple[MetadataObservation, _Baseline]], rule: str) -> Finding:
+    """One ``possible_topic_recreation`` for every partition of one topic in one response."""
+    o = items[0][0]
+    parts = [x.partition for x, _ in items]
+    cached = max(b.highest for _, b in items)
+    old = sorted({r for _, b in items if b.last is not None for r in b.last.replicas})
+    new = sorted({r for x, _ in items for r in x.replicas})
+    evidence = [o.pointer()]
+    for _, b in items:
+        if b.last is not None and b.last.pointer() not in evidence:
+            evidence.append(b.last.pointer())
     return Finding(
         rule=rule,
         kind="possible_topic_recreation",
         severity=INFO,
-        numbers={"served_epoch": 0, "cached_epoch": base.highest, "correlation_id": o.correlation_id},
-        evidence=(o.pointer(),) + ((prev.pointer(),) if prev is not None else ()),
+        numbers={"served_epoch": 0, "cached_epoch": cached, "correlation_id": o.correlation_id},
+        evidence=tuple(evidence),
         detail=(
-            f"leader epoch of {o.topic}-{o.partition} dropped from {base.highest} to 0 and the replica set "
-            f"changed from {sorted(prev.replicas) if prev else []} to {sorted(o.replicas)} in a response without "
-            "topic ids: treated as a possible re-creation of the topic (new baseline), not as stale metadata."
+            f"leader epoch of {o.topic} ({_partitions_text(parts)}) dropped from {cached} to 0 and the replica "
+            f"set changed from {old} to {new} in a response without topic ids: treated as a possible "
+            "re-creation of the topic (new baseline), not as stale metadata."
         ),
-        **_subject(o),
+        **{**_subject(o), "partition": None},
+    )
+
+
+def _id_regression_finding(
+    o: MetadataObservation, newest: tuple[str, int, MetadataObservation], parts: list[MetadataObservation]
+) -> Finding:
+    """One ``topic_id_regression`` for one topic of one response (every partition row it served)."""
+    epochs = [x.leader_epoch for x in parts if x.leader_epoch is not None]
+    return Finding(
+        rule="M3",
+        kind="topic_id_regression",
+        severity=ERROR,
+        numbers={
+            "staleness_ms": o.capture_ts - newest[1],
+            "correlation_id": o.correlation_id,
+            "served_epoch": max(epochs) if epochs else None,
+        },
+        evidence=(o.pointer(), newest[2].pointer()),
+        detail=(
+            f"broker {o.broker} served topic id {o.topic_id} for {o.topic} "
+            f"({_partitions_text([x.partition for x in parts])}), older than id {newest[0]} the client had seen "
+            f"{o.capture_ts - newest[1]} ms before (a deleted incarnation of the topic)."
+        ),
+        **{**_subject(o), "partition": None},
     )
 
 
@@ -83,6 +126,8 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
       KAFKA-12257: no finding).
     - M3 ``possible_topic_recreation`` (info): without ids, the epoch dropped to 0 together with a change
       of replica set: a new baseline, reported so the operator sees why no M1 was raised.
+    - Both M3 kinds are topic-level: one finding per (client, response, topic) with ``partition`` None;
+      the partitions of the response that showed it are listed in ``detail``.
 
     Judgement calls: responses without a topic id are keyed by name, separately from id-keyed ones;
     error codes do not exclude a partition (its epoch is still what the broker's cache held), only
@@ -98,32 +143,15 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
         ids: dict[str, list[tuple[str, int, MetadataObservation]]] = {}
         for _ts, group in groupby(items, key=lambda o: o.capture_ts):
             group = list(group)
-            # judge the whole tie group against the state before it
+            # judge the whole tie group against the state before it; M3 is collected per (response, topic)
+            regressions: dict[tuple, list] = {}
+            recreations: dict[tuple, list[tuple[MetadataObservation, _Baseline]]] = {}
             for o in group:
                 if o.topic_id is not None and o.topic is not None:
                     seen = ids.get(o.topic, [])
                     known = [x for x in seen if x[0] == o.topic_id]
                     if known and seen[-1][0] != o.topic_id:
-                        newest = seen[-1]
-                        out.append(
-                            Finding(
-                                rule="M3",
-                                kind="topic_id_regression",
-                                severity=ERROR,
-                                numbers={
-                                    "staleness_ms": o.capture_ts - newest[1],
-                                    "correlation_id": o.correlation_id,
-                                    "served_epoch": o.leader_epoch,
-                                },
-                                evidence=(o.pointer(), newest[2].pointer()),
-                                detail=(
-                                    f"broker {o.broker} served topic id {o.topic_id} for {o.topic}, older than id "
-                                    f"{newest[0]} the client had seen {o.capture_ts - newest[1]} ms before "
-                                    "(a deleted incarnation of the topic)."
-                                ),
-                                **_subject(o),
-                            )
-                        )
+                        regressions.setdefault(_response_key(o), [o, seen[-1], []])[2].append(o)
                         continue
                 if o.epoch < 0:
                     continue
@@ -131,7 +159,7 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
                 if base is None:
                     continue
                 if _looks_recreated(base, o):
-                    out.append(_recreation_finding(o, base, "M3"))
+                    recreations.setdefault(_response_key(o), []).append((o, base))
                     continue
                 if o.epoch < base.highest:
                     out.append(
@@ -155,6 +183,8 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
                             **_subject(o),
                         )
                     )
+            out.extend(_id_regression_finding(o, newest, parts) for o, newest, parts in regressions.values())
+            out.extend(_recreation_finding(items, "M3") for items in recreations.values())
             # then fold the group into the state
             for o in group:
                 if o.topic_id is not None and o.topic is not None:
