@@ -37,17 +37,46 @@ def test_rounds_group_within_tolerance_and_keep_the_later_duplicate():
 
 
 def test_d2_conflict_on_an_interior_epoch():
-    a = snap(1, 0, [(0, 0), (2, 10), (3, 20)], leo=30)
+    a = snap(1, 0, [(0, 0), (2, 10), (3, 20)], leo=30)  # the leader: same epoch and LEO, lower broker id
     b = snap(2, 0, [(0, 0), (2, 12), (3, 20)], leo=30)
     (f,) = check_replica_divergence([a, b], 1000)
     assert (f.rule, f.kind, f.severity) == ("D2", "replica_lineage_conflict", "error")
-    assert (
-        f.numbers["leader_epoch"] == 2
-        and f.numbers["start_offset"] == 10
-        and f.numbers["other_start_offset"] == 12
-    )
-    assert f.broker == "1" and f.numbers["other_broker"] == 2
-    assert f.evidence == (a.pointer(2), b.pointer(2))
+    assert f.broker == "2"  # the replica that disagrees with the leader
+    assert f.numbers == {"leader_epoch": 2, "start_offset": 12, "other_start_offset": 10, "other_broker": 1,
+                         "conflicting_replicas": 1}  # fmt: skip
+    assert f.evidence == (b.pointer(2), a.pointer(2))
+
+
+def test_d2_one_finding_per_replica_disagreeing_with_the_leader():
+    # the demo's case: broker 4 holds epoch 3 at another start than the leader and two other followers
+    lead = snap(1, 0, [(0, 0), (3, 100), (5, 200)], leo=300)
+    f2 = snap(2, 10, [(0, 0), (3, 100), (5, 200)], leo=290)
+    f3 = snap(3, 20, [(0, 0), (3, 100), (5, 200)], leo=280)
+    odd = snap(4, 30, [(0, 0), (3, 140), (5, 200)], leo=280)
+    (f,) = check_replica_divergence([lead, f2, f3, odd], 1000)
+    assert (f.broker, f.event_ts, f.numbers["start_offset"], f.numbers["other_start_offset"]) == ("4", 30, 140, 100)
+    assert f.numbers["other_broker"] == 1 and f.evidence[:2] == (odd.pointer(3), lead.pointer(3))
+    # two replicas off the leader: one finding each, each naming the other in its evidence
+    odd2 = snap(2, 10, [(0, 0), (3, 120), (5, 200)], leo=290)
+    fs = check_replica_divergence([lead, odd2, f3, odd], 1000)
+    assert sorted(f.broker for f in fs) == ["2", "4"]
+    assert all(f.numbers["conflicting_replicas"] == 2 and len(f.evidence) == 3 for f in fs)
+    # the leader is the minority: it is still the reference (the followers are reported)
+    lead_odd = snap(1, 0, [(0, 0), (3, 150), (5, 200)], leo=300)
+    assert sorted(f.broker for f in check_replica_divergence([lead_odd, f2, f3], 1000)) == ["2", "3"]
+
+
+def test_d2_epoch_the_leader_lacks_falls_back_to_the_majority_start():
+    lead = snap(1, 0, [(5, 200), (6, 300)], leo=350)  # retention removed epoch 3 from the leader entirely
+    f2 = snap(2, 0, [(0, 0), (3, 100), (5, 200)], leo=300)
+    f3 = snap(3, 0, [(0, 0), (3, 100), (5, 200)], leo=300)
+    odd = snap(4, 0, [(0, 0), (3, 130), (5, 200)], leo=300)
+    (f,) = check_replica_divergence([lead, f2, f3, odd], 1000)
+    assert (f.broker, f.numbers["start_offset"], f.numbers["other_start_offset"]) == ("4", 130, 100)
+    assert f.numbers["other_broker"] == 2 and "majority" in f.detail
+    # a tie: the start of the replica ranked first as a leader (higher LEO) is the reference
+    g2 = snap(2, 0, [(0, 0), (3, 100), (5, 200)], leo=310)
+    assert [f.broker for f in check_replica_divergence([lead, g2, odd], 1000)] == ["4"]
 
 
 def test_d2_last_entry_of_either_lineage_is_exempt():

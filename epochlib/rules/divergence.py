@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._model import ERROR, Finding, ReplicaSnapshot
-from .fencing import _rounds, leader_of_round
+from .fencing import _rounds, leader_key, leader_of_round
 
 __all__ = ["check_replica_divergence", "snapshot_rounds"]
 
@@ -32,58 +32,90 @@ def _same_topic(a: ReplicaSnapshot, b: ReplicaSnapshot) -> bool:
     return a.topic_id is None or b.topic_id is None or a.topic_id == b.topic_id
 
 
+def _d2_explained(ref_k: int, ref_start: int, k: int, start: int, ref_n: int, n: int) -> bool:
+    """Pair conditions under which differing starts of one epoch are not a conflict: the epoch is the last
+    entry of either lineage, or a head entry starts later than the other's (its own retention moved it)."""
+    if ref_k == ref_n - 1 or k == n - 1:
+        return True
+    # truncateFromStart moves a head entry's start forward to that replica's own log start
+    return (start > ref_start and k == 0) or (ref_start > start and ref_k == 0)
+
+
 def _d2_round(replicas: list[ReplicaSnapshot]) -> list[tuple[tuple, Finding]]:
-    found = []
+    """One finding per (epoch, disagreeing replica) of a round.
+
+    The reference is the round's leader (:func:`leader_of_round`) for every epoch it holds; the
+    disagreeing replicas are those holding the epoch at another start. For an epoch the leader does not
+    hold, the reference is the majority start among the replicas holding it (a tie goes to the start of
+    the replica ranked first by :func:`leader_of_round`), and the minority replicas are reported."""
+    found: list[tuple[tuple, Finding]] = []
+    leader = leader_of_round(replicas)
+    if leader is None:
+        return found
     caches = {s.broker: s.repaired_cache().entries for s in replicas}
-    for i, a in enumerate(replicas):
-        for b in replicas[i + 1 :]:
-            if not _same_topic(a, b):
-                continue
-            ea, eb = caches[a.broker], caches[b.broker]
-            if not ea or not eb:
-                continue
-            ia = {e.epoch: (k, e.start_offset) for k, e in enumerate(ea)}
-            for kb, e in enumerate(eb):
-                if e.epoch not in ia:
-                    continue
-                ka, sa = ia[e.epoch]
-                sb = e.start_offset
-                if sa == sb or ka == len(ea) - 1 or kb == len(eb) - 1:
-                    continue
-                # truncateFromStart moves a head entry's start forward to that replica's own log start:
-                # a later start on a head entry is explained by retention, not a conflict
-                if (sa > sb and ka == 0) or (sb > sa and kb == 0):
-                    continue
-                x, y = (a, b) if a.broker <= b.broker else (b, a)
-                sx, sy = (sa, sb) if x is a else (sb, sa)
-                key = ("D2", x.broker, y.broker, e.epoch, sx, sy)
-                ts = max(a.snapshot_ts, b.snapshot_ts)
-                found.append(
-                    (
-                        key,
-                        Finding(
-                            rule="D2",
-                            kind="replica_lineage_conflict",
-                            severity=ERROR,
-                            event_ts=ts,
-                            topic=x.topic,
-                            topic_id=x.topic_id or y.topic_id,
-                            partition=x.partition,
-                            broker=x.broker,
-                            numbers={
-                                "leader_epoch": e.epoch,
-                                "start_offset": sx,
-                                "other_start_offset": sy,
-                                "other_broker": int(y.broker) if y.broker.isdigit() else None,
-                            },
-                            evidence=(x.pointer(e.epoch), y.pointer(e.epoch)),
-                            detail=(
-                                f"epoch {e.epoch} starts at {sx} on broker {x.broker} but at {sy} on broker "
-                                f"{y.broker}, and it is not the last entry of either lineage."
-                            ),
+    rank = {s.broker: i for i, s in enumerate(sorted(replicas, key=leader_key))}
+    usable = [s for s in replicas if caches[s.broker] and _same_topic(s, leader)]
+    held: dict[int, dict[str, tuple[int, int]]] = {}  # epoch -> broker -> (index, start)
+    for s in usable:
+        for k, e in enumerate(caches[s.broker]):
+            held.setdefault(e.epoch, {})[s.broker] = (k, e.start_offset)
+    by_broker = {s.broker: s for s in usable}
+    for epoch in sorted(held):
+        holders = held[epoch]
+        if len(holders) < 2:
+            continue
+        if leader.broker in holders:
+            ref = leader.broker
+        else:
+            votes: dict[int, list[str]] = {}
+            for b, (_, st) in holders.items():
+                votes.setdefault(st, []).append(b)
+            best = max(votes.values(), key=lambda bs: (len(bs), -min(rank[b] for b in bs)))
+            ref = min(best, key=lambda b: rank[b])
+        ref_k, ref_start = holders[ref]
+        ref_n = len(caches[ref])
+        bad = [
+            b
+            for b, (k, st) in sorted(holders.items(), key=lambda kv: rank[kv[0]])
+            if b != ref and st != ref_start and not _d2_explained(ref_k, ref_start, k, st, ref_n, len(caches[b]))
+        ]
+        r = by_broker[ref]
+        for b in bad:
+            x = by_broker[b]
+            sx = holders[b][1]
+            others = [o for o in bad if o != b]
+            key = ("D2", x.broker, epoch, sx, ref_start)
+            found.append(
+                (
+                    key,
+                    Finding(
+                        rule="D2",
+                        kind="replica_lineage_conflict",
+                        severity=ERROR,
+                        event_ts=x.snapshot_ts,
+                        topic=x.topic,
+                        topic_id=x.topic_id or r.topic_id,
+                        partition=x.partition,
+                        broker=x.broker,
+                        numbers={
+                            "leader_epoch": epoch,
+                            "start_offset": sx,
+                            "other_start_offset": ref_start,
+                            "other_broker": int(r.broker) if r.broker.isdigit() else None,
+                            "conflicting_replicas": len(bad),
+                        },
+                        evidence=(x.pointer(epoch), r.pointer(epoch), *(by_broker[o].pointer(epoch) for o in others)),
+                        detail=(
+                            f"epoch {epoch} starts at {sx} on broker {x.broker} but at {ref_start} on "
+                            + (f"the leader, broker {r.broker}" if r is leader else
+                               f"broker {r.broker} and the majority of the replicas holding it (the leader "
+                               f"{leader.broker} does not)")
+                            + ", and it is not the last entry of either lineage"
+                            + (f"; broker(s) {', '.join(others)} disagree too." if others else ".")
                         ),
-                    )
+                    ),
                 )
+            )
     return found
 
 
@@ -120,7 +152,12 @@ def check_replica_divergence(
     """D1 and D2 over every snapshot (all brokers, all times) of one topic-partition.
 
     - D2 ``replica_lineage_conflict`` (error): two replicas of one round hold the same epoch with
-      different start offsets, and it is not the last entry of either lineage.
+      different start offsets, and it is not the last entry of either lineage. One finding per (epoch,
+      round, disagreeing replica): the replica whose start differs from the leader's (the round's
+      highest-epoch replica, as :func:`leader_of_round`); ``broker`` = that replica, the leader in
+      ``other_broker``/``other_start_offset`` and evidence, the other disagreeing replicas in evidence and
+      ``conflicting_replicas``. When the leader does not hold the epoch, the majority start among the
+      replicas holding it is the reference (ties: the start of the replica ranked first as a leader).
     - D1 ``replica_divergence_unresolved`` (error): with A the replica holding the highest epoch,
       (E', end) = A.endOffsetFor(F.latestEpoch); point = min(end, F.endOffsetFor(E').end); F's LEO above
       the point in two consecutive rounds (consecutive rounds in which F and a leader appear). Reports the
@@ -133,7 +170,7 @@ def check_replica_divergence(
     equals the leader's is never divergent (its data came from that leader; LEO differences are snapshot
     skew); D1 needs the follower's LEO or, failing that, its high watermark (a lower bound of the LEO:
     ``log_end_offset``/``records_affected`` are then lower bounds too); each condition is reported once, at the first round that proves it, so a
-    persisting condition is not repeated every round: a D2 conflict (broker pair, epoch, both starts)
+    persisting condition is not repeated every round: a D2 conflict (replica, epoch, its start, reference start)
     once per call, a D1 condition (follower, E', point) again only after it had resolved.
     """
     out: list[Finding] = []

@@ -29,19 +29,20 @@ def _broker_order(b: str) -> tuple:
     return (0, int(b), "") if b.isdigit() else (1, 0, b)
 
 
+def leader_key(s: ReplicaSnapshot) -> tuple:
+    """Sort key of :func:`leader_of_round`: highest repaired epoch, then higher LEO, then lower broker id."""
+    latest = s.repaired_cache().latest_epoch
+    return (
+        -(-1 if latest is None else latest),
+        -(-1 if s.log_end_offset is None else s.log_end_offset),
+        _broker_order(s.broker),
+    )
+
+
 def leader_of_round(snapshots: Iterable[ReplicaSnapshot]) -> ReplicaSnapshot | None:
     """The replica whose (repaired) lineage holds the highest epoch; ties go to the higher log end
     offset, then the lower broker id (so the choice is deterministic)."""
-
-    def key(s: ReplicaSnapshot) -> tuple:
-        latest = s.repaired_cache().latest_epoch
-        return (
-            -(-1 if latest is None else latest),
-            -(-1 if s.log_end_offset is None else s.log_end_offset),
-            _broker_order(s.broker),
-        )
-
-    ordered = sorted(snapshots, key=key)
+    ordered = sorted(snapshots, key=leader_key)
     return ordered[0] if ordered else None
 
 
