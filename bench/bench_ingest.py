@@ -118,6 +118,27 @@ def tree_cpu_s(pid: int) -> float:
     return sum(_cpu_s(p) for p in _tree(pid))
 
 
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds per thread-name group of a process (digits stripped: ``GC Thread#3`` -> ``GC Thread#``)."""
+    import re
+
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                head, rest = fh.read().rsplit(")", 1)
+        except OSError:
+            continue
+        name = re.sub(r"\d+", "", head.split("(", 1)[1]).strip()
+        f = rest.split()
+        out[name] = out.get(name, 0.0) + (int(f[11]) + int(f[12])) / _TICK
+    return out
+
+
 def _status_kib(pid: int, key: str) -> int:
     try:
         with open(f"/proc/{pid}/status") as fh:
@@ -187,8 +208,10 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--cache", default="/tmp/epoch-audit-bench", help="folder for the generated inputs")
     ap.add_argument("--repeat", type=int, default=1, help="ingest this many times in one session")
+    ap.add_argument("--threads", action="store_true", help="print JVM CPU per thread group of each run")
     ap.add_argument("--stages", action="store_true", help="print per-stage figures from the event log")
     ap.add_argument("--keep", action="store_true", help="keep the output folder")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     args = ap.parse_args()
 
     from jobs.config import Config, Inputs, Output
@@ -199,6 +222,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench_ingest_"))
     try:
         conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+        conf.update(kv.split("=", 1) for kv in args.conf)
         if args.stages:
             (tmp / "events").mkdir()
             conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
@@ -210,6 +234,7 @@ def main() -> None:
             cfg = Config(cluster="bench", inputs=Inputs(offsets=str(offsets)), output=Output(root=str(out)))
             cpu0 = tree_cpu_s(jpid) if jpid else 0.0
             jvm0 = _cpu_s(jpid) if jpid else 0.0
+            th0 = thread_cpu_s(jpid) if jpid and args.threads else {}
             self0 = time.process_time()
             t = time.perf_counter()
             result = run_ingestion(spark, cfg, "2024-03-01", "2024-03-31", split_bytes=args.split_mb << 20)
@@ -227,6 +252,10 @@ def main() -> None:
                   f"CPU-second")
             print(f"    of which JVM {jvm:.1f} s, Python workers {cpu - jvm - (time.process_time() - self0):.1f} s, "
                   f"Python driver {time.process_time() - self0:.1f} s")
+            if th0:
+                th = thread_cpu_s(jpid)
+                top = sorted(((v - th0.get(k, 0.0), k) for k, v in th.items()), reverse=True)[:8]
+                print("    JVM threads: " + ", ".join(f"{k} {v:.1f} s" for v, k in top if v >= 0.1))
             shutil.rmtree(out, ignore_errors=True)
         py_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         jvm_peak = _status_kib(jpid, "VmHWM") / 1024 if jpid else float("nan")

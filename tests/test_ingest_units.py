@@ -86,3 +86,68 @@ def test_small_segments_are_one_range_without_being_opened(tmp_path):
     out = pa.Table.from_batches(list(off.plan_segment_ranges(iter([pa.RecordBatch.from_pylist(
         [row], schema=off.RANGE_SCHEMA)]))))
     assert out.select(["start", "end"]).to_pylist() == [{"start": 0, "end": 100}]
+
+
+def _sorted_rows(table: pa.Table) -> list[str]:
+    return sorted(map(str, table.to_pylist()))
+
+
+def _passes(fn, rows: pa.RecordBatch) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(reference work rows, commit pass, side pass) of one offsets decode function over ``rows``."""
+    def run(emit):
+        return list(fn(iter([rows])) if emit == "work" else fn(iter([rows]), emit=emit))
+
+    work = pa.Table.from_batches(run("work"), schema=off.WORK)
+    commits = pa.Table.from_batches(run("commits"), schema=off.COMMITS)
+    side = pa.Table.from_batches(run("side"), schema=off.WORK)
+    return work, commits, side
+
+
+def test_commit_and_side_passes_split_the_work_rows_exactly(inputs):
+    """The commit pass gives exactly the non-transactional commits of the reference work rows (already in
+    the offset_commits shape) and the side pass exactly everything else, for every offsets input form."""
+    paths, _ = inputs
+    inv = disc.discover(paths["offsets"], None, None)
+    segs = inv.of("offsets", "segment")
+    seg_rows = pa.RecordBatch.from_pylist(
+        [{"source": f.source, "size": f.size, "start": 0, "end": f.size, "target": 1 << 30, "broker": f.broker,
+          "log_partition": f.log_partition, "topic": None, "partition": None, "snapshot_ms": None} for f in segs],
+        schema=off.RANGE_SCHEMA)
+    file_rows = {form: pa.RecordBatch.from_pylist(
+        [{"source": f.source, "size": f.size, "broker": f.broker} for f in inv.of("offsets", *forms)],
+        schema=off.FILE_SCHEMA) for form, forms in (("dumps", ("parquet", "jsonl")), ("text", ("text",)))}
+
+    def seg_fn(batches, emit="work"):
+        return {"work": off.decode_segment_ranges, "commits": off.decode_segment_commits,
+                "side": off.decode_segment_side}[emit](batches)
+
+    kinds = set()
+    for fn, rows in ((seg_fn, seg_rows), (off.decode_dump_files, file_rows["dumps"]),
+                     (off.decode_text_files, file_rows["text"])):
+        work, commits, side = _passes(fn, rows)
+        assert commits.num_rows > 0
+        expect_commits = [off.work_to_commits(b) for b in work.to_batches()]
+        expect_commits = pa.Table.from_batches([b for b in expect_commits if b is not None], schema=off.COMMITS)
+        assert _sorted_rows(commits) == _sorted_rows(expect_commits)
+        assert set(commits["txn_state"].to_pylist()) == {"none"}
+        expect_side = [off.work_side(b) for b in work.to_batches()]
+        expect_side = pa.Table.from_batches([b for b in expect_side if b is not None], schema=off.WORK)
+        assert _sorted_rows(side) == _sorted_rows(expect_side)
+        assert side.num_rows + commits.num_rows == work.num_rows
+        kinds |= set(side["row_kind"].to_pylist())
+    assert {"commit", "marker", "group", "quarantine", "stats"} <= kinds  # transactional commits stay on the side
+
+
+def test_commit_rows_take_their_times_as_the_spark_expressions_did():
+    ms = pa.array([T1, None, -1, T1], pa.int64())
+    batch = off.commit_batch({
+        "commit_ms": ms, "record_ms": pa.array([T1 + 5, T1 + 6, T1 + 7, -3], pa.int64()),
+        "expire_ms": pa.array([-1, T1, None, 0], pa.int64()),
+        "is_tombstone": pa.array([False, False, False, True]), "source": pa.array(["s"] * 4)}, 4)
+    rows = batch.to_pylist()
+    to_ms = lambda t: None if t is None else int(t.timestamp() * 1000)  # noqa: E731
+    assert [to_ms(r["commit_ts"]) for r in rows] == [T1, None, -1, T1]
+    assert [to_ms(r["event_ts"]) for r in rows] == [T1, T1 + 6, T1 + 7, -3]  # record time when no usable commit time
+    assert [to_ms(r["expire_ts"]) for r in rows] == [None, T1, None, 0]
+    assert [to_ms(r["record_ts"]) for r in rows] == [T1 + 5, T1 + 6, T1 + 7, None]
+    assert {r["txn_state"] for r in rows} == {"none"} and {r["source_kind"] for r in rows} == {"offsets"}
