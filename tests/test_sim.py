@@ -19,7 +19,7 @@ from epochlib.sim._codec import commit_value_v3
 DEMO_KINDS = {
     "D1:replica_divergence_unresolved", "D2:replica_lineage_conflict", "F2:commit_beyond_epoch_end",
     "F2:commit_unknown_epoch", "F4:commit_epoch_dropped", "F4:commit_epoch_regression",
-    "L1:checkpoint_unreadable", "L2:lineage_not_monotonic", "L3:batch_epoch_mismatch",
+    "L1:checkpoint_unreadable", "L2:lineage_not_monotonic",
     "L3:batch_epoch_regression", "L3:batch_epoch_unknown", "L5:lineage_rewritten", "L5:lineage_truncated",
     "M1:client_epoch_regression", "M2:broker_served_stale", "M3:topic_id_regression", "S1:operator_reset",
     "S1:over_rewind", "S1:spurious_rewind", "S1:spurious_rewind_to_earliest", "S1:stale_epoch_commit",
@@ -196,6 +196,23 @@ def test_truth_names_every_kind_the_demo_promises(demo):
     assert any(r.get("m4_correlated") for r in rows if r["kind"] == "spurious_rewind_to_earliest")
     # the re-created topic is not a finding: no lineage finding names the re-created topic
     assert not [r for r in rows if r.get("topic") == "inventory" and r["rule"] in {"L5", "D1", "D2", "M1", "M2"}]
+
+
+def test_truth_severities_are_the_rules_severities(demo):
+    from epochlib.rules import SEVERITY
+
+    rows = [json.loads(x) for x in demo.truth.read_text().splitlines()]
+    assert {(r["kind"], r["severity"]) for r in rows} <= set(SEVERITY.items())
+    sev = {(r["kind"], r["severity"]) for r in rows}
+    assert ("checkpoint_unreadable", "warning") in sev and ("commit_unknown_epoch", "error") in sev
+
+
+def test_stale_epoch_batch_is_one_regression_finding(demo):
+    # L3 gives one finding per batch, the most severe: a stale-epoch batch is a regression, not also a mismatch
+    rows = [json.loads(x) for x in demo.truth.read_text().splitlines()]
+    l3 = [r for r in rows if r["rule"] == "L3" and r["kind"] != "batch_epoch_unknown"]
+    assert [r["kind"] for r in l3] == ["batch_epoch_regression"]
+    assert l3[0]["batch_epoch"] == l3[0]["lineage_epoch"] - 1
 
 
 def test_demo_is_small_and_quick(demo):

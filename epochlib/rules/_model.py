@@ -23,6 +23,7 @@ from ..lineage import EpochEntry, LeaderEpochCache, as_entry
 
 __all__ = [
     "INFO",
+    "SEVERITY",
     "WARNING",
     "ERROR",
     "CRITICAL",
@@ -40,6 +41,36 @@ __all__ = [
 
 INFO, WARNING, ERROR, CRITICAL = "info", "warning", "error", "critical"
 LIVE_TXN_STATES = frozenset({"none", "committed"})
+#: The severity of every finding kind: the one place the rules (and the simulator's ground truth) take it
+#: from. The spec gives few; the others are judgement calls (README "Judgement calls").
+SEVERITY: dict[str, str] = {
+    "checkpoint_unreadable": WARNING,  # L1: evidence lost, nothing proven wrong
+    "lineage_not_monotonic": ERROR,  # L2
+    "batch_epoch_mismatch": ERROR,  # L3
+    "batch_epoch_unknown": ERROR,  # L3
+    "batch_epoch_regression": CRITICAL,  # L3: a stale leader wrote into the log
+    "lineage_truncated": INFO,  # L5
+    "lineage_rewritten": ERROR,  # L5
+    "replica_divergence_unresolved": ERROR,  # D1
+    "replica_lineage_conflict": ERROR,  # D2
+    "commit_beyond_epoch_end": ERROR,  # F2
+    "commit_unknown_epoch": ERROR,  # F2
+    "commit_epoch_regression": WARNING,  # F4
+    "commit_epoch_dropped": INFO,  # F4
+    "client_epoch_regression": WARNING,  # M1
+    "broker_served_stale": WARNING,  # M2
+    "topic_id_regression": ERROR,  # M3: a client following it addresses a deleted topic
+    "possible_topic_recreation": INFO,  # M3
+    "truncation": INFO,  # S1a
+    "over_rewind": WARNING,  # S1a
+    "operator_reset": INFO,  # S1b
+    "stale_epoch_commit": WARNING,  # S1c
+    "spurious_rewind_to_earliest": ERROR,  # S1d
+    "spurious_rewind": ERROR,  # S1e
+    "retention": INFO,  # S2a
+    "spurious_skip": ERROR,  # S2b
+}
+
 """Commits rules look at: non-transactional ones and transactional ones whose COMMIT marker followed."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ._model import ERROR, Finding, ReplicaSnapshot
+from ._model import SEVERITY, Finding, ReplicaSnapshot
 from .fencing import _rounds, leader_key, leader_of_round
 
 __all__ = ["check_replica_divergence", "snapshot_rounds"]
@@ -91,7 +91,7 @@ def _d2_round(replicas: list[ReplicaSnapshot]) -> list[tuple[tuple, Finding]]:
                     Finding(
                         rule="D2",
                         kind="replica_lineage_conflict",
-                        severity=ERROR,
+                        severity=SEVERITY["replica_lineage_conflict"],
                         event_ts=x.snapshot_ts,
                         topic=x.topic,
                         topic_id=x.topic_id or r.topic_id,
@@ -201,7 +201,7 @@ def check_replica_divergence(
                     Finding(
                         rule="D1",
                         kind="replica_divergence_unresolved",
-                        severity=ERROR,
+                        severity=SEVERITY["replica_divergence_unresolved"],
                         event_ts=f.snapshot_ts,
                         topic=f.topic,
                         topic_id=f.topic_id or leader.topic_id,

@@ -10,7 +10,7 @@ import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ._model import ERROR, INFO, WARNING, Commit, Finding, ReplicaSnapshot
+from ._model import SEVERITY, Commit, Finding, ReplicaSnapshot
 
 __all__ = [
     "FenceResult",
@@ -180,7 +180,7 @@ def check_commit_fencing(
                     Finding(
                         rule="F4",
                         kind="commit_epoch_dropped",
-                        severity=INFO,
+                        severity=SEVERITY["commit_epoch_dropped"],
                         numbers={
                             "committed_offset": c.committed_offset,
                             "leader_epoch": -1,
@@ -203,7 +203,7 @@ def check_commit_fencing(
                 Finding(
                     rule="F4",
                     kind="commit_epoch_regression",
-                    severity=WARNING,
+                    severity=SEVERITY["commit_epoch_regression"],
                     numbers={
                         "committed_offset": c.committed_offset,
                         "leader_epoch": e,
@@ -239,7 +239,7 @@ def check_commit_fencing(
                 Finding(
                     rule="F2",
                     kind="commit_unknown_epoch",
-                    severity=ERROR,
+                    severity=SEVERITY["commit_unknown_epoch"],
                     numbers={**nums, "records_affected": None},
                     evidence=ev,
                     detail=(
@@ -256,7 +256,7 @@ def check_commit_fencing(
                 Finding(
                     rule="F2",
                     kind="commit_beyond_epoch_end",
-                    severity=ERROR,
+                    severity=SEVERITY["commit_beyond_epoch_end"],
                     numbers={**nums, "records_affected": c.committed_offset - r.end_offset},  # type: ignore[operator]
                     evidence=ev,
                     detail=(

@@ -11,7 +11,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..lineage import EpochEntry
-from ._model import CRITICAL, ERROR, INFO, WARNING, BatchHeader, Finding, QuarantineRecord, ReplicaSnapshot
+from ._model import (
+    SEVERITY,
+    BatchHeader,
+    Finding,
+    QuarantineRecord,
+    ReplicaSnapshot,
+)
 
 __all__ = [
     "check_batch_epochs",
@@ -69,7 +75,7 @@ def check_checkpoint_unreadable(
         Finding(
             rule="L1",
             kind="checkpoint_unreadable",
-            severity=WARNING,
+            severity=SEVERITY["checkpoint_unreadable"],
             event_ts=ts,
             topic=where["topic"],
             partition=where["partition"],
@@ -114,7 +120,7 @@ def check_lineage_monotonic(snapshot: ReplicaSnapshot) -> list[Finding]:
         Finding(
             rule="L2",
             kind="lineage_not_monotonic",
-            severity=ERROR,
+            severity=SEVERITY["lineage_not_monotonic"],
             event_ts=snapshot.snapshot_ts,
             topic=snapshot.topic,
             topic_id=snapshot.topic_id,
@@ -189,7 +195,7 @@ def check_batch_epochs(snapshot: ReplicaSnapshot, batches_sorted: Iterable[Batch
                 Finding(
                     rule="L3",
                     kind="batch_epoch_regression",
-                    severity=CRITICAL,
+                    severity=SEVERITY["batch_epoch_regression"],
                     numbers={
                         **nums,
                         "expected_epoch": best.partition_leader_epoch,
@@ -209,7 +215,7 @@ def check_batch_epochs(snapshot: ReplicaSnapshot, batches_sorted: Iterable[Batch
                 Finding(
                     rule="L3",
                     kind="batch_epoch_unknown",
-                    severity=ERROR,
+                    severity=SEVERITY["batch_epoch_unknown"],
                     numbers={**nums, "expected_epoch": expected},
                     evidence=(b.pointer(), snapshot.pointer(latest)),
                     detail=(
@@ -224,7 +230,7 @@ def check_batch_epochs(snapshot: ReplicaSnapshot, batches_sorted: Iterable[Batch
                 Finding(
                     rule="L3",
                     kind="batch_epoch_mismatch",
-                    severity=ERROR,
+                    severity=SEVERITY["batch_epoch_mismatch"],
                     numbers=nums,
                     evidence=(b.pointer(), snapshot.pointer(expected)),
                     detail=(
@@ -264,7 +270,7 @@ def _history_step(prev: ReplicaSnapshot, cur: ReplicaSnapshot) -> Finding | None
         return Finding(
             rule="L5",
             kind="lineage_rewritten",
-            severity=ERROR,
+            severity=SEVERITY["lineage_rewritten"],
             numbers={
                 "leader_epoch": epoch,
                 "previous_start_offset": p[p_idx[epoch]].start_offset if epoch in p_idx else None,
@@ -337,7 +343,7 @@ def _history_step(prev: ReplicaSnapshot, cur: ReplicaSnapshot) -> Finding | None
     return Finding(
         rule="L5",
         kind="lineage_truncated",
-        severity=INFO,
+        severity=SEVERITY["lineage_truncated"],
         numbers={
             "truncation_point": point,
             "records_affected": discarded,

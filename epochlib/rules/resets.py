@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._model import ERROR, INFO, WARNING, Commit, Finding, GroupState, ReplicaSnapshot
+from ._model import SEVERITY, Commit, Finding, GroupState, ReplicaSnapshot
 from .fencing import LineageLookup, _rounds, fence_check, leader_of_round, make_lineage_lookup
 
 __all__ = [
@@ -121,7 +121,7 @@ def _subject(c: Commit) -> dict[str, Any]:
     return dict(event_ts=c.ts, topic=c.topic, partition=c.partition, group_id=c.group_id)
 
 
-def _finding(rule, kind, sev, c: Commit, prev: Commit, nums: dict, evidence, detail, snap=None) -> Finding:
+def _finding(rule, kind, c: Commit, prev: Commit, nums: dict, evidence, detail, snap=None) -> Finding:
     base = {
         "previous_offset": prev.committed_offset,
         "new_offset": c.committed_offset,
@@ -136,7 +136,7 @@ def _finding(rule, kind, sev, c: Commit, prev: Commit, nums: dict, evidence, det
     return Finding(
         rule=rule,
         kind=kind,
-        severity=sev,
+        severity=SEVERITY[kind],
         numbers=base,
         evidence=(c.pointer(), prev.pointer(), *[e for e in evidence if e]),
         detail=detail,
@@ -164,7 +164,6 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
             return _finding(
                 "S1a",
                 "truncation",
-                INFO,
                 c,
                 prev,
                 {
@@ -181,7 +180,6 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
         return _finding(
             "S1a",
             "over_rewind",
-            WARNING,
             c,
             prev,
             {
@@ -201,7 +199,6 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
         return _finding(
             "S1b",
             "operator_reset",
-            INFO,
             c,
             prev,
             {"records_reread": reread, "member_count": g.member_count},
@@ -222,7 +219,6 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
             return _finding(
                 "S1c",
                 "stale_epoch_commit",
-                WARNING,
                 c,
                 prev,
                 {
@@ -241,7 +237,6 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
         return _finding(
             "S1d",
             "spurious_rewind_to_earliest",
-            ERROR,
             c,
             prev,
             {"records_reread": reread, "log_start_offset": ls},
@@ -254,7 +249,6 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
     return _finding(
         "S1e",
         "spurious_rewind",
-        ERROR,
         c,
         prev,
         {"records_reread": reread, "log_start_offset": ls},
@@ -276,7 +270,6 @@ def _classify_jump(c: Commit, prev: Commit, ctx: ResetContext, max_step: int | N
             return _finding(
                 "S2a",
                 "retention",
-                INFO,
                 c,
                 prev,
                 {"records_skipped": jump, "log_start_offset": ls, "records_affected": jump},
@@ -301,7 +294,6 @@ def _classify_jump(c: Commit, prev: Commit, ctx: ResetContext, max_step: int | N
     return _finding(
         "S2b",
         "spurious_skip",
-        ERROR,
         c,
         prev,
         {

@@ -32,7 +32,7 @@ class Anomalies:
     epoch_regressions: int = 1  # F4 commit_epoch_regression (+ F2 beyond end)
     epoch_drops: int = 1  # F4 commit_epoch_dropped
     unknown_epoch_commits: int = 1  # F2 commit_unknown_epoch (MirrorMaker-translated commits)
-    stale_epoch_batches: int = 1  # L3 batch_epoch_regression + batch_epoch_mismatch
+    stale_epoch_batches: int = 1  # L3 batch_epoch_regression (one finding per batch: it is also a mismatch)
     unknown_epoch_batches: int = 1  # L3 batch_epoch_unknown
     lineage_rewrites: int = 1  # L5 lineage_rewritten
     replica_conflicts: int = 1  # D2 replica_lineage_conflict
