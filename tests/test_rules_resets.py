@@ -190,6 +190,33 @@ def test_s2b_no_guess_without_a_log_end_or_pace_and_normal_steps_are_quiet():
     assert one(_paced(200, 5, 10, t0=1000) + [commit(5000, 4, 9000)], ctx2).kind == "spurious_skip"
 
 
+def test_s2b_pace_is_a_rate_reset_to_latest_within_seconds_is_a_skip():
+    # the demo's orders-4: ~560 records per 7.5 min, then 79861 -> 82876 (the log end) 7 s after the last
+    # commit: only 5.4x the largest step, but ~350x the rate
+    t, step = 450_000, 560
+    seq = [commit(75_381 + i * step, 4, 1000 + i * t) for i in range(9)]  # ends at 79_861
+    seq.append(commit(82_876, 4, seq[-1].ts + 7000))
+    ctx = ResetContext(log_end_estimates=[LogEndEstimate(seq[-1].ts - 2000, 82_876, "hw")],
+                       snapshots=[snap(500, [(0, 0), (4, 150)], leo=60_000, ls=50_000)])  # fmt: skip
+    f = one(seq, ctx)
+    assert (f.rule, f.kind, f.numbers["records_skipped"]) == ("S2b", "spurious_skip", 3015)
+    assert f.numbers["largest_previous_step"] == 560 and f.numbers["previous_rate_per_min"] == 75
+    assert f.numbers["skip_rate_per_min"] == round(3015 * 60 / 7)
+
+
+def test_s2b_caught_up_consumer_committing_the_log_end_at_its_pace_is_quiet():
+    ctx = ResetContext(log_end_estimates=[LogEndEstimate(500, 10_000, "hw")], snapshots=[snap(500, [(4, 0)], ls=0)])
+    # steps of 100 every 10 s; the last commit reaches the log end after 10 s with a step of 120
+    seq = [commit(9_380 + i * 100, 4, 1000 + i * 10_000) for i in range(6)] + [commit(10_000, 4, 61_000)]
+    assert check_offset_resets(seq, ctx) == []
+    # an idle consumer: one large step (50x the largest) after a long pause, at its usual rate
+    seq = [commit(9_000 + i * 10, 4, 1000 + i * 1000) for i in range(5)] + [commit(10_000, 4, 105_000)]
+    assert check_offset_resets(seq, ctx) == []
+    # commits within one millisecond: the elapsed time is floored at 1 s, so a 15-record step is no skip
+    seq = [commit(9_900 + i * 10, 4, 1000 + i * 1000) for i in range(5)] + [commit(10_000, 4, 5001)]
+    assert check_offset_resets(seq, ctx) == []
+
+
 def test_s2b_retention_not_excluded_means_no_skip():
     ctx = ResetContext(log_end_estimates=[LogEndEstimate(500, 5000, "hw")])
     assert check_offset_resets(_paced(200, 5, 10, t0=1000) + [commit(5000, 4, 9000)], ctx) == []

@@ -24,6 +24,10 @@ __all__ = [
 ]
 
 
+MIN_PACE_ELAPSED_MS = 1000
+"""S2b pace: the time between two commits is counted as at least this long."""
+
+
 @dataclass(frozen=True, slots=True)
 class LogEndEstimate:
     """A known log end (next offset) of the partition at a time: from segments, the
@@ -44,8 +48,9 @@ class ResetContext:
     - ``group_states``: the group's metadata records (any order);
     - ``log_end_estimates``: extra log-end estimates; the snapshots' LEO (else high watermark) of the
       leader of each round are added automatically;
-    - ``skip_pace_factor``: S2b needs a jump larger than this many times the largest forward step the
-      sequence made before (see :func:`check_offset_resets`).
+    - ``skip_pace_factor``: S2b needs a jump whose rate (records per ms since the previous commit) is
+      above this many times the highest rate between the sequence's earlier commits (see
+      :func:`check_offset_resets`).
     """
 
     snapshots: Sequence[ReplicaSnapshot] = ()
@@ -259,7 +264,15 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
     )
 
 
-def _classify_jump(c: Commit, prev: Commit, ctx: ResetContext, max_step: int | None) -> Finding | None:
+def _rate(records: int, elapsed_ms: int) -> float:
+    """Records per ms between two commits; the elapsed time is floored at 1 s (commit timestamps are
+    coarse and two commits of one batch can share a millisecond)."""
+    return records / max(elapsed_ms, MIN_PACE_ELAPSED_MS)
+
+
+def _classify_jump(
+    c: Commit, prev: Commit, ctx: ResetContext, max_step: int | None, max_rate: float | None
+) -> Finding | None:
     o, po = c.committed_offset, prev.committed_offset
     assert o is not None and po is not None
     jump = o - po
@@ -278,11 +291,12 @@ def _classify_jump(c: Commit, prev: Commit, ctx: ResetContext, max_step: int | N
                 f"to earliest and {jump} record(s) were lost to retention.",
                 snap,
             )
-    # (b) a jump to the log end: needs a log-end estimate, and a jump well beyond the sequence's own pace
+    # (b) a jump to the log end: needs a log-end estimate, and a jump far faster than the sequence's own pace
     est = ctx.log_end_before(c.ts)
-    if est is None or o < est.offset or max_step is None:
+    if est is None or o < est.offset or max_step is None or max_rate is None:
         return None
-    if jump <= ctx.skip_pace_factor * max(max_step, 1):
+    rate = _rate(jump, c.ts - prev.ts)
+    if rate <= ctx.skip_pace_factor * max_rate:
         return None
     snap = ctx.leader_at(c.ts)
     r = fence_check(replace(prev, event_ts=c.ts), snap)
@@ -301,11 +315,14 @@ def _classify_jump(c: Commit, prev: Commit, ctx: ResetContext, max_step: int | N
             "log_start_offset": ls,
             "log_end_offset": est.offset,
             "largest_previous_step": max_step,
+            "skip_rate_per_min": round(rate * 60_000),
+            "previous_rate_per_min": round(max_rate * 60_000),
         },
         (est.evidence, ls_ev),
         f"jump {po} -> {o} reaches the log end ({est.offset} known at {est.ts}) past {jump} record(s) never "
-        f"committed as consumed, {jump // max(max_step, 1)}x the largest earlier step, with the previous offset "
-        f"still above the log start {ls} and no truncation: a spurious reset to latest.",
+        f"committed as consumed, at {rate * 60_000:.0f} records/min against at most {max_rate * 60_000:.1f} "
+        f"between the sequence's earlier commits, with the previous offset still above the log start {ls} and "
+        "no truncation: a spurious reset to latest.",
         snap,
     )
 
@@ -339,8 +356,11 @@ def check_offset_resets(
       round at/after and the round at/before the commit are tried, since log starts only move forward.
     - S2b ("jump to the log end past records never committed as consumed") needs: a log-end estimate
       taken at or before the commit that the new offset reaches; at least one earlier forward step in the
-      sequence, and a jump larger than ``skip_pace_factor`` (default 10) times the largest earlier step —
-      a caught-up consumer also commits the log end, so without a sense of its pace a jump is not a skip;
+      sequence, and a jump whose *rate* (records / ms between the two commits, the elapsed time floored
+      at 1 s) exceeds ``skip_pace_factor`` (default 10) times the highest rate between earlier consecutive
+      commits — a caught-up consumer also commits the log end, at its usual pace, so without a sense of
+      that pace a jump is not a skip (a rate, not a step size: a reset commits within seconds, while an
+      idle consumer's one large step after a long pause is its normal pace);
       a known log start at or below the previous offset (retention excluded); no truncation (F2 of the
       previous commit). Without these, no guess is made.
     - Operator reset: a group whose last metadata record at or before the commit shows 0 members or a
@@ -351,22 +371,25 @@ def check_offset_resets(
     out: list[Finding] = []
     prev: Commit | None = None
     max_step: int | None = None
+    max_rate: float | None = None
     for c in commits_sorted:
         if not c.is_live:
             continue
         if c.is_tombstone or c.committed_offset is None:
-            prev, max_step = None, None
+            prev, max_step, max_rate = None, None, None
             continue
         if prev is not None and prev.committed_offset is not None:
             o, po = c.committed_offset, prev.committed_offset
             if o < po:
                 out.append(_classify_rewind(c, prev, ctx))
             elif o > po:
-                f = _classify_jump(c, prev, ctx, max_step)
+                f = _classify_jump(c, prev, ctx, max_step, max_rate)
                 if f is not None:
                     out.append(f)
                 else:
                     max_step = o - po if max_step is None else max(max_step, o - po)
+                    r = _rate(o - po, c.ts - prev.ts)
+                    max_rate = r if max_rate is None else max(max_rate, r)
         prev = c
     return out
 
