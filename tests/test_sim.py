@@ -215,6 +215,28 @@ def test_stale_epoch_batch_is_one_regression_finding(demo):
     assert l3[0]["batch_epoch"] == l3[0]["lineage_epoch"] - 1
 
 
+def test_f2_oracle_breaks_leader_ties_as_the_audit_does():
+    from epochlib.lineage import LeaderEpochCache
+    from epochlib.sim.engine import Sim
+
+    class P:
+        segments = False
+
+    cache = LeaderEpochCache([(0, 0), (5, 100)])
+    older = LeaderEpochCache([(0, 0), (4, 90)])
+    caps = {4: (cache, 220), 1: (cache, 200), 2: (older, 300)}  # broker 4 is the simulator's leader
+    assert max(caps, key=lambda b: Sim._leader_rank(P, b, *caps[b])) == 1  # LEO unknown: lower broker id
+    P.segments = True
+    assert max(caps, key=lambda b: Sim._leader_rank(P, b, *caps[b])) == 4  # segments show the higher LEO
+
+
+def test_possible_topic_recreation_is_in_the_truth_once_per_response(demo):
+    rows = [json.loads(x) for x in demo.truth.read_text().splitlines()]
+    rec = [r for r in rows if r["kind"] == "possible_topic_recreation"]
+    assert rec and all(r["severity"] == "info" and r["topic"] == "inventory" and "partition" not in r for r in rec)
+    assert len({(r["client_id"], r["event_ts"]) for r in rec}) == len(rec)
+
+
 def test_demo_is_small_and_quick(demo):
     assert 2000 <= demo.counts["commits"] <= 10_000
     assert demo.date_range == ("2024-03-04", "2024-03-04")

@@ -69,8 +69,11 @@ def _recreation_finding(items: list[tuple[MetadataObservation, _Baseline]], rule
     o = items[0][0]
     parts = [x.partition for x, _ in items]
     cached = max(b.highest for _, b in items)
-    old = sorted({r for _, b in items if b.last is not None for r in b.last.replicas})
-    new = sorted({r for x, _ in items for r in x.replicas})
+    changes = "; ".join(
+        f"{x.partition}: epoch {b.highest} -> 0, replicas {sorted(b.last.replicas) if b.last else []} -> "
+        f"{sorted(x.replicas)}"
+        for x, b in items
+    )
     evidence = [o.pointer()]
     for _, b in items:
         if b.last is not None and b.last.pointer() not in evidence:
@@ -82,9 +85,9 @@ def _recreation_finding(items: list[tuple[MetadataObservation, _Baseline]], rule
         numbers={"served_epoch": 0, "cached_epoch": cached, "correlation_id": o.correlation_id},
         evidence=tuple(evidence),
         detail=(
-            f"leader epoch of {o.topic} ({_partitions_text(parts)}) dropped from {cached} to 0 and the replica "
-            f"set changed from {old} to {new} in a response without topic ids: treated as a possible "
-            "re-creation of the topic (new baseline), not as stale metadata."
+            f"the leader epoch of {o.topic} ({_partitions_text(parts)}) dropped to 0 and the replica set changed "
+            f"({changes}) in a response without topic ids: treated as a possible re-creation of the topic (new "
+            "baseline), not as stale metadata."
         ),
         **{**_subject(o), "partition": None},
     )

@@ -10,14 +10,16 @@ consequence (including knock-on ones):
 
 - F2 oracle: commits on partitions with a truncation incident in the snapshot interval, and every
   injected commit, are checked against the lineage of the highest-epoch replica of the first snapshot
-  round at or after the commit (endOffsetFor with that replica's LEO).
+  round at or after the commit (endOffsetFor with that replica's LEO); ties as the audit breaks them
+  (higher LEO where segments show it, then lower broker id).
 - F4 oracle: every live commit, per (group, topic, partition), epoch below the highest committed before
   (tombstones reset), or -1 after epochs >= 0.
 - L5 oracle: every replica's consecutive readable, monotonic snapshot lineages (keyed by topic id, so a
   re-created topic starts fresh): tail removal = ``lineage_truncated``; an interior entry vanished or
   moved = ``lineage_rewritten``.
 - M oracle: every captured response (JSONL and pcap) in capture-time order: M1 per (client, topic id,
-  partition), M2 per (topic id, partition) with the 1 s grace, M3 per (client, topic name).
+  partition), M2 per (topic id, partition) with the 1 s grace, M3 per (client, topic name): an older
+  topic id, or (without ids) a drop to epoch 0 with a new replica set, once per response and topic.
 
 Clean background activity never triggers any of these: clients only take metadata from brokers that
 already serve the latest published state (a stale broker is avoided, as the least-loaded choice would
@@ -621,11 +623,20 @@ class Sim(Incidents):
         self.counts["metadata_responses"] += 1
         self._m_oracle(c, b, t, obs)
 
+    @staticmethod
+    def _leader_rank(p: Part, b: int, cache: Any, leo: int) -> tuple[int, int, int]:
+        """The F2 oracle's leader of a round, as the audit can tell it from the files (``leader_of_round``):
+        the highest epoch, then the higher log end offset — known only where segments were written — then
+        the lower broker id. Not the simulator's actual leader, which the evidence does not show."""
+        latest = cache.latest_epoch
+        return (-1 if latest is None else latest, leo if p.segments else -1, -b)
+
     def _m_oracle(self, c: Client, b: int, t: int, obs: list) -> None:
         """M1/M2/M3 by the rule text over every captured response, in capture order."""
         if c.version < 7:
             return
         m3_seen: set[str] = set()
+        recreated: set[str] = set()
         for name, tid, idx, epoch, replicas in obs:
             if c.version >= 10:
                 ids = self.m_ids.setdefault((c.client_id, name), [])
@@ -644,6 +655,11 @@ class Sim(Incidents):
                 prev = self.m_name_replicas.get((c.client_id, key))
                 self.m_name_replicas[(c.client_id, key)] = tuple(sorted(replicas))
                 if prev is not None and epoch == 0 and prev != tuple(sorted(replicas)):
+                    if self.m_client.get((c.client_id, key), -1) > 0 and name not in recreated:
+                        recreated.add(name)  # one finding per (client, response, topic), as the rule
+                        self._truth("M3", "possible_topic_recreation", t, "epoch dropped to 0 with a new replica "
+                                    "set in a response without topic ids", topic=name, client_id=c.client_id,
+                                    broker=b)  # fmt: skip
                     self.m_client.pop((c.client_id, key), None)  # possible re-creation: new baseline
                     self.m_first.pop(key, None)
             ck = (c.client_id, key)
@@ -835,7 +851,7 @@ class Sim(Incidents):
             caps = self.round_caps.get((tp[0], tp[1], p.topic_id)) if p else None
             if not caps:
                 continue
-            b = max(caps, key=lambda x: (caps[x][0].latest_epoch or -1, x == p.leader, -x))
+            b = max(caps, key=lambda x: self._leader_rank(p, x, *caps[x]))
             cache, leo = caps[b]
             ep, end = cache.end_offset_for(e, leo)
             sub = dict(topic=tp[0], topic_id=p.topic_id, partition=tp[1], group_id=group, client_id=cid, offset=o,
