@@ -1,4 +1,4 @@
-"""The ``epoch-audit`` command: run, demo, decode, simulate, report.
+"""The ``epoch-audit`` command: run, demo, decode, simulate, report, accuracy.
 
 Subcommands are thin: they parse flags, call the same functions the notebook and the tests call
 (:func:`jobs.audit.run_audit`, :func:`jobs.decode.decode_path`, :func:`epochlib.sim.simulate`,
@@ -270,6 +270,45 @@ def report(conf: str | None, date_from: str, date_to: str | None, output_root: s
         spark = _session(config) if config.output.root is None else None
         path = write_html_report(config, start, end, Path(html), partitions=subjects, spark=spark)
         click.echo(f"HTML report: {path}")
+
+
+# ------------------------------------------------------------------------------------------- accuracy
+
+
+@cli.command()
+@click.option("--presets", default="accuracy-1,accuracy-2,accuracy-3", show_default=True,
+              help="Comma-separated simulator presets to measure.")
+@click.option("--out", "out", type=click.Path(file_okay=False), default="epoch-audit-accuracy", show_default=True,
+              help="Folder; each preset is simulated and audited under OUT/<preset> (must not exist yet).")
+@click.option("--master", default="local[2]", show_default=True, help="Master of the local Spark session.")
+@click.option("--tolerance-ms", type=int, default=1000, show_default=True,
+              help="Largest event-time difference between a finding and its truth line.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+@_guarded
+def accuracy(presets: str, out: str, master: str, tolerance_ms: int, quiet: bool) -> None:
+    """Measure detection accuracy: simulate presets, audit them, match the findings to the ground truth.
+
+    Exits 0 when every warning+ kind has 100 % recall and no warning+ finding is missing from the truth,
+    1 otherwise (the misses and extras are printed)."""
+    from epochlib import sim
+
+    from .accuracy import format_accuracy, run_accuracy
+
+    names = [p.strip() for p in presets.split(",") if p.strip()]
+    try:
+        scenarios = [sim.preset(n) for n in names]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    for sc in scenarios:
+        if (Path(out) / sc.name / "inputs").exists():
+            raise ConfigError(f"{Path(out) / sc.name} already holds a simulation; choose another --out")
+    t0 = time.monotonic()
+    results = run_accuracy(names, out, master=master, tolerance_ms=tolerance_ms, scenarios=scenarios,
+                           say=_say(quiet))  # fmt: skip
+    click.echo(format_accuracy(results))
+    click.echo(f"wall time {time.monotonic() - t0:.0f} s")
+    if not all(r.result.ok for r in results):
+        click.get_current_context().exit(EXIT_BUG)
 
 
 def _topic_partition(text: str) -> tuple[str, int]:
