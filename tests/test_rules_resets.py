@@ -217,6 +217,19 @@ def test_s2b_caught_up_consumer_committing_the_log_end_at_its_pace_is_quiet():
     assert check_offset_resets(seq, ctx) == []
 
 
+def test_s2b_a_repeated_offset_does_not_restart_the_pace_clock():
+    # accuracy-3's clicks-4: a tool re-commits the position (epoch -1) 22 s before the consumer's usual step of
+    # ~1000 records per 5 min reaches the log end; the pace runs from the first commit of that offset
+    ctx = ResetContext(log_end_estimates=[LogEndEstimate(500, 9_000, "hw")], snapshots=[snap(500, [(4, 0)], ls=0)])
+    seq = [commit(3_000 + i * 1000, 4, 1000 + i * 300_000) for i in range(6)]  # ends at 8000, t=1_501_000
+    seq += [commit(8_000, -1, 1_786_000), commit(9_015, 4, 1_808_000)]
+    assert check_offset_resets(seq, ctx) == []
+    # but a real reset to latest shortly after such a repeat is still one
+    seq[-1] = commit(60_000, 4, 1_808_000)
+    ctx2 = ResetContext(log_end_estimates=[LogEndEstimate(500, 60_000, "hw")], snapshots=[snap(500, [(4, 0)], ls=0)])
+    assert one(seq, ctx2).kind == "spurious_skip"
+
+
 def test_s2b_retention_not_excluded_means_no_skip():
     ctx = ResetContext(log_end_estimates=[LogEndEstimate(500, 5000, "hw")])
     assert check_offset_resets(_paced(200, 5, 10, t0=1000) + [commit(5000, 4, 9000)], ctx) == []

@@ -271,7 +271,7 @@ def _rate(records: int, elapsed_ms: int) -> float:
 
 
 def _classify_jump(
-    c: Commit, prev: Commit, ctx: ResetContext, max_step: int | None, max_rate: float | None
+    c: Commit, prev: Commit, ctx: ResetContext, max_step: int | None, max_rate: float | None, since: int
 ) -> Finding | None:
     o, po = c.committed_offset, prev.committed_offset
     assert o is not None and po is not None
@@ -295,7 +295,7 @@ def _classify_jump(
     est = ctx.log_end_before(c.ts)
     if est is None or o < est.offset or max_step is None or max_rate is None:
         return None
-    rate = _rate(jump, c.ts - prev.ts)
+    rate = _rate(jump, c.ts - since)
     if rate <= ctx.skip_pace_factor * max_rate:
         return None
     snap = ctx.leader_at(c.ts)
@@ -358,7 +358,9 @@ def check_offset_resets(
       taken at or before the commit that the new offset reaches; at least one earlier forward step in the
       sequence, and a jump whose *rate* (records / ms between the two commits, the elapsed time floored
       at 1 s) exceeds ``skip_pace_factor`` (default 10) times the highest rate between earlier consecutive
-      commits — a caught-up consumer also commits the log end, at its usual pace, so without a sense of
+      commits (the time runs from the first commit of the previous offset: a commit repeating an offset,
+      e.g. a tool re-committing it, says nothing about progress and must not shorten the interval) — a
+      caught-up consumer also commits the log end, at its usual pace, so without a sense of
       that pace a jump is not a skip (a rate, not a step size: a reset commits within seconds, while an
       idle consumer's one large step after a long pause is its normal pace);
       a known log start at or below the previous offset (retention excluded); no truncation (F2 of the
@@ -370,6 +372,7 @@ def check_offset_resets(
     ctx = context or ResetContext()
     out: list[Finding] = []
     prev: Commit | None = None
+    since = 0  # when the previous offset was first committed (a repeat of it does not restart the clock)
     max_step: int | None = None
     max_rate: float | None = None
     for c in commits_sorted:
@@ -380,17 +383,20 @@ def check_offset_resets(
             continue
         if prev is not None and prev.committed_offset is not None:
             o, po = c.committed_offset, prev.committed_offset
+            if o == po:
+                prev = c
+                continue
             if o < po:
                 out.append(_classify_rewind(c, prev, ctx))
-            elif o > po:
-                f = _classify_jump(c, prev, ctx, max_step, max_rate)
+            else:
+                f = _classify_jump(c, prev, ctx, max_step, max_rate, since)
                 if f is not None:
                     out.append(f)
                 else:
                     max_step = o - po if max_step is None else max(max_step, o - po)
-                    r = _rate(o - po, c.ts - prev.ts)
+                    r = _rate(o - po, c.ts - since)
                     max_rate = r if max_rate is None else max(max_rate, r)
-        prev = c
+        prev, since = c, c.ts
     return out
 
 
