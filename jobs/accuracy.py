@@ -9,7 +9,8 @@ the kind, the subject and the event time:
 - ``topic``, ``partition`` and ``group_id`` must be equal (both null counts as equal);
 - ``client_id`` and ``broker`` must be equal where both sides name one (the rules do not name a client
   for commit findings, the truth does); brokers compare by node id (``3``, ``"3"`` and
-  ``broker-3.kafka.internal:9092`` are the same broker);
+  ``broker-3.kafka.internal:9092`` are the same broker; a packet capture's peer address such as
+  ``10.0.0.13:9092`` names no node id, so it is not compared);
 - the event times differ by at most ``tolerance_ms`` (default 1 s).
 
 Each truth line matches at most one finding (the nearest in time). Per kind: truth n, found n, true
@@ -49,6 +50,7 @@ SEVERE = frozenset({"warning", "error", "critical"})
 SEVERITY_ORDER = ("critical", "error", "warning", "info")
 REPORT_TABLES = ("stale_metadata", "fencing_violations", "spurious_offset_resets")
 _BROKER_ID = re.compile(r"^(?:broker-)?(\d+)(?:[.:].*)?$")
+_IP = re.compile(r"^\d+\.\d+\.\d+\.\d+(?::\d+)?$")
 
 
 def _ms(value: Any) -> int:
@@ -63,6 +65,8 @@ def _broker(value: Any) -> str | None:
     if value is None:
         return None
     text = str(value)
+    if _IP.match(text):
+        return None  # a capture's peer address: not comparable to a node id
     m = _BROKER_ID.match(text)
     return m.group(1) if m else text
 

@@ -281,11 +281,12 @@ def report(conf: str | None, date_from: str, date_to: str | None, output_root: s
 @click.option("--out", "out", type=click.Path(file_okay=False), default="epoch-audit-accuracy", show_default=True,
               help="Folder; each preset is simulated and audited under OUT/<preset> (must not exist yet).")
 @click.option("--master", default="local[2]", show_default=True, help="Master of the local Spark session.")
+@click.option("--commits", type=int, help="Override each preset's commit count (a quicker, smaller run).")
 @click.option("--tolerance-ms", type=int, default=1000, show_default=True,
               help="Largest event-time difference between a finding and its truth line.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @_guarded
-def accuracy(presets: str, out: str, master: str, tolerance_ms: int, quiet: bool) -> None:
+def accuracy(presets: str, out: str, master: str, commits: int | None, tolerance_ms: int, quiet: bool) -> None:
     """Measure detection accuracy: simulate presets, audit them, match the findings to the ground truth.
 
     Exits 0 when every warning+ kind has 100 % recall and no warning+ finding is missing from the truth,
@@ -296,7 +297,7 @@ def accuracy(presets: str, out: str, master: str, tolerance_ms: int, quiet: bool
 
     names = [p.strip() for p in presets.split(",") if p.strip()]
     try:
-        scenarios = [sim.preset(n) for n in names]
+        scenarios = [sim.preset(n, commits=commits) for n in names]
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     for sc in scenarios:

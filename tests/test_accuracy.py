@@ -1,0 +1,70 @@
+"""Detection accuracy: the matching (pure Python) and ``epoch-audit accuracy`` on one reduced preset."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from jobs.accuracy import format_accuracy, match_findings
+
+T0 = 1_709_510_400_000  # 2024-03-04T00:00:00Z
+
+
+def truth(kind="spurious_rewind", rule="S1", sev="error", ms=T0, **subject):
+    return {"rule": rule, "kind": kind, "severity": sev, "event_ts": ms, **subject}
+
+
+def found(kind="spurious_rewind", rule="S1e", sev="error", ms=T0, **subject):
+    ts = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).replace(tzinfo=None)
+    return {"rule": rule, "kind": kind, "severity": sev, "event_ts": ts, **subject}
+
+
+def test_match_by_rule_family_kind_subject_and_time():
+    t = [truth(topic="t", partition=1, group_id="g", client_id="c1")]
+    r = match_findings(t, [found(topic="t", partition=1, group_id="g", ms=T0 + 400)], tolerance_ms=1000)
+    assert r.ok and r.scores[("S1", "spurious_rewind")].tp == 1  # the rule names no client: not compared
+    for other in (found(topic="t", partition=2, group_id="g"), found(topic="t", partition=1, group_id="h"),
+                  found(topic="t", partition=1, group_id="g", ms=T0 + 1500),
+                  found(kind="over_rewind", sev="warning", topic="t", partition=1, group_id="g")):  # fmt: skip
+        r = match_findings(t, [other], tolerance_ms=1000)
+        assert not r.ok and len(r.severe_misses) == 1 and len(r.severe_extras) == 1
+
+
+def test_brokers_compare_by_node_id_and_each_side_is_used_once():
+    t = [truth("broker_served_stale", "M2", "warning", topic="t", partition=0, broker=3, client_id="c")]
+    f = [found("broker_served_stale", "M2", "warning", topic="t", partition=0, broker="broker-3.kafka.internal:9092",
+               client_id="c")]  # fmt: skip
+    assert match_findings(t, f).ok
+    assert not match_findings(t, [{**f[0], "broker": "4"}]).ok
+    assert match_findings(t, [{**f[0], "broker": "10.0.0.13:9092"}]).ok  # a pcap peer address: no node id
+    r = match_findings(t, f + f)  # the second finding is an extra
+    assert [m["kind"] for m in r.severe_extras] == ["broker_served_stale"]
+    s = r.scores[("M2", "broker_served_stale")]
+    assert (s.truth, s.found, s.tp, s.precision, s.recall) == (1, 2, 1, 0.5, 1.0)
+
+
+def test_info_extras_never_fail_but_are_named():
+    r = match_findings([], [found("lineage_truncated", "L5", "info", topic="t", partition=0)])
+    assert r.ok and len(r.extras) == 1
+
+    class PA:
+        preset, seconds, counts, result = "p", 1.0, {"commits": 10}, r
+
+    text = format_accuracy([PA])
+    assert "| L5 | lineage_truncated | info | 0 | 1 | 0 | 0.0% | — |" in text
+    assert "p: ok" in text and "info findings without a truth line: lineage_truncated" in text
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_accuracy_command_on_a_reduced_preset_exits_0(spark, tmp_path):
+    from click.testing import CliRunner
+
+    from jobs.cli import cli
+
+    # accuracy-1 with a quarter of its commits: every incident kind of the preset, on the test session
+    res = CliRunner().invoke(cli, ["accuracy", "--presets", "accuracy-1", "--commits", "5000", "--out",
+                                   str(tmp_path), "-q"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "accuracy-1: ok" in res.output and "| critical |" in res.output
