@@ -53,8 +53,8 @@ COMMITS = [
     commit("gm", ms(DAY, 3), 350), commit("gm", ms(DAY, 3, 7), 340),  # S1e, M4 with any client (no group data)
     commit("gf", ms(DAY, 20), 800), commit("gf", ms(DAY, 20, 5), 600),  # S1e, nothing to correlate
     commit("gg", ms(PREV, 22), 500, 0, part=2), commit("gg", ms(DAY, 7), 2000, 0, part=2),  # S2a retention
-    commit("gh", ms(DAY, 8), 200), commit("gh", ms(DAY, 8, 10), 210), commit("gh", ms(DAY, 8, 20), 225),
-    commit("gh", ms(DAY, 19), 900),  # S2b: 675 past the log end known at 18:00, 45x the largest step
+    commit("gh", ms(DAY, 18, 40), 200), commit("gh", ms(DAY, 18, 50), 210), commit("gh", ms(DAY, 18, 59), 225),
+    commit("gh", ms(DAY, 19), 900),  # S2b: 675 past the log end known at 18:00 in 1 min, ~400x the earlier rate
     # clean: steady progress, an aborted rewind, a rewind after a tombstone; a rewind before the range
     commit("gi", ms(DAY, 1), 100), commit("gi", ms(DAY, 2), 110), commit("gi", ms(DAY, 3), 120),
     commit("gj", ms(DAY, 1), 300), commit("gj", ms(DAY, 2), 100, txn="aborted"), commit("gj", ms(DAY, 3), 310),
