@@ -2,6 +2,7 @@
 
     python bench/bench_reports.py                       # 2 M commits, 200 k metadata observations
     python bench/bench_reports.py --commits 500000 --observations 50000 --master local[2]
+    python bench/bench_reports.py --commits 10000000 --each   # one run_reports call per report (CPU per report)
 
 The silver rows are generated with ``spark.range`` and column expressions (nothing is built on the
 driver) over two days, so the report run over the second day also reads a day of lookback state:
@@ -12,7 +13,11 @@ driver) over two days, so the report run over the second day also reads a day of
 - ``group_metadata``: 4 records per group; ``record_batches``: 40 batches per replica snapshot of 64
   partitions; ``metadata_observations``: 50 clients, epochs rising with time, every 1000th one stale.
 
-Prints the generation time, the report wall time per table and records/s (silver rows read / report time).
+Prints the generation time, the report wall time per table and records/s (silver rows read / report time),
+and the CPU time of the whole process tree (JVM + Python workers + driver; the machine may be shared, so
+CPU is the steadier figure) with the JVM / Python split. ``--each`` runs one ``run_reports`` call per
+report so each gets its own CPU figure (``spurious_offset_resets`` then recomputes the M1/M2 findings it
+correlates with).
 Generated tables go under ``--out`` (a temporary folder by default) and are removed afterwards.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import shutil
 import sys
 import tempfile
@@ -35,6 +41,49 @@ SPAN = 2 * 86_400_000
 TOPICS, PARTS, GROUPS_PER_TOPIC, BROKERS = 20, 32, 2, 3
 SEQS = TOPICS * PARTS * GROUPS_PER_TOPIC
 EPOCHS = 4
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out.extend(int(x) for x in fh.read().split())
+    except OSError:
+        pass
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process plus those of its reaped children (forked Python workers), seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in f[11:15]) / _TICK
+
+
+def cpu_now() -> tuple[float, float]:
+    """(CPU seconds of this process tree, of which the JVM's own threads)."""
+    todo, total, jvm = [os.getpid()], 0.0, 0.0
+    while todo:
+        p = todo.pop()
+        c = _cpu_s(p)
+        total += c
+        try:
+            with open(f"/proc/{p}/comm") as fh:
+                if fh.read().strip() == "java":
+                    with open(f"/proc/{p}/stat") as fh2:
+                        f = fh2.read().rsplit(")", 1)[1].split()
+                    jvm += (int(f[11]) + int(f[12])) / _TICK
+        except OSError:
+            pass
+        todo.extend(_children(p))
+    return total, jvm
 
 
 def _frames(spark, commits: int, observations: int):
@@ -223,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--observations", type=int, default=200_000)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--out", default=None, help="output root (default: a temporary folder, removed)")
+    ap.add_argument("--each", action="store_true", help="one run_reports call per report (CPU per report)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     args = ap.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -232,10 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     from jobs.session import get_or_create_session
     from jobs.sink import write_table
 
-    spark = get_or_create_session(
-        master=args.master, app_name="bench-reports",
-        extra_conf={"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false", "spark.driver.memory": "3g"},
-    )  # fmt: skip
+    conf = {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false", "spark.driver.memory": "3g"}
+    conf.update(kv.split("=", 1) for kv in args.conf)
+    spark = get_or_create_session(master=args.master, app_name="bench-reports", extra_conf=conf)
     out = Path(args.out or tempfile.mkdtemp(prefix="bench-reports-"))
     config = parse_config({"cluster": "bench", "output": {"root": str(out)}, "rules": {"lookback_days": 1}})
     try:
@@ -248,16 +298,29 @@ def main(argv: list[str] | None = None) -> int:
         gen = time.perf_counter() - t0
         print(f"generated silver in {gen:.1f}s: " + ", ".join(f"{t} {n:,}" for t, n in rows.items()))
 
-        t1 = time.perf_counter()
-        rep = run_reports(spark, config, DAY, DAY)
-        wall = time.perf_counter() - t1
         read = sum(rows.values())
-        print(f"reports over {DAY} (lookback 1 day, {args.master}): {wall:.1f}s wall")
-        for table, n in rep.counts.items():
-            print(f"  {table:<24} {n:>10,} rows   {rep.seconds.get(table, 0):6.1f}s")
-        print(f"  silver rows read: {read:,} ({rows['offset_commits']:,} commits, "
-              f"{rows['metadata_observations']:,} observations) -> {read / wall:,.0f} records/s; "
-              f"commits alone {rows['offset_commits'] / wall:,.0f}/s")  # fmt: skip
+        commits = rows["offset_commits"]
+        runs = [[r] for r in ("stale_metadata", "fencing_violations", "spurious_offset_resets")] if args.each else [None]
+        wall = cpu = jvm = 0.0
+        for wanted in runs:
+            c0, j0, s0 = *cpu_now(), time.process_time()
+            t1 = time.perf_counter()
+            rep = run_reports(spark, config, DAY, DAY, reports=wanted)
+            w = time.perf_counter() - t1
+            c1, j1 = cpu_now()
+            c, j = c1 - c0, j1 - j0
+            wall, cpu, jvm = wall + w, cpu + c, jvm + j
+            py = c - j - (time.process_time() - s0)
+            label = wanted[0] if wanted else "all reports"
+            print(f"{label} over {DAY} (lookback 1 day, {args.master}): {w:.1f}s wall, CPU {c:.1f}s "
+                  f"(JVM {j:.1f}s, Python workers {py:.1f}s)")  # fmt: skip
+            for table, n in rep.counts.items():
+                s_t = rep.seconds.get(table, 0)
+                print(f"  {table:<24} {n:>10,} rows   {s_t:6.1f}s" + (f"   {commits / s_t:>9,.0f} commits/s"
+                      if table in ("fencing_violations", "spurious_offset_resets") and s_t else ""))  # fmt: skip
+        print(f"total: {wall:.1f}s wall, CPU {cpu:.1f}s (JVM {jvm:.1f}s); silver rows read: {read:,} "
+              f"({commits:,} commits, {rows['metadata_observations']:,} observations) -> {read / wall:,.0f} "
+              f"records/s; commits alone {commits / wall:,.0f}/s wall, {commits / cpu:,.0f}/CPU-s")  # fmt: skip
     finally:
         spark.stop()
         if args.out is None:
