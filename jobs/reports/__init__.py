@@ -49,7 +49,8 @@ class ReportResult:
             when ``stale_metadata`` ran) — the ``findings`` map of ``audit_runs``.
         by_kind: table -> {(rule, kind, severity): findings}.
         tables: table -> :class:`jobs.sink.SinkResult` of its write.
-        seconds: table -> wall time of computing and writing it.
+        seconds: table -> wall time of computing and writing it; ``commit_pass``: the shared F2/F4 + S1/S2
+            pass over the commits (its time is not in the two tables' own).
     """
 
     run: RunContext
@@ -111,7 +112,7 @@ def run_reports(
     from ..runlog import RunContext
     from ..sink import write_table
     from . import _frames as fr
-    from . import fencing, resets, stale_metadata
+    from . import commit_pass, fencing, resets, stale_metadata
 
     if run is None:
         run = RunContext.start(config, date_from, date_to)
@@ -151,23 +152,30 @@ def run_reports(
                 write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata", t0)
                 t1 = time.perf_counter()
                 write(stale_metadata.stale_rates_frame(obs, meta_findings, rng, cluster), RATES_TABLE, t1)
-        if "fencing_violations" in wanted or "spurious_offset_resets" in wanted:
+        want_f, want_s = "fencing_violations" in wanted, "spurious_offset_resets" in wanted
+        commit_found = None
+        if want_f or want_s:
+            t0 = time.perf_counter()
+            tol = int(config.rules.snapshot_tolerance_seconds) * 1000
             lin = keep(fencing.lineage(spark, config, cluster, window))
             commits = fencing.commits(spark, config, cluster, window)
-        if "fencing_violations" in wanted:
+            groups = fr.read_silver(spark, config, "group_metadata", cluster, window) if want_s else None
+            # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
+            commit_found = keep(
+                commit_pass.commit_findings(commits, lin, groups, tolerance_ms=tol, fencing=want_f, resets=want_s)
+            )
+            commit_found.count()  # materialise the kept findings once, so the time is the pass's own
+            result.seconds["commit_pass"] = time.perf_counter() - t0
+        if want_f:
             t0 = time.perf_counter()
-            found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commits_df=commits)
+            found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commit_findings_df=commit_found)
             write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations", t0)
-        if "spurious_offset_resets" in wanted:
+        if want_s:
             t0 = time.perf_counter()
-            groups = fr.read_silver(spark, config, "group_metadata", cluster, window)
-            with_state = resets.with_group_state(commits, groups)
             found = resets.resets_in_range(
-                with_state,
-                lin,
+                commit_found,
                 meta_findings,
                 rng,
-                tolerance_ms=int(config.rules.snapshot_tolerance_seconds) * 1000,
                 window_ms=int(config.rules.correlation_window_minutes) * 60_000,
             )
             write(resets.resets_frame(found, rng, cluster, run.run_id), "spurious_offset_resets", t0)

@@ -18,7 +18,8 @@ L3        ``epoch_lineage`` cogrouped with ``record_batches`` by           ``che
 D1, D2    ``epoch_lineage.groupBy(topic, partition).applyInArrow``,        ``check_replica_divergence``
           rounds within ``snapshot_tolerance_seconds``
 F2, F4    ``offset_commits`` (txn_state none/committed, tombstones kept)   ``check_commit_fencing`` +
-          cogrouped with ``epoch_lineage`` by (topic, partition); inside,  ``make_lineage_lookup``
+          cogrouped with ``epoch_lineage`` by (topic, partition) in the    ``make_lineage_lookup``
+          commit pass (:mod:`.commit_pass`, shared with S1/S2); inside,
           one sequence per group in ``__consumer_offsets`` log order and
           one lineage lookup per partition (rounds within the tolerance)
 ========  ===============================================================  ==============================
@@ -32,7 +33,6 @@ L1/L2/L5/D1/D2, the batch's max timestamp for L3, the commit's time for F2/F4).
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -42,14 +42,13 @@ from epochlib.rules import (
     ReplicaSnapshot,
     check_batch_epochs,
     check_checkpoint_unreadable,
-    check_commit_fencing,
     check_lineage_history,
     check_lineage_monotonic,
     check_replica_divergence,
-    make_lineage_lookup,
 )
 
 from . import _frames as fr
+from . import commit_pass
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -143,24 +142,6 @@ def _divergence(table: pa.Table, tolerance_ms: int) -> list[Any]:
     return check_replica_divergence(_snapshots(table), tolerance_ms=tolerance_ms)
 
 
-def _commit_sequences(table: pa.Table) -> list[list[Any]]:
-    """One partition's live commits split per group, each in log order."""
-    by_group: dict[str, list[Any]] = defaultdict(list)
-    for c in fr.commits_from_arrow(table):
-        by_group[c.group_id].append(c)
-    return [sorted(seq, key=fr.commit_log_order) for _, seq in sorted(by_group.items())]
-
-
-def _f24(commit_table: pa.Table, snap_table: pa.Table, tolerance_ms: int) -> list[Any]:
-    if commit_table.num_rows == 0:
-        return []
-    lookup = make_lineage_lookup(_snapshots(snap_table), tolerance_ms) if snap_table.num_rows else None
-    out = []
-    for seq in _commit_sequences(commit_table):
-        out += check_commit_fencing(seq, lookup)
-    return out
-
-
 # ---------------------------------------------------------------------------------------- the report
 
 
@@ -172,14 +153,17 @@ def fencing_findings(
     *,
     lineage_df: DataFrame | None = None,
     commits_df: DataFrame | None = None,
+    commit_findings_df: DataFrame | None = None,
 ) -> DataFrame:
-    """Every fencing finding (FINDINGS schema) over the window's evidence, in range or not."""
+    """Every fencing finding (FINDINGS schema) over the window's evidence, in range or not.
+
+    F2/F4 come from the commit pass (:mod:`.commit_pass`): ``commit_findings_df`` when the caller ran it
+    for the resets too (only its F rows are taken), else a fencing-only pass over ``commits_df``."""
     from pyspark.sql import functions as F
 
     schema = fr.findings_spark_schema()
     tol = int(config.rules.snapshot_tolerance_seconds) * 1000
     lin = lineage_df if lineage_df is not None else lineage(spark, config, cluster, window)
-    com = commits_df if commits_df is not None else commits(spark, config, cluster, window)
 
     quarantine = fr.read_silver(spark, config, "quarantine", cluster, window).where(
         (F.col("source_kind") == "logdirs") & F.col("source").endswith("leader-epoch-checkpoint")
@@ -202,11 +186,11 @@ def fencing_findings(
     d12 = lin.groupBy("topic", "partition").applyInArrow(
         fr.arrow_group_fn(partial(_divergence, tolerance_ms=tol)), schema
     )
-    f24 = (
-        com.groupBy("topic", "partition")
-        .cogroup(lin.groupBy("topic", "partition"))
-        .applyInArrow(fr.arrow_cogroup_fn(partial(_f24, tolerance_ms=tol)), schema)
-    )
+    if commit_findings_df is not None:
+        f24 = commit_findings_df.where(F.col("rule").startswith("F"))
+    else:
+        com = commits_df if commits_df is not None else commits(spark, config, cluster, window)
+        f24 = commit_pass.commit_findings(com, lin, None, tolerance_ms=tol, fencing=True, resets=False)
     return l1.unionByName(l2).unionByName(l5).unionByName(l3).unionByName(d12).unionByName(f24)
 
 
