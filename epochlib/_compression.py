@@ -22,6 +22,8 @@ All block codecs come from ``cramjam``.
 from __future__ import annotations
 
 import struct
+import threading
+import zlib
 from collections.abc import Callable
 
 import cramjam
@@ -129,7 +131,24 @@ _LZ4_HC_BROKEN = (_xxh32(_LZ4_MAGIC + _LZ4_FLG_BD) >> 8) & 0xFF  # Kafka 0.8/0.9
 
 
 def _decompress_gzip(data: bytes, magic: int) -> bytes:
-    return bytes(cramjam.gzip.decompress(data))
+    """One or more gzip members (Java's GZIPInputStream reads concatenated members too).
+
+    zlib directly: ~1.6 µs a call against ~4.3 µs through cramjam, which is what a one-record
+    ``__consumer_offsets`` batch pays per record.
+    """
+    out = b""
+    rest = data
+    while True:
+        d = zlib.decompressobj(31)
+        try:
+            out += d.decompress(rest)
+        except zlib.error as e:
+            raise DecodeError(f"gzip: {e}", len(data) - len(rest)) from None
+        if not d.eof:
+            raise DecodeError("gzip stream truncated", len(data))
+        rest = d.unused_data
+        if not rest:
+            return out
 
 
 def _decompress_snappy(data: bytes, magic: int) -> bytes:
@@ -151,9 +170,36 @@ def _decompress_snappy(data: bytes, magic: int) -> bytes:
     return b"".join(out)
 
 
+_SCRATCH = threading.local()
+
+
+def _lz4_scratch(size: int) -> bytearray:
+    """A reusable per-thread output buffer: allocating 64 KiB per one-record batch cost more than the
+    decompression itself."""
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _SCRATCH.buf = bytearray(size)
+    return buf
+
+
 def _decompress_lz4(data: bytes, magic: int) -> bytes:
     """Walk an LZ4 frame block by block; the header checksum is not verified (see module doc)."""
     n = len(data)
+    # Fast path for what Kafka's Lz4BlockOutputStream writes for a small batch: FLG 0x60 (independent
+    # blocks, no checksums, no content size), one compressed block, then the end mark. Anything else,
+    # and any inconsistency, takes the general walk below (which owns the error messages).
+    if n >= 15 and data[4] == 0x60 and bytes(data[:4]) == _LZ4_MAGIC:
+        (size,) = _LE_U32.unpack_from(data, 7)
+        max_block = _LZ4_BLOCK_MAX.get((data[5] >> 4) & 0x07)
+        if (max_block is not None and size <= max_block and 15 + size == n
+                and _LE_U32.unpack_from(data, 11 + size)[0] == 0):
+            scratch = _lz4_scratch(max_block)
+            try:
+                k = cramjam.lz4.decompress_block_into(bytes(data[11 : 11 + size]), scratch)
+            except Exception:  # noqa: BLE001 - cramjam raises its own error types; re-walk for ours
+                k = -1
+            if 0 <= k <= max_block:
+                return bytes(scratch[:k])
     if n < 7 or bytes(data[:4]) != _LZ4_MAGIC:
         raise DecodeError("not an LZ4 frame (bad magic)", 0)
     flg, bd = data[4], data[5]
@@ -169,7 +215,7 @@ def _decompress_lz4(data: bytes, magic: int) -> bytes:
     if max_block is None:
         raise DecodeError(f"invalid LZ4 block maximum size in BD byte {bd:#x}", 5)
     out = []
-    scratch = bytearray(max_block)
+    scratch = _lz4_scratch(max_block)
     while True:
         if pos + 4 > n:
             raise DecodeError("LZ4 frame truncated (no end mark)", pos)
