@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ingest import _status_kib, java_pid, tree_cpu_s  # noqa: E402  (the /proc readings, shared)
+from bench_ingest import _status_kib, java_pid, stage_report, tree_cpu_s  # noqa: E402  (/proc, event log)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +64,7 @@ def date_range(commits: int) -> tuple[str, str]:
     return str(start), str(start + dt.timedelta(days=max(0, math.ceil(sc.days) - 1)))
 
 
-def one_run(commits: int, cache: Path, master: str, conf: list[str]) -> dict:
+def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: bool = False) -> dict:
     """Simulate (if needed) and audit ``commits`` in this process; returns the figures."""
     from jobs.audit import run_audit
     from jobs.config import default_config
@@ -81,6 +81,10 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str]) -> dict:
         # executors at once, and at 10 M commits two tasks' Arrow buffers plus shuffle need the room.
         extra = {**dict(config.spark.conf), "spark.ui.enabled": "false", "spark.driver.memory": "2g"}
         extra.update(kv.split("=", 1) for kv in conf)
+        if stages:
+            (out / "events").mkdir()
+            extra.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
+                          "spark.eventLog.dir": str(out / "events")})
         spark = get_or_create_session(master=master, app_name="bench-e2e", extra_conf=extra)
         jpid = java_pid()
         cpu0 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
@@ -100,6 +104,9 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str]) -> dict:
             "jvm_rss_mib": _status_kib(jpid, "VmHWM") / 1024 if jpid else None,
         }
         spark.stop()
+        if stages:
+            fig["stages"] = stage_report(out / "events")
+            print("\n".join(fig["stages"]), flush=True)
         return fig
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -112,19 +119,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--stages", action="store_true", help="print per-stage figures from Spark's event log")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.commits.split(",")]
     cache = Path(args.cache)
     if args.child:
-        fig = one_run(sizes[0], cache, args.master, args.conf)
+        fig = one_run(sizes[0], cache, args.master, args.conf, args.stages)
         print("RESULT " + json.dumps(fig), flush=True)
         return [fig]
     figs = []
     for n in sizes:
         simulated(cache, n)  # generation is not part of the measurement
         cmd = [sys.executable, __file__, "--child", "--commits", str(n), "--cache", str(cache),
-               "--master", args.master] + [f"--conf={c}" for c in args.conf]
+               "--master", args.master] + [f"--conf={c}" for c in args.conf] + (["--stages"] if args.stages else [])
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:  # a fresh process: its own peak RSS
             for line in proc.stdout:
                 if line.startswith("RESULT "):

@@ -82,7 +82,9 @@ def run(script: str, args: list[str], out: Path) -> tuple[object, str, float]:
 
 
 def fmt_rate(x: float) -> str:
-    return f"{x / 1e6:.2f} M/s" if x >= 1e6 else f"{x / 1e3:.0f} k/s"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M/s"
+    return f"{x / 1e3:.0f} k/s" if x >= 1e4 else f"{x:,.0f}/s"
 
 
 def met(ok: bool | None) -> str:
