@@ -99,6 +99,9 @@ def get_or_create_session(
     conf: dict[str, str] = {}
     builder = SparkSession.builder.appName(app_name)
     if not _under_spark_submit():
+        # Python workers of a session we start run *this* interpreter (its virtualenv has pyarrow and
+        # epochlib), not whatever ``python3`` is first on PATH; an explicit PYSPARK_PYTHON still wins.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master)
         conf.update(LOCAL_DEFAULTS)
         if "pytest" in sys.modules:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from jobs import session as session_mod
@@ -72,3 +74,19 @@ def test_spark_submit_is_detected_by_its_gateway(monkeypatch) -> None:
     assert session_mod._under_spark_submit() is False
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
     assert session_mod._under_spark_submit() is True
+
+
+@pytest.mark.spark
+def test_python_workers_run_the_drivers_interpreter(spark) -> None:
+    """Workers must import pyarrow and epochlib from this virtualenv, not from python3 on PATH
+    (a fresh machine's `make demo` failed with 'No module named pyarrow' in the worker)."""
+    import pyarrow as pa
+
+    def where(batches):
+        import sys as worker_sys
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"exe": [worker_sys.executable]})
+
+    exe = spark.range(1).mapInArrow(where, "exe string").first()["exe"]
+    assert exe == sys.executable
