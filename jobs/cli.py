@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -185,7 +186,8 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     click.echo(format_summary(summary))
     click.echo(f"Ground truth (what the simulator injected): {res.truth_path}")
     click.echo(f"Tables: {root / 'tables'}  (read them with deltalake.DeltaTable, Spark, DuckDB or Polars)")
-    click.echo(f"Next: epoch-audit report --output-root {root / 'tables'} --cluster {config.cluster} "
+    prog = "epoch-audit" if shutil.which("epoch-audit") else sys.argv[0]  # e.g. .venv/bin/epoch-audit after make demo
+    click.echo(f"Next: {prog} report --output-root {root / 'tables'} --cluster {config.cluster} "
                f"--from {start} --to {end} --html {root / 'report.html'}")
 
 
