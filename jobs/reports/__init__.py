@@ -9,7 +9,8 @@
 Every report reads the silver tables of ``[from - lookback_days, to]`` (state from before the range:
 baselines, earlier commits, lineage snapshots, group records), applies the rules of
 :mod:`epochlib.rules` on the executors (grouped Arrow functions, window functions and joins; see the
-modules :mod:`.stale_metadata`, :mod:`.fencing`, :mod:`.resets`), keeps the findings whose event lies in
+modules :mod:`.stale_metadata`, :mod:`.fencing`, :mod:`.resets`, and :mod:`.commit_pass`, the one pass over
+the commits that both F2/F4 and S1/S2 come from), keeps the findings whose event lies in
 ``[from, to]`` and writes each table with replace-range semantics (the run's ``event_date`` partitions of
 the cluster are replaced, so a rerun gives the same rows and other dates are untouched).
 

@@ -114,14 +114,13 @@ class _Commits:
         off = t.column("committed_offset")
         ep = t.column("leader_epoch")
         tomb = t.column("is_tombstone")
-        self.off_null = pc.is_null(off).to_numpy(zero_copy_only=False)
-        self.off = pc.fill_null(off, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        self.ep_raw_null = pc.is_null(ep).to_numpy(zero_copy_only=False)
-        raw = pc.fill_null(ep, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.off_null = pc.is_null(off).to_numpy()
+        self.off = pc.fill_null(off, 0).to_numpy().astype(np.int64)
+        self.ep_raw_null = pc.is_null(ep).to_numpy()
+        raw = pc.fill_null(ep, -1).to_numpy().astype(np.int64)
         self.epoch = np.where(raw < 0, -1, raw)  # Commit.epoch
-        self.tomb = pc.fill_null(tomb, False).to_numpy(zero_copy_only=False).astype(bool)
-        self.ts = pc.fill_null(t.column("ts"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        self._t = t
+        self.tomb = pc.fill_null(tomb, False).to_numpy().astype(bool)
+        self.ts = pc.fill_null(t.column("ts"), 0).to_numpy().astype(np.int64)
         self._cols: dict[str, pa.ChunkedArray] = {c: t.column(c) for c in ("leader_epoch", "log_offset", "source", "position", "ts")}
 
     def group_id(self, start: int) -> str:
