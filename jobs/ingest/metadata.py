@@ -97,24 +97,42 @@ def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, ve
     return make_batch(WORK, cols, m), n_bad, m
 
 
-def _decode_jsonl(src: str) -> Iterator[pa.RecordBatch]:
-    side = RowBuffer(WORK)
-    ctx: dict[str, list] = {k: [] for k in ("position", "capture_ms", "client_id", "broker")}
-    responses: list = []
-    versions: list = []
-    n_read = n_bad = n_out = 0
+class _Chunk:
+    """Captured responses waiting to be decoded together (one Arrow batch call per chunk), with the
+    counts of what was decoded and quarantined so far."""
 
-    def flush():
-        nonlocal n_bad, n_out
-        batch, bad, out = _observations(src, "line", ctx, responses, versions, side)
-        n_bad += bad
-        n_out += out
-        for v in ctx.values():
+    def __init__(self, src: str, unit: str, side: RowBuffer) -> None:
+        self.src, self.unit, self.side = src, unit, side
+        self.ctx: dict[str, list] = {k: [] for k in ("position", "capture_ms", "client_id", "broker")}
+        self.responses: list = []
+        self.versions: list = []
+        self.bad = self.out = 0
+
+    def add(self, position: int, capture_ms: int | None, client_id: Any, broker: Any, response: bytes,
+            version: int) -> bool:
+        """Queue one response; True when the chunk is full and should be flushed."""
+        for name, value in (("position", position), ("capture_ms", capture_ms), ("client_id", client_id),
+                            ("broker", _broker_text(broker))):
+            self.ctx[name].append(value)
+        self.responses.append(response)
+        self.versions.append(version)
+        return len(self.responses) >= _CHUNK
+
+    def flush(self) -> pa.RecordBatch | None:
+        batch, bad, out = _observations(self.src, self.unit, self.ctx, self.responses, self.versions, self.side)
+        self.bad += bad
+        self.out += out
+        for v in self.ctx.values():
             v.clear()
-        responses.clear()
-        versions.clear()
+        self.responses.clear()
+        self.versions.clear()
         return batch
 
+
+def _decode_jsonl(src: str) -> Iterator[pa.RecordBatch]:
+    side = RowBuffer(WORK)
+    chunk = _Chunk(src, "line", side)
+    n_read = n_bad = 0
     for line_no, _pos, line in _iter_lines(src):
         if not line.strip():
             continue
@@ -135,20 +153,14 @@ def _decode_jsonl(src: str) -> Iterator[pa.RecordBatch]:
             n_bad += 1
             side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX]))
             continue
-        ctx["position"].append(line_no)
-        ctx["capture_ms"].append(ms)
-        ctx["client_id"].append(obj.get("client_id"))
-        ctx["broker"].append(_broker_text(obj.get("broker")))
-        responses.append(resp)
-        versions.append(ver)
-        if len(responses) >= _CHUNK:
-            batch = flush()
+        if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver):
+            batch = chunk.flush()
             if batch is not None:
                 yield batch
-    batch = flush()
+    batch = chunk.flush()
     if batch is not None:
         yield batch
-    side.add(stats_row(src, "line", n_read, n_bad, n_out))
+    side.add(stats_row(src, "line", n_read, n_bad + chunk.bad, chunk.out))
     yield side.flush()
 
 
@@ -173,10 +185,8 @@ def _decode_pcap(src: str, broker_ports: Sequence[int]) -> Iterator[pa.RecordBat
         side.add(stats_row(src, "file", 1, 1, 0))
         yield side.flush()
         return
-    ctx: dict[str, list] = {k: [] for k in ("position", "capture_ms", "client_id", "broker")}
-    responses: list = []
-    versions: list = []
-    n_read = n_bad = n_out = n_file_bad = 0
+    chunk = _Chunk(src, "frame", side)
+    n_read = n_bad = n_file_bad = 0
     for ex in pcap.iter_exchanges(data, broker_ports=tuple(broker_ports), api_keys={3}):
         if isinstance(ex, pcap.CaptureError):
             unit = "file" if ex.unit == "file" else "frame"
@@ -189,31 +199,17 @@ def _decode_pcap(src: str, broker_ports: Sequence[int]) -> Iterator[pa.RecordBat
                 side.add(side_row(src, ex.position, "frame", ex.reason, None))
             continue
         n_read += 1
-        ctx["position"].append(ex.frame_index)
-        ctx["capture_ms"].append(_ms(ex.ts))
-        ctx["client_id"].append(ex.client_id)
-        ctx["broker"].append(_broker_text(ex.broker))
-        responses.append(ex.response)
-        versions.append(ex.api_version)
-        if len(responses) >= _CHUNK:
-            batch, bad, out = _observations(src, "frame", ctx, responses, versions, side)
-            n_bad += bad
-            n_out += out
-            for v in ctx.values():
-                v.clear()
-            responses.clear()
-            versions.clear()
+        if chunk.add(ex.frame_index, _ms(ex.ts), ex.client_id, ex.broker, ex.response, ex.api_version):
+            batch = chunk.flush()
             if batch is not None:
                 yield batch
-    batch, bad, out = _observations(src, "frame", ctx, responses, versions, side)
-    n_bad += bad
-    n_out += out
+    batch = chunk.flush()
     if batch is not None:
         yield batch
     if n_file_bad:
         side.add(stats_row(src, "file", n_file_bad, n_file_bad, 0))
     if n_read or not n_file_bad:
-        side.add(stats_row(src, "frame", n_read, n_bad, n_out))
+        side.add(stats_row(src, "frame", n_read, n_bad + chunk.bad, chunk.out))
     yield side.flush()
 
 
