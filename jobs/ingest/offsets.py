@@ -817,9 +817,13 @@ def commits_frame(commits: DataFrame, side: DataFrame, *, transactional: bool = 
         return commits
     tx = side.filter(F.col("row_kind").isin("commit", "marker")
                      & F.coalesce(F.col("is_transactional"), F.lit(False)))
+    # The nearest later marker, as a running frame over the rows in *descending* offset order: Spark
+    # evaluates (unbounded preceding .. 1 preceding) incrementally, while the equivalent ascending frame
+    # (1 following .. unbounded following) is recomputed per row - O(n^2): 40 k transactional rows of one
+    # producer took 90 s, which stalled a 10 M-commit run for 25 minutes.
     w = (Window.partitionBy("broker", "log_partition", "producer_id")
-         .orderBy("log_offset").rowsBetween(1, Window.unboundedFollowing))
-    marker = F.first(F.when(F.col("row_kind") == "marker", F.col("control_type")), ignorenulls=True).over(w)
+         .orderBy(F.col("log_offset").desc()).rowsBetween(Window.unboundedPreceding, -1))
+    marker = F.last(F.when(F.col("row_kind") == "marker", F.col("control_type")), ignorenulls=True).over(w)
     tx = (tx.withColumn("_marker", marker)
           .filter(F.col("row_kind") == "commit")
           .withColumn("txn_state", F.when(F.col("_marker") == "COMMIT", "committed")
