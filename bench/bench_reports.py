@@ -33,6 +33,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_ingest import _TICK, _children, _cpu_s  # noqa: E402  (the /proc helpers, shared with bench_e2e)
 
 DAY = dt.date(2024, 3, 5)
 PREV = DAY - dt.timedelta(days=1)
@@ -41,30 +44,6 @@ SPAN = 2 * 86_400_000
 TOPICS, PARTS, GROUPS_PER_TOPIC, BROKERS = 20, 32, 2, 3
 SEQS = TOPICS * PARTS * GROUPS_PER_TOPIC
 EPOCHS = 4
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out.extend(int(x) for x in fh.read().split())
-    except OSError:
-        pass
-    return out
-
-
-def _cpu_s(pid: int) -> float:
-    """utime + stime of a process plus those of its reaped children (forked Python workers), seconds."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            f = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(x) for x in f[11:15]) / _TICK
 
 
 def cpu_now() -> tuple[float, float]:
