@@ -18,6 +18,7 @@ import pytest
 from epochlib.rules import (
     Commit,
     GroupState,
+    OffsetsSeen,
     ReplicaSnapshot,
     ResetContext,
     check_commit_fencing,
@@ -145,13 +146,14 @@ def _reference(commits: list[dict], side: list[dict], fencing: bool, resets: boo
                    r["is_tombstone"], "none", None, r["log_offset"], None, None, r["source"], r["position"])  # fmt: skip
         )
     lookup = make_lineage_lookup(snaps, TOL) if snaps else None
+    seen = OffsetsSeen.from_commits(c for seq in seqs.values() for c in seq)
     rows = []
     for gid in sorted(seqs):
         seq = sorted(seqs[gid], key=fr.commit_log_order)
         if fencing:
             rows += [fr.finding_row(f) for f in check_commit_fencing(seq, lookup)]
         if resets:
-            ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), tolerance_ms=TOL)
+            ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), offsets_seen=seen, tolerance_ms=TOL)
             for f in check_offset_resets(seq, ctx):
                 g = ctx.group_state_at(f.event_ts)
                 rows.append(fr.finding_row(f, group_clients=g.client_ids if g is not None else None))

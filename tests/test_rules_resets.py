@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from epochlib.lineage import EpochEntry
 from epochlib.rules import (
     Commit,
     Finding,
     GroupState,
     LogEndEstimate,
+    OffsetsSeen,
     ReplicaSnapshot,
     ResetContext,
     check_offset_resets,
@@ -233,6 +236,57 @@ def test_s2b_a_repeated_offset_does_not_restart_the_pace_clock():
 def test_s2b_retention_not_excluded_means_no_skip():
     ctx = ResetContext(log_end_estimates=[LogEndEstimate(500, 5000, "hw")])
     assert check_offset_resets(_paced(200, 5, 10, t0=1000) + [commit(5000, 4, 9000)], ctx) == []
+
+
+# "the highest offset seen": other groups' commits bound the log end from below (no snapshot estimate here:
+# the only snapshot, taken later, gives the log start but neither a LEO nor a high watermark)
+LATER_LS_ONLY = snap(100_000, [(4, 0)], ls=0)
+
+
+def other(offset, ts, group="other", **kw) -> Commit:
+    return replace(commit(offset, 4, ts, **kw), group_id=group)
+
+
+def test_s2b_highest_offset_another_group_committed_is_a_log_end_estimate():
+    seq = _paced(200, 5, 10, t0=1000) + [commit(5000, 4, 9000)]
+    seen = OffsetsSeen.from_commits([*seq, other(4_000, 2000), other(5_000, 8000)])
+    f = one(seq, ResetContext(snapshots=[LATER_LS_ONLY], offsets_seen=seen))
+    assert (f.rule, f.kind, f.numbers["log_end_offset"], f.numbers["records_skipped"]) == (
+        "S2b", "spurious_skip", 5000, 4760)  # fmt: skip
+    assert any("group other had committed offset 5000" in e and e.startswith("offsets:") for e in f.evidence)
+    # without the other group's commits there is nothing to reach: no guess
+    assert check_offset_resets(seq, ResetContext(snapshots=[LATER_LS_ONLY])) == []
+
+
+def test_s2b_highest_offset_seen_nearest_negatives():
+    seq = _paced(200, 5, 10, t0=1000) + [commit(5000, 4, 9000)]
+    # the group's own commits are never its log-end estimate (every forward jump passes them)
+    assert check_offset_resets(seq, ResetContext(snapshots=[LATER_LS_ONLY], offsets_seen=OffsetsSeen.from_commits(seq))) == []
+    cases = {
+        "committed at the same millisecond, not before": [other(5_000, 9000)],
+        "the other group is further on: the jump stops short of what was seen": [other(6_000, 8000)],
+        "a tombstone deletes an offset, it does not show one": [other(5_000, 8000, tomb=True)],
+        "an aborted transactional commit never counted": [other(5_000, 8000, txn="aborted")],
+    }
+    for why, extra in cases.items():
+        ctx = ResetContext(snapshots=[LATER_LS_ONLY], offsets_seen=OffsetsSeen.from_commits([*seq, *extra]))
+        assert check_offset_resets(seq, ctx) == [], why
+    # the larger of the two bounds wins: a snapshot's high watermark below what another group had read
+    with_hw = [snap(500, [(4, 0)], ls=0, leo=4_000), LATER_LS_ONLY]
+    ctx = ResetContext(snapshots=with_hw, offsets_seen=OffsetsSeen.from_commits([*seq, other(6_000, 8000)]))
+    assert check_offset_resets(seq, ctx) == []
+    assert one(seq, ResetContext(snapshots=with_hw)).numbers["log_end_offset"] == 4_000
+
+
+def test_offsets_seen_answers_for_each_group_without_its_own_commits():
+    seen = OffsetsSeen([10, 20, 30, 40], [100, 300, 200, 250], ["a", "b", "a", "c"])
+    assert seen.highest_before(10, "x") is None  # strictly before
+    assert seen.highest_before(25, "b").offset == 100  # b's own 300 is excluded
+    assert seen.highest_before(25, "a").offset == 300
+    assert seen.highest_before(50, "b").offset == 250  # the best of a group other than b
+    assert seen.highest_before(50, "a").offset == 300
+    assert seen.highest_before(15, "a") is None  # only a's own commit before 15
+    assert OffsetsSeen([], [], []).highest_before(10) is None
 
 
 # --- M4 --------------------------------------------------------------------------------------------

@@ -40,7 +40,14 @@ from .lineage_rules import (
     parse_logdir_path,
 )
 from .metadata import check_broker_staleness, check_client_metadata, stale_rates
-from .resets import CORRELATED_KINDS, LogEndEstimate, ResetContext, check_offset_resets, correlate_resets
+from .resets import (
+    CORRELATED_KINDS,
+    LogEndEstimate,
+    OffsetsSeen,
+    ResetContext,
+    check_offset_resets,
+    correlate_resets,
+)
 
 __all__ = [
     "CORRELATED_KINDS",
@@ -58,6 +65,7 @@ __all__ = [
     "GroupState",
     "LeaderEpochCache",
     "LogEndEstimate",
+    "OffsetsSeen",
     "MetadataObservation",
     "QuarantineRecord",
     "ReplicaSnapshot",

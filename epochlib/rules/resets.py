@@ -8,9 +8,11 @@ S1e spurious_rewind; S2a retention, S2b spurious_skip.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from ._model import SEVERITY, Commit, Finding, GroupState, ReplicaSnapshot
 from .fencing import LineageLookup, _rounds, fence_check, leader_of_round, make_lineage_lookup
@@ -18,6 +20,7 @@ from .fencing import LineageLookup, _rounds, fence_check, leader_of_round, make_
 __all__ = [
     "CORRELATED_KINDS",
     "LogEndEstimate",
+    "OffsetsSeen",
     "ResetContext",
     "check_offset_resets",
     "correlate_resets",
@@ -38,6 +41,101 @@ class LogEndEstimate:
     evidence: str = ""
 
 
+class OffsetsSeen:
+    """"The highest offset seen" (S2b's third log-end source): the largest offset that *other* consumer
+    groups had committed to the partition before a time. A committed offset o says the log held records
+    below o, so the log end had reached at least o by then.
+
+    The group asking is excluded: its own earlier commits are below any forward jump by construction, so
+    they would make every jump "reach the log end" and remove the "without an estimate, do not guess"
+    guard. Built from the partition's live, non-tombstone commits (``ts``, ``offsets``, ``groups`` aligned;
+    ``pointer(i)`` names the i-th one as evidence). The running maximum keeps the best two offsets of
+    distinct groups, so one O(n) pass (done on the first query) answers every group in O(log n).
+    """
+
+    __slots__ = ("_groups", "_offsets", "_pointer", "_table", "_ts")
+
+    def __init__(
+        self,
+        ts: Sequence[int] | np.ndarray,
+        offsets: Sequence[int] | np.ndarray,
+        groups: Sequence[Hashable] | np.ndarray,
+        pointer: Callable[[int], str] | None = None,
+    ) -> None:
+        self._ts = np.asarray(ts, dtype=np.int64)
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+        self._groups = list(groups)
+        if not (len(self._ts) == len(self._offsets) == len(self._groups)):
+            raise ValueError("OffsetsSeen: ts, offsets and groups must have the same length")
+        self._pointer = pointer
+        self._table: tuple | None = None
+
+    @classmethod
+    def from_commits(cls, commits: Iterable[Commit]) -> OffsetsSeen:
+        """From a partition's commits (every group); aborted/open, tombstones and null offsets are skipped."""
+        live = [c for c in commits if c.is_live and not c.is_tombstone and c.committed_offset is not None]
+        return cls([c.ts for c in live], [c.committed_offset for c in live], [c.group_id for c in live],
+                   lambda i: live[i].pointer())  # fmt: skip
+
+    def _build(self) -> tuple:
+        order = np.argsort(self._ts, kind="stable")
+        offs, groups = self._offsets[order].tolist(), self._groups
+        no = -1 << 63
+        o1, g1, i1, o2, i2 = no, None, -1, no, -1  # best, and best of a group other than the best's
+        out_o1, out_g1, out_i1, out_o2, out_i2 = [], [], [], [], []
+        for k, i in enumerate(order.tolist()):
+            o, g = offs[k], groups[i]
+            if g == g1:
+                if o > o1:
+                    o1, i1 = o, i
+            elif o > o1:
+                o2, i2 = o1, i1
+                o1, g1, i1 = o, g, i
+            elif o > o2:
+                o2, i2 = o, i
+            out_o1.append(o1)
+            out_g1.append(g1)
+            out_i1.append(i1)
+            out_o2.append(o2)
+            out_i2.append(i2)
+        return self._ts[order], out_o1, out_g1, out_i1, out_o2, out_i2
+
+    def highest_before(self, ts: int, exclude_group: Hashable | None = None) -> LogEndEstimate | None:
+        """The largest offset committed strictly before ``ts`` by a group other than ``exclude_group``."""
+        if not len(self._ts):
+            return None
+        if self._table is None:
+            self._table = self._build()
+        times, o1, g1, i1, o2, i2 = self._table
+        k = int(np.searchsorted(times, ts, side="left")) - 1
+        if k < 0:
+            return None
+        off, idx = (o1[k], i1[k]) if g1[k] != exclude_group else (o2[k], i2[k])
+        if idx < 0:
+            return None
+        where = self._pointer(idx) if self._pointer is not None else ""
+        return LogEndEstimate(
+            int(self._ts[idx]), off, f"{where} (group {self._groups[idx]} had committed offset {off})".lstrip()
+        )
+
+
+def snapshot_log_ends(
+    snapshots: Sequence[ReplicaSnapshot], tolerance_ms: int, extra: Iterable[LogEndEstimate] = ()
+) -> list[LogEndEstimate]:
+    """``extra`` plus the log end (LEO, else high watermark) of each snapshot round's leader, sorted by
+    (time, offset): the estimates :meth:`ResetContext.log_end_before` takes the newest of."""
+    ests = list(extra)
+    for _, members in _rounds(snapshots, tolerance_ms):
+        lead = leader_of_round(members)
+        if lead is None:
+            continue
+        end = lead.log_end_offset if lead.log_end_offset is not None else lead.high_watermark
+        if end is not None:
+            ests.append(LogEndEstimate(lead.snapshot_ts, end, lead.pointer() + f" (log end {end})"))
+    ests.sort(key=lambda e: (e.ts, e.offset))
+    return ests
+
+
 @dataclass(frozen=True)
 class ResetContext:
     """What S1/S2 may consult besides the commits, all for the commits' (topic, partition) and group.
@@ -48,6 +146,8 @@ class ResetContext:
     - ``group_states``: the group's metadata records (any order);
     - ``log_end_estimates``: extra log-end estimates; the snapshots' LEO (else high watermark) of the
       leader of each round are added automatically;
+    - ``offsets_seen``: the partition's commits of every group (:class:`OffsetsSeen`), "the highest
+      offset seen" — other groups' commits before a time bound the log end from below;
     - ``skip_pace_factor``: S2b needs a jump whose rate (records per ms since the previous commit) is
       above this many times the highest rate between the sequence's earlier commits (see
       :func:`check_offset_resets`).
@@ -56,6 +156,7 @@ class ResetContext:
     snapshots: Sequence[ReplicaSnapshot] = ()
     group_states: Sequence[GroupState] = ()
     log_end_estimates: Sequence[LogEndEstimate] = ()
+    offsets_seen: OffsetsSeen | None = None
     lineage_lookup: LineageLookup | None = None
     tolerance_ms: int = 0
     skip_pace_factor: float = 10.0
@@ -92,22 +193,23 @@ class ResetContext:
         i = bisect.bisect_right(times, ts) - 1
         return states[i] if i >= 0 else None
 
-    def log_end_before(self, ts: int) -> LogEndEstimate | None:
-        """The newest log-end estimate at or before ``ts`` (the end the log had reached by then)."""
+    def log_end_before(self, ts: int, group_id: str | None = None) -> LogEndEstimate | None:
+        """What the log end had reached by ``ts``: the newest snapshot (or extra) estimate at or before
+        ``ts``, or, when larger, the highest offset another group than ``group_id`` committed before ``ts``.
+
+        Both are lower bounds of the log end; the larger one is the better bound. After an unclean
+        truncation an older commit may overshoot the shorter log: then no jump reaches the estimate, a
+        miss rather than a false skip."""
         if "ends" not in self._cache:
-            ests = list(self.log_end_estimates)
-            for _, members in _rounds(self.snapshots, self.tolerance_ms):
-                lead = leader_of_round(members)
-                if lead is None:
-                    continue
-                end = lead.log_end_offset if lead.log_end_offset is not None else lead.high_watermark
-                if end is not None:
-                    ests.append(LogEndEstimate(lead.snapshot_ts, end, lead.pointer() + f" (log end {end})"))
-            ests.sort(key=lambda e: (e.ts, e.offset))
+            ests = snapshot_log_ends(self.snapshots, self.tolerance_ms, self.log_end_estimates)
             self._cache["ends"] = ([e.ts for e in ests], ests)
         times, ests = self._cache["ends"]
         i = bisect.bisect_right(times, ts) - 1
-        return ests[i] if i >= 0 else None
+        best = ests[i] if i >= 0 else None
+        seen = self.offsets_seen.highest_before(ts, group_id) if self.offsets_seen is not None else None
+        if seen is not None and (best is None or seen.offset > best.offset):
+            return seen
+        return best
 
 
 def _log_start(snap: ReplicaSnapshot | None) -> tuple[int | None, str]:
@@ -291,12 +393,14 @@ def _classify_jump(
                 f"to earliest and {jump} record(s) were lost to retention.",
                 snap,
             )
-    # (b) a jump to the log end: needs a log-end estimate, and a jump far faster than the sequence's own pace
-    est = ctx.log_end_before(c.ts)
-    if est is None or o < est.offset or max_step is None or max_rate is None:
+    # (b) a jump to the log end: a jump far faster than the sequence's own pace, reaching a log-end estimate
+    if max_step is None or max_rate is None:
         return None
     rate = _rate(jump, c.ts - since)
     if rate <= ctx.skip_pace_factor * max_rate:
+        return None
+    est = ctx.log_end_before(c.ts, c.group_id)
+    if est is None or o < est.offset:
         return None
     snap = ctx.leader_at(c.ts)
     r = fence_check(replace(prev, event_ts=c.ts), snap)
@@ -355,7 +459,8 @@ def check_offset_resets(
     - Log start = the log-start-offset checkpoint, else the repaired lineage head start. For S2a both the
       round at/after and the round at/before the commit are tried, since log starts only move forward.
     - S2b ("jump to the log end past records never committed as consumed") needs: a log-end estimate
-      taken at or before the commit that the new offset reaches; at least one earlier forward step in the
+      taken at or before the commit that the new offset reaches (a snapshot round's log end or high
+      watermark, or the highest offset another group committed before it, :class:`OffsetsSeen`); at least one earlier forward step in the
       sequence, and a jump whose *rate* (records / ms between the two commits, the elapsed time floored
       at 1 s) exceeds ``skip_pace_factor`` (default 10) times the highest rate between earlier consecutive
       commits (the time runs from the first commit of the previous offset: a commit repeating an offset,

@@ -27,8 +27,9 @@ run only where a finding is possible:
   :func:`~epochlib.rules.check_commit_fencing` (a one-commit sequence gives exactly its F2 finding).
   Any other sequence runs the rule on the whole sequence.
 - S1/S2: every rewind is a finding; a forward move can only be one when its new offset equals a leader's
-  log start (S2a) or reaches the log-end estimate at a rate above the pace factor times the highest
-  earlier rate (S2b). Those candidates are classified by the rule's own ``_classify_rewind`` /
+  log start (S2a) or, at a rate above the pace factor times the highest earlier rate, reaches the newest
+  snapshot log-end estimate or has none to reach (then the other groups' commits, "the highest offset
+  seen", may still give one) (S2b). Those candidates are classified by the rule's own ``_classify_rewind`` /
   ``_classify_jump`` with the exact loop state (previous commit, since, largest step and rate of the
   earlier forward moves that were not findings). Sequences with a tombstone or a null offset run
   :func:`~epochlib.rules.check_offset_resets` whole.
@@ -50,6 +51,7 @@ import pyarrow.compute as pc
 from epochlib.rules import (
     Commit,
     GroupState,
+    OffsetsSeen,
     ReplicaSnapshot,
     ResetContext,
     check_commit_fencing,
@@ -58,7 +60,7 @@ from epochlib.rules import (
     make_lineage_lookup,
 )
 from epochlib.rules.fencing import _rounds, leader_of_round
-from epochlib.rules.resets import _classify_jump, _classify_rewind, _log_start
+from epochlib.rules.resets import _classify_jump, _classify_rewind, _log_start, snapshot_log_ends
 
 from . import _frames as fr
 
@@ -109,6 +111,7 @@ class _Commits:
         self.gid = gid.take(order)
         codes = self.gid.combine_chunks().dictionary_encode()
         ids = codes.indices.to_numpy(zero_copy_only=False)
+        self.codes, self.names = ids, codes.dictionary.to_pylist()
         starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if n else np.array([], dtype=np.int64)
         self.bounds = list(zip(starts.tolist(), np.r_[starts[1:], n].tolist(), strict=True))
         off = t.column("committed_offset")
@@ -133,6 +136,14 @@ class _Commits:
             None if self.off_null[i] else int(self.off[i]),
             c["leader_epoch"][i].as_py(), None, c["ts"][i].as_py(), bool(self.tomb[i]), "none", None,
             c["log_offset"][i].as_py(), None, None, c["source"][i].as_py(), c["position"][i].as_py(),
+        )  # fmt: skip
+
+    def offsets_seen(self) -> OffsetsSeen:
+        """Every group's commits with an offset (no tombstones) as :class:`OffsetsSeen`, keyed by group id."""
+        rows = np.flatnonzero(~self.tomb & ~self.off_null)
+        return OffsetsSeen(
+            self.ts[rows], self.off[rows], [self.names[k] for k in self.codes[rows].tolist()],
+            lambda i: self.commit(int(rows[i]), self.gid[int(rows[i])].as_py()).pointer(),
         )  # fmt: skip
 
     def commits(self, a: int, b: int, group_id: str) -> list[Commit]:
@@ -232,9 +243,9 @@ def _reset_candidates(
 
 def _resets(
     cm: _Commits, a: int, b: int, gid: str, ctx: ResetContext, leaders: _Leaders,
-    est_ts: np.ndarray | None, est_off: np.ndarray | None,
+    est_ts: np.ndarray, est_off: np.ndarray,
 ) -> list[Any]:
-    if b - a < SHORT or cm.tomb[a:b].any() or cm.off_null[a:b].any() or est_ts is None:
+    if b - a < SHORT or cm.tomb[a:b].any() or cm.off_null[a:b].any():
         return check_offset_resets(cm.commits(a, b, gid), ctx)
     n = b - a
     o, ts = cm.off[a:b], cm.ts[a:b]
@@ -258,8 +269,12 @@ def _resets(
         s2a = ((ls_at != _NO_LS) & (po < ls_at) & (o == ls_at)) | ((ls_before != _NO_LS) & (po < ls_before) & (o == ls_before))
     else:
         s2a = np.zeros(n, dtype=bool)
+    # a superset of "reaches ctx.log_end_before": the estimate is at least the newest snapshot estimate,
+    # and without one only the other groups' commits (ctx.offsets_seen) can give it; _classify_jump decides
     ei = np.searchsorted(est_ts, ts, side="right") - 1
     reach = (ei >= 0) & (o >= est_off[np.maximum(ei, 0)]) if len(est_ts) else np.zeros(n, dtype=bool)
+    if ctx.offsets_seen is not None:
+        reach |= ei < 0
     factor = float(ctx.skip_pace_factor)
 
     out: list[Any] = []
@@ -307,16 +322,10 @@ def _states(side: pa.Table) -> dict[str, list[GroupState]]:
     return out
 
 
-def _log_end_estimates(snaps: Sequence[ReplicaSnapshot], tolerance_ms: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The log-end estimates ``ResetContext.log_end_before`` bisects (times, offsets), or None when its
-    cache has another shape (the resets then run the plain rule)."""
-    ctx = ResetContext(snapshots=snaps, tolerance_ms=tolerance_ms)
-    ctx.log_end_before(0)
-    cached = ctx._cache.get("ends")
-    if not (isinstance(cached, tuple) and len(cached) == 2):
-        return None
-    times, ests = cached
-    return np.array(times, dtype=np.int64), np.array([e.offset for e in ests], dtype=np.int64)
+def _log_end_estimates(snaps: Sequence[ReplicaSnapshot], tolerance_ms: int) -> tuple[np.ndarray, np.ndarray]:
+    """The snapshot log-end estimates ``ResetContext.log_end_before`` bisects, as (times, offsets)."""
+    ests = snapshot_log_ends(snaps, tolerance_ms)
+    return np.array([e.ts for e in ests], dtype=np.int64), np.array([e.offset for e in ests], dtype=np.int64)
 
 
 def run_commit_pass(
@@ -339,11 +348,12 @@ def run_commit_pass(
             out += _fencing(cm, a, b, cm.group_id(a), leaders, lookup)
     if resets:
         states = _states(side_table)
-        ests = _log_end_estimates(snaps, tolerance_ms)
-        est_ts, est_off = ests if ests is not None else (None, None)
+        est_ts, est_off = _log_end_estimates(snaps, tolerance_ms)
+        seen = cm.offsets_seen() if len(cm.bounds) > 1 else None  # one group: nobody else's offsets to see
         for a, b in cm.bounds:
             gid = cm.group_id(a)
-            ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), tolerance_ms=tolerance_ms)
+            ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), offsets_seen=seen,
+                               tolerance_ms=tolerance_ms)  # fmt: skip
             for f in _resets(cm, a, b, gid, ctx, leaders, est_ts, est_off):
                 g = ctx.group_state_at(f.event_ts)
                 out.append(fr.finding_row(f, group_clients=g.client_ids if g is not None else None))

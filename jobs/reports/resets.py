@@ -11,8 +11,9 @@ How it runs (executors only):
    ``snapshot_tolerance_seconds``) and the group's records, whose ``group_state_at`` is the group's last
    record at or before a commit (member count, tombstone, member client ids, pointer).
    Log-end estimates for S2b are the snapshots' log end (segments) or high watermark
-   (replication-offset-checkpoint); no estimate is made from commits, so without snapshots S2b says
-   nothing ("do not guess").
+   (replication-offset-checkpoint), and "the highest offset seen": the largest offset another group had
+   committed to the partition before the jump (:class:`~epochlib.rules.OffsetsSeen`). With none of
+   these S2b says nothing ("do not guess").
 2. **M4** (Spark join): a reset of a kind in :data:`~epochlib.rules.CORRELATED_KINDS` is joined with the
    M1/M2 findings of the same (topic, partition) at most ``correlation_window_minutes`` before it
    (inclusive); when the group's state at the commit names member client ids, only those clients'
