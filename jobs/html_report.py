@@ -28,7 +28,7 @@ import datetime as dt
 import html
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -226,12 +226,22 @@ def _stale_rate_section(config: Config, rates: pa.Table | None, days: list[dt.da
     series = {
         b: [(100.0 * stale[(b, d)] / resp[(b, d)]) if resp.get((b, d)) else None for d in days] for b in shown
     }
-    chart = line_chart(
-        "chart-stale-rate", "Stale metadata rate per broker per day",
-        [d.isoformat() for d in days], series, x_label="day (UTC)", y_label="stale responses (%)",
-        value_format=lambda v: f"{v:.2f}%",
-        desc=f"Line chart: percentage of stale Metadata responses per day for {len(shown)} broker(s).",
-    )
+    if len(days) > 1:
+        chart = line_chart(
+            "chart-stale-rate", "Stale metadata rate per broker per day",
+            [d.isoformat() for d in days], series, x_label="day (UTC)", y_label="stale responses (%)",
+            value_format=lambda v: f"{v:.2f}%",
+            desc=f"Line chart: percentage of stale Metadata responses per day for {len(shown)} broker(s).",
+        )
+    else:  # one day: a line of single points says nothing, a bar per broker does
+        name = "stale responses (%)"
+        chart = hbar_chart(
+            "chart-stale-rate", f"Stale metadata rate per broker, {days[0].isoformat()}",
+            shown, {name: [v[0] or 0.0 for v in series.values()]}, {name: PALETTE[0]},
+            x_label="stale responses (%)", y_label="broker", value_format=lambda v: f"{v:.2f}%",
+            desc=f"Bar chart: percentage of stale Metadata responses on {days[0].isoformat()} for "
+                 f"{len(shown)} broker(s).",
+        )  # fmt: skip
     note = ""
     if hidden:
         note = (f'<p class="note">{len(hidden)} more broker(s) with fewer stale responses not drawn: '
@@ -748,7 +758,8 @@ def bar_chart(chart_id: str, title: str, categories: Sequence[str], series: Mapp
 
 
 def hbar_chart(chart_id: str, title: str, categories: Sequence[str], series: Mapping[str, Sequence[float]],
-               colours: Mapping[str, str], *, x_label: str, y_label: str, desc: str = "") -> str:
+               colours: Mapping[str, str], *, x_label: str, y_label: str, desc: str = "",
+               value_format: Callable[[float], str] = lambda v: f"{int(v):,}") -> str:
     """Horizontal stacked bars, one per category (long labels fit on the left). Returns a ``<figure>``."""
     bar_h, left, right, top = 22, 260, 40, 30
     width = 860
@@ -776,9 +787,9 @@ def hbar_chart(chart_id: str, title: str, categories: Sequence[str], series: Map
             w = v / x_max * plot_w
             base += v
             out.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(w, 1):.1f}" height="{bar_h}" fill="{colours[name]}">'
-                       f"<title>{_e(cat)}: {v:,} {_e(name)}</title></rect>")
+                       f"<title>{_e(cat)}: {_e(value_format(v))} {_e(name)}</title></rect>")
         out.append(f'<text class="tick" x="{left + base / x_max * plot_w + 4:.1f}" y="{y + bar_h - 6}">'
-                   f"{int(base):,}</text>")
+                   f"{_e(value_format(base))}</text>")
     out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + plot_h}" class="axis"/>'
                f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
     out.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'

@@ -153,7 +153,7 @@ def test_partition_without_snapshots(report, tmp_path):
     text = write_html_report(cfg, D1, D2, tmp_path / "r.html", partitions=[("orders", 9)]).read_text()
     assert "no snapshots of <code>orders-9</code>" in text
     other = write_html_report(cfg, D2, D2, tmp_path / "r2.html").read_text()  # D1-only lineage, rates of D2
-    assert "b1:9092, 2024-03-02: 12.00%" in other and "2024-03-01" not in other.split("<main>")[1].split("</header>")[1]
+    assert "b1:9092: 12.00% stale responses (%)" in other and "2024-03-01" not in other.split("<main>")[1].split("</header>")[1]
 
 
 def _lane(broker, entries, end):
@@ -185,3 +185,13 @@ def test_lineage_from_spark_written_table(spark, tmp_path):
     section = text.split('id="lineage-orders-0"')[1].split("</section>")[0]
     assert "<svg" in section and "broker 2, snapshot 2024-03-01 06:00:00: epoch 2, offsets 100–149" in section
     assert 'class="ok"' in section
+
+
+def test_a_one_day_range_draws_a_bar_per_broker(report, tmp_path):
+    _, path = report
+    cfg = Config(cluster="c1", output=Output(root=str(path.parent.parent / "tables")))
+    text = write_html_report(cfg, D1, D1, tmp_path / "day.html").read_text(encoding="utf-8")
+    section = text.split('id="stale-rate"')[1].split("</section>")[0]
+    assert "Stale metadata rate per broker, 2024-03-01" in section and "<polyline" not in section
+    assert "b1:9092: 5.00% stale responses (%)" in section and ">5.00%</text>" in section
+    assert "b2:9092: 0.00%" not in section and ">0.00%</text>" in section  # a zero rate: no bar, its label
