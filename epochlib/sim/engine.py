@@ -14,9 +14,11 @@ consequence (including knock-on ones):
   (higher LEO where segments show it, then lower broker id).
 - F4 oracle: every live commit, per (group, topic, partition), epoch below the highest committed before
   (tombstones reset), or -1 after epochs >= 0.
-- L5 oracle: every replica's consecutive readable, monotonic snapshot lineages (keyed by topic id, so a
-  re-created topic starts fresh): tail removal = ``lineage_truncated``; an interior entry vanished or
-  moved = ``lineage_rewritten``.
+- L5 oracle (:func:`lineage_change`): every replica's consecutive readable, monotonic snapshot lineages
+  (keyed by topic id, so a re-created topic starts fresh): tail removal = ``lineage_truncated``; an
+  interior entry vanished or moved = ``lineage_rewritten``; a vanished entry is head trimming only when
+  its offsets lie wholly below the new head (by offsets, not epochs: a follower that truncated and caught
+  up from a newer leader also shows only higher epochs).
 - M oracle: every captured response (JSONL and pcap) in capture-time order: M1 per (client, topic id,
   partition), M2 per (topic id, partition) with the 1 s grace, M3 per (client, topic name): an older
   topic id, or (without ids) a drop to epoch 0 with a new replica set, once per response and topic.
@@ -117,7 +119,7 @@ class Sim(Incidents):
         self.f4: dict[tuple[str, tuple[str, int]], int] = {}
         self.watch: dict[tuple[str, int], list[tuple[int, int]]] = {}
         self.f2_buffer: list[tuple] = []
-        self.last_lineage: dict[tuple, tuple[tuple[int, int], ...]] = {}
+        self.last_lineage: dict[tuple, tuple[tuple[tuple[int, int], ...], int]] = {}  # -> (entries, LEO)
         self.round_caps: dict[tuple[str, int, str], dict[int, tuple[Any, int]]] = {}
         self.m_client: dict[tuple, int] = {}
         self.m_first: dict[tuple, dict[int, int]] = {}
@@ -737,7 +739,7 @@ class Sim(Incidents):
             rp[p.tp] = max(p.log_start, leo - self.srng.randrange(0, 50))
             self.round_caps.setdefault((p.topic, p.index, p.topic_id), {})[b] = (cache.copy(), leo)
             if readable and monotonic:
-                self._l5(b, p, t, tuple(entries))
+                self._l5(b, p, t, tuple(entries), leo)
             d1 = self.d1.get((p.tp, b))
             if d1 is not None and b in p.frozen:
                 d1["seen"] += 1
@@ -756,30 +758,14 @@ class Sim(Incidents):
         self.counts["snapshot_files"] += write_snapshot_files(root, items, ls, hw, rp)
         self.counts["snapshots"] += 1
 
-    def _l5(self, b: int, p: Part, t: int, new: tuple[tuple[int, int], ...]) -> None:
+    def _l5(self, b: int, p: Part, t: int, new: tuple[tuple[int, int], ...], leo: int) -> None:
         key = (b, p.topic, p.index, p.topic_id)
-        prev = self.last_lineage.get(key)
-        self.last_lineage[key] = new
-        if prev is None or prev == new:
+        last = self.last_lineage.get(key)
+        self.last_lineage[key] = (new, leo)
+        if last is None:
             return
-        head = new[0][0] if new else None
-        new_map = dict(new)
-        prev_map = dict(prev)
-        rewritten, truncated = [], []
-        for i, (e, s) in enumerate(prev):
-            if e in new_map:
-                if new_map[e] != s and not (e == head and new_map[e] > s):
-                    rewritten.append(f"epoch {e} moved from {s} to {new_map[e]}")
-            elif head is not None and e < head:
-                continue  # head trimmed
-            elif all(e2 not in new_map for e2, _ in prev[i:]):
-                truncated.append((e, s))
-            else:
-                rewritten.append(f"interior entry ({e}, {s}) vanished")
-        kept = [e for e, _ in prev if e in new_map]
-        for e, s in new:
-            if e not in prev_map and kept and e < max(kept):
-                rewritten.append(f"entry ({e}, {s}) inserted before kept entries")
+        prev, prev_leo = last
+        rewritten, truncated = lineage_change(prev, prev_leo, new)
         if rewritten:
             self._truth("L5", "lineage_rewritten", t, "; ".join(rewritten), topic=p.topic, topic_id=p.topic_id,
                         partition=p.index, broker=b, previous=[list(x) for x in prev], current=[list(x) for x in new])
@@ -869,3 +855,41 @@ class Sim(Incidents):
 
     def _truth(self, rule: str, kind: str, t: int, note: str, **subject) -> None:
         self.truth.add(rule, kind, SEV[kind], t, note, **subject)
+
+
+def lineage_change(prev: tuple[tuple[int, int], ...], prev_leo: int | None,
+                   new: tuple[tuple[int, int], ...]) -> tuple[list[str], list[tuple[int, int]]]:  # fmt: skip
+    """The L5 oracle for one replica's consecutive lineages: ``(rewrites, truncated entries)``.
+
+    ``prev`` held the offsets up to ``prev_leo``; each entry owns its range up to the next entry's start
+    (the last one up to ``prev_leo``). An old entry missing from ``new`` was trimmed by retention
+    (truncateFromStart) only when its whole range lies below the new head's start (which is the log start
+    after a trim): the epoch number alone proves nothing, since a truncated replica that caught up with a
+    newer leader also has a higher head epoch. A missing entry whose range reaches the new head is tail
+    removal (``lineage_truncated``) when every later old entry is missing too, else an interior entry
+    vanished (``lineage_rewritten``); an epoch's start may only move forward, and only for the head.
+    """
+    if prev == new:
+        return [], []
+    head = new[0][0] if new else None
+    head_start = new[0][1] if new else None
+    new_map = dict(new)
+    prev_map = dict(prev)
+    rewritten: list[str] = []
+    truncated: list[tuple[int, int]] = []
+    for i, (e, s) in enumerate(prev):
+        end = prev[i + 1][1] if i + 1 < len(prev) else (prev_leo if prev_leo is not None else s)
+        if e in new_map:
+            if new_map[e] != s and not (e == head and new_map[e] > s):
+                rewritten.append(f"epoch {e} moved from {s} to {new_map[e]}")
+        elif head_start is not None and end <= head_start:
+            continue  # its whole range lies below the new log start: retention trimmed the head
+        elif all(e2 not in new_map for e2, _ in prev[i:]):
+            truncated.append((e, s))
+        else:
+            rewritten.append(f"interior entry ({e}, {s}) vanished")
+    kept = [e for e, _ in prev if e in new_map]
+    for e, s in new:
+        if e not in prev_map and kept and e < max(kept):
+            rewritten.append(f"entry ({e}, {s}) inserted before kept entries")
+    return rewritten, truncated
