@@ -188,6 +188,10 @@ METADATA_OBSERVATIONS = (
     _c("source", STR, "capture file path"),
     _c("position", I64, "frame number (pcap) or line number (JSONL)"),
     _c("event_ts", TS, "capture time; drives event_date"),
+    # last, so ALTER TABLE ADD COLUMNS (which appends) turns an older table into exactly this schema
+    _c("metadata_token", I64, "monotone cluster-metadata token recorded with the response (JSONL key "
+       "`metadata_token`, e.g. a KRaft metadata offset; M2 compares it); null when the capture has none "
+       "or the row predates the column"),
 )
 
 # ----------------------------------------------------------------------------------------- operational

@@ -227,16 +227,20 @@ def metadata_body(epoch: int) -> dict:
     }
 
 
+def capture_line(ts: int | str, client_id: str, broker: str | int, version: int, response: bytes, **extra) -> str:
+    """One JSONL capture line (DESIGN.md layout); ``extra`` adds keys such as ``metadata_token``."""
+    return json.dumps({"ts": ts, "client_id": client_id, "broker": broker, "api_version": version,
+                       "response": base64.b64encode(response).decode(), **extra})
+
+
 def write_metadata(root: Path, ex: Expect) -> None:
     """A JSONL capture (two good responses, one undecodable) and a pcap with one Metadata exchange."""
     root.mkdir(parents=True, exist_ok=True)
     lines = []
     for i, (ver, ts) in enumerate(((9, T1), (12, "2024-03-01T02:00:00Z"))):
         resp = protocol.encode_metadata_response(metadata_body(4 + i), ver, 100 + i)
-        lines.append(json.dumps({"ts": ts, "client_id": "client-a", "broker": "b1:9092", "api_version": ver,
-                                 "response": base64.b64encode(resp).decode()}))
-    lines.append(json.dumps({"ts": T1, "client_id": "client-a", "broker": 1, "api_version": 12,
-                             "response": base64.b64encode(b"\x00\x00\x00\x01\xff").decode()}))
+        lines.append(capture_line(ts, "client-a", "b1:9092", ver, resp))
+    lines.append(capture_line(T1, "client-a", 1, 12, b"\x00\x00\x00\x01\xff"))
     (root / "captures.jsonl").write_text("\n".join(lines) + "\n")
     ex.observations += 4
     ex.quarantine[("metadata", "line")] = ex.quarantine.get(("metadata", "line"), 0) + 1

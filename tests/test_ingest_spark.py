@@ -87,6 +87,7 @@ def test_captures_become_metadata_observations(ingested):
                    if r["source"].endswith(".jsonl"))
     assert jsonl == [(9, 0, 4), (9, 1, 4), (12, 0, 5), (12, 1, 5)]
     assert {r["topic_id"] for r in obs if r["api_version"] == 12} == {TOPIC_ID}
+    assert {r["metadata_token"] for r in obs} == {None}  # pcap never carries one, these JSONL lines neither
 
 
 def test_bad_units_are_quarantined_and_counts_reconcile(ingested):

@@ -1,11 +1,14 @@
 """MetadataResponse captures -> ``metadata_observations`` (executor + Spark parts).
 
 - JSONL: one response per line ``{"ts", "client_id", "broker", "api_version", "response"}`` (``response``
-  = base64 of header + body, no size prefix). Unit ``line``, ``position`` = line number.
+  = base64 of header + body, no size prefix), optionally ``"metadata_token"``: a monotone cluster-metadata
+  token recorded beside the response (e.g. the KRaft metadata offset a capturing proxy saw), an integer
+  0..2^63-1 that rule M2 compares; absent or null = null, anything else quarantines the line (a dropped token
+  would hide staleness silently). Unit ``line``, ``position`` = line number.
 - pcap / pcapng: :func:`epochlib.pcap.iter_exchanges` reassembles the TCP streams on the configured broker
   ports and pairs requests with responses by correlation id; the API version comes from the request, the
   client id from its header. Unit ``frame``, ``position`` = the response's frame number; a
-  :class:`~epochlib.pcap.CaptureError` is one quarantined frame.
+  :class:`~epochlib.pcap.CaptureError` is one quarantined frame. Traffic carries no metadata token (null).
 
 Each decodable response becomes one row per (topic, partition) via
 :func:`epochlib.protocol.metadata_observations_arrow` (a response without topics gives one row with the
@@ -48,6 +51,7 @@ WORK = pa.schema([
     pa.field("client_id", pa.string()),
     pa.field("broker", pa.string()),
     pa.field("api_version", pa.int16()),
+    pa.field("metadata_token", pa.int64()),
     *[pa.field(n, t) for n, t in _OBS],
 ])
 
@@ -55,10 +59,22 @@ FILE_SCHEMA = pa.schema([pa.field("source", pa.string()), pa.field("size", pa.in
                          pa.field("form", pa.string())])
 
 _CHUNK = 4096
+_TOKEN_MAX = (1 << 63) - 1  # the silver column is a long
 
 
 def _broker_text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _metadata_token(value: Any) -> int | None:
+    """A capture line's optional ``metadata_token``: None when absent/null, else an int 0..2^63-1.
+
+    Raises ValueError for anything else (a string, a float, a bool, a negative or too large number)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _TOKEN_MAX:
+        raise ValueError(f"bad metadata_token {value!r:.60} (must be an integer 0..2^63-1)")
+    return value
 
 
 def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, versions: list,
@@ -91,6 +107,7 @@ def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, ve
         "client_id": pc.take(pa.array(ctx["client_id"], pa.string()), gidx),
         "broker": pc.take(pa.array(ctx["broker"], pa.string()), gidx),
         "api_version": pc.take(pa.array(versions, pa.int16()), gidx),
+        "metadata_token": pc.take(pa.array(ctx["metadata_token"], pa.int64()), gidx),
     }
     for name, _t in _OBS:
         cols[name] = good.column(name)
@@ -103,16 +120,19 @@ class _Chunk:
 
     def __init__(self, src: str, unit: str, side: RowBuffer) -> None:
         self.src, self.unit, self.side = src, unit, side
-        self.ctx: dict[str, list] = {k: [] for k in ("position", "capture_ms", "client_id", "broker")}
+        self.ctx: dict[str, list] = {
+            k: [] for k in ("position", "capture_ms", "client_id", "broker", "metadata_token")
+        }
         self.responses: list = []
         self.versions: list = []
         self.bad = self.out = 0
 
     def add(self, position: int, capture_ms: int | None, client_id: Any, broker: Any, response: bytes,
-            version: int) -> bool:
-        """Queue one response; True when the chunk is full and should be flushed."""
+            version: int, metadata_token: int | None = None) -> bool:
+        """Queue one response (with its validated token, if the capture has one); True when the chunk is
+        full and should be flushed."""
         for name, value in (("position", position), ("capture_ms", capture_ms), ("client_id", client_id),
-                            ("broker", _broker_text(broker))):
+                            ("broker", _broker_text(broker)), ("metadata_token", metadata_token)):
             self.ctx[name].append(value)
         self.responses.append(response)
         self.versions.append(version)
@@ -137,6 +157,7 @@ def _decode_jsonl(src: str) -> Iterator[pa.RecordBatch]:
         if not line.strip():
             continue
         n_read += 1
+        ms = None
         try:
             obj = json.loads(line)
             if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
@@ -149,11 +170,13 @@ def _decode_jsonl(src: str) -> Iterator[pa.RecordBatch]:
             ms = _ts_ms(ts)
             if ms is None:
                 raise ValueError(f"missing or unparseable ts {str(ts)[:40]!r}")
+            token = _metadata_token(obj.get("metadata_token"))
         except (ValueError, TypeError, binascii.Error) as e:
             n_bad += 1
-            side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX]))
+            # dated by the line's own time when it had a good one (only the token was wrong)
+            side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX], q_ms=ms))
             continue
-        if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver):
+        if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver, token):
             batch = chunk.flush()
             if batch is not None:
                 yield batch
@@ -237,5 +260,5 @@ def observations_frame(work: DataFrame) -> DataFrame:
         F.timestamp_millis("capture_ms").alias("capture_ts"), "client_id", "broker", "api_version",
         "correlation_id", "topic", "topic_id", "partition", "leader_id", "leader_epoch", "replicas", "isr",
         "offline_replicas", "topic_error", "partition_error", "cluster_id", "controller_id", "source",
-        "position", F.timestamp_millis("capture_ms").alias("event_ts"),
+        "position", F.timestamp_millis("capture_ms").alias("event_ts"), "metadata_token",
     )
