@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from epochlib.rules import MetadataObservation, check_broker_staleness, check_client_metadata, stale_rates
+from epochlib.rules.metadata import token_frontier
 
 _pos = iter(range(1, 10_000))
 
@@ -153,6 +154,31 @@ def test_m2_cluster_metadata_token():
     (f,) = check_broker_staleness(seq, 1000)
     assert f.broker == "old" and f.numbers["metadata_token"] == 11 and f.numbers["newer_metadata_token"] == 12
     assert f.numbers["staleness_ms"] == 4900
+
+
+def test_m2_tokens_per_partition_with_the_cluster_frontier_match_the_whole_set():
+    """What the Spark job relies on: one partition at a time plus the cluster-wide frontier gives the
+    findings of the rule over every observation at once (tokens are cluster-wide)."""
+    seq = [
+        obs(0, 5, token=10, tid="A"),
+        obs(0, 5, token=30, tid="B"),  # same time: the higher token is the earlier sighting
+        obs(200, 5, token=20, tid="B", part=1),  # stale only within 1000 ms grace: no finding
+        obs(3000, 5, token=25, tid="A", broker="lag"),  # token 30 was seen with topic B only
+        obs(3000, 4, token=25, tid="B", broker="lag"),  # stale by epoch and token: one finding
+        obs(4000, 5, token=30, tid="A"),
+    ]
+    whole = check_broker_staleness(seq, 1000)
+    frontier = token_frontier((o.capture_ts, o.metadata_token, o.pointer()) for o in seq if o.metadata_token)
+    assert [(t, tok) for t, tok, _ in frontier] == [(0, 30)]
+    parts: dict = {}
+    for o in seq:
+        parts.setdefault((o.topic_id, o.partition), []).append(o)
+    grouped = [f for group in parts.values() for f in check_broker_staleness(group, 1000, frontier)]
+    assert sorted(f.id for f in grouped) == sorted(f.id for f in whole)
+    assert sorted((f.topic_id, f.numbers["cached_epoch"], f.numbers.get("newer_metadata_token")) for f in whole) == [
+        ("A", None, 30), ("B", 5, None)]
+    a = next(f for f in whole if f.topic_id == "A")
+    assert a.evidence[1] == seq[1].pointer() and a.numbers["staleness_ms"] == 3000
 
 
 # --- rates -----------------------------------------------------------------------------------------

@@ -8,15 +8,19 @@ compared only with what was seen strictly earlier.
 from __future__ import annotations
 
 import datetime as _dt
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
 from ._model import SEVERITY, Finding, MetadataObservation
 
-__all__ = ["check_broker_staleness", "check_client_metadata", "stale_rates"]
+__all__ = ["check_broker_staleness", "check_client_metadata", "stale_rates", "token_frontier"]
+
+#: One sighting of a cluster-metadata token: (capture time ms, token, capture pointer of the response).
+TokenSighting = tuple[int, int, str]
 
 
 def _key(o: MetadataObservation) -> tuple:
@@ -206,15 +210,47 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
     return out
 
 
+def token_frontier(sightings: Iterable[TokenSighting]) -> list[TokenSighting]:
+    """The part of a cluster's token history M2 needs: each sighting whose token is higher than every token
+    sighted before it, in time order (so times rise and tokens strictly rise along the list).
+
+    Sightings at the same time count highest token first; of equal (time, token) sightings the first given
+    wins, so pass them in the order the observations are sorted. Every stale-token verdict of
+    :func:`check_broker_staleness` depends only on this list: the newest token seen before a cut-off is the
+    last entry before it, and the earliest sighting of any token above ``k`` is the first entry above ``k``.
+    """
+    ordered = sorted(sightings, key=lambda s: (s[0], -s[1]))
+    out: list[TokenSighting] = []
+    for s in ordered:
+        if not out or s[1] > out[-1][1]:
+            out.append(s)
+    return out
+
+
+def _newer_token(
+    frontier: Sequence[TokenSighting], times: Sequence[int], toks: Sequence[int], token: int, cutoff: int
+) -> tuple[TokenSighting, int] | None:
+    """(earliest sighting of a token above ``token``, highest such token), both seen strictly before
+    ``cutoff``; None when no higher token had been seen by then."""
+    seen = bisect_left(times, cutoff)
+    if not seen or toks[seen - 1] <= token:
+        return None
+    return frontier[bisect_right(toks, token)], toks[seen - 1]
+
+
 def check_broker_staleness(
-    observations_sorted: Iterable[MetadataObservation], grace_ms: int = 1000
+    observations_sorted: Iterable[MetadataObservation],
+    grace_ms: int = 1000,
+    frontier: Sequence[TokenSighting] | None = None,
 ) -> list[Finding]:
     """M2 ``broker_served_stale`` (warning) per (topic id, partition) across all clients and brokers.
 
     A response serving epoch e at time t although a higher epoch had been observed (from any broker)
     before t - grace: ``staleness_ms`` = t - (first time any epoch above e was seen). Where captures carry
     a monotone cluster-metadata token, a token lower than one first seen before t - grace is stale the
-    same way (tokens are compared across every observation passed in: they are cluster-wide).
+    same way. Tokens are cluster-wide: they are compared with every token of the cluster, i.e. with
+    ``frontier`` (:func:`token_frontier` of all the cluster's observations) when the caller passes only a
+    part of them (the Spark job passes one partition at a time), else with the observations passed.
 
     Judgement calls: "before t - grace" is strict (staleness must exceed the grace); one finding per stale
     (response, partition) — the epoch comparison wins, the token one is reported only when the epoch does
@@ -224,8 +260,13 @@ def check_broker_staleness(
     """
     out: list[Finding] = []
     obs = sorted(observations_sorted, key=lambda o: o.capture_ts)
+    if frontier is None:
+        frontier = token_frontier(
+            (o.capture_ts, o.metadata_token, o.pointer()) for o in obs if o.metadata_token is not None
+        )
+    f_times = [x[0] for x in frontier]
+    f_toks = [x[1] for x in frontier]
     bases: dict[tuple, _Baseline] = {}
-    tokens: dict[int, tuple[int, MetadataObservation]] = {}
     for o in obs:
         t = o.capture_ts
         k = _key(o)
@@ -261,13 +302,9 @@ def check_broker_staleness(
                     **_subject(o),
                 )
         if finding is None and o.metadata_token is not None:
-            older_t = [
-                (ts, tok, src)
-                for tok, (ts, src) in tokens.items()
-                if tok > o.metadata_token and ts < t - grace_ms
-            ]
-            if older_t:
-                ts0, tok0, src0 = min(older_t, key=lambda x: (x[0], -x[1]))
+            hit = _newer_token(frontier, f_times, f_toks, o.metadata_token, t - grace_ms)
+            if hit is not None:
+                (ts0, tok0, ptr0), newest = hit
                 finding = Finding(
                     rule="M2",
                     kind="broker_served_stale",
@@ -278,12 +315,13 @@ def check_broker_staleness(
                         "staleness_ms": t - ts0,
                         "correlation_id": o.correlation_id,
                         "metadata_token": o.metadata_token,
-                        "newer_metadata_token": max(x[1] for x in older_t),
+                        "newer_metadata_token": newest,
                     },
-                    evidence=(o.pointer(), src0.pointer()),
+                    evidence=(o.pointer(), ptr0),
                     detail=(
-                        f"broker {o.broker} served cluster-metadata token {o.metadata_token} to client "
-                        f"{o.client_id} {t - ts0} ms after token {tok0} had been observed (grace {grace_ms} ms)."
+                        f"broker {o.broker} served cluster-metadata token {o.metadata_token} for "
+                        f"{o.topic or o.topic_id}-{o.partition} to client {o.client_id} {t - ts0} ms after token "
+                        f"{tok0} had been observed (grace {grace_ms} ms)."
                     ),
                     **_subject(o),
                 )
@@ -296,8 +334,6 @@ def check_broker_staleness(
             base.epochs_first_seen.setdefault(o.epoch, (t, o))
             base.highest = max(base.highest, o.epoch)
             base.last = o
-        if o.metadata_token is not None:
-            tokens.setdefault(o.metadata_token, (t, o))
     return out
 
 
