@@ -14,11 +14,13 @@ _pos = iter(range(1, 10_000))
 
 
 def obs(t: int, client: str, broker: str, topic: str, epoch: int, *, tid: str | None = None, part: int = 0,
-        replicas=(1, 2, 3), version: int = 12) -> dict:  # fmt: skip
+        replicas=(1, 2, 3), version: int = 12, token: int | None = None, position: int | None = None) -> dict:  # fmt: skip
+    """One silver row; rows given the same ``position`` are partitions of one captured response."""
     return dict(capture_ts=t, client_id=client, broker=broker, api_version=version, correlation_id=next(_pos),
                 topic=topic, topic_id=tid, partition=part, leader_id=replicas[0], leader_epoch=epoch,
                 replicas=list(replicas), isr=list(replicas), topic_error=0, partition_error=0,
-                source="/cap/a.jsonl", position=next(_pos))  # fmt: skip
+                metadata_token=token, source="/cap/a.jsonl",
+                position=next(_pos) if position is None else position)  # fmt: skip
 
 
 def scenario() -> list[dict]:
@@ -97,3 +99,48 @@ def test_stale_metadata_findings_and_rates(spark, tmp_path) -> None:
     again = silver.gold("stale_metadata")
     strip = [{k: v for k, v in r.items() if k != "run_id"} for r in again]
     assert strip == [{k: v for k, v in r.items() if k != "run_id"} for r in got]
+
+
+def test_tokens_are_compared_cluster_wide_and_a_response_counts_once(spark, tmp_path) -> None:
+    silver = Silver(tmp_path)
+    rows = [
+        # before the range: token 200 is seen with topic x only
+        obs(ms(PREV, 23), "c1", "b1:9092", "x", 3, tid="X1", token=200),
+        # y was never served with a higher token, but the cluster was: b2 is stale by token
+        obs(ms(DAY, 1), "c2", "b2:9092", "y", 7, tid="Y1", token=150),
+        # one response of b3: x-0 stale by epoch and by token (the epoch finding wins), x-1 by token only
+        obs(ms(DAY, 2), "c3", "b3:9092", "x", 2, tid="X1", token=180, position=9_001),
+        obs(ms(DAY, 2), "c3", "b3:9092", "x", 4, tid="X1", part=1, token=180, position=9_001),
+        # the newest token again: fine
+        obs(ms(DAY, 3), "c1", "b1:9092", "x", 3, tid="X1", token=200),
+    ]
+    silver.write("metadata_observations", rows)
+    run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
+    got = silver.gold("stale_metadata")
+    found, o = oracle(rows)
+    assert {r["finding_id"] for r in got} == {f.id for f in found if f.event_ts >= ms(DAY)}
+    summary = sorted((r["broker"], r["topic"], r["partition"], r["served_epoch"], r["cached_epoch"]) for r in got)
+    assert summary == [("b2:9092", "y", 0, 7, None), ("b3:9092", "x", 0, 2, 3), ("b3:9092", "x", 1, 4, None)]
+    y = next(r for r in got if r["topic"] == "y")
+    assert "token 150" in y["detail"] and "token 200" in y["detail"]
+    assert y["staleness_ms"] == ms(DAY, 1) - ms(PREV, 23) and y["evidence"][1] == f"capture:/cap/a.jsonl line {rows[0]['position']}"
+    rates = {(r["dimension"], r["subject"]): (r["responses"], r["stale_responses"])
+             for r in silver.gold("stale_metadata_rates")}  # fmt: skip
+    assert rates[("broker", "b3:9092")] == (1, 1)  # two stale partitions, one response
+    assert rates[("broker", "b2:9092")] == (1, 1) and rates[("broker", "b1:9092")] == (1, 0)
+
+
+def test_a_table_written_before_the_token_column_still_reads(spark, tmp_path) -> None:
+    from deltalake import write_deltalake
+
+    from jobs.sink import read_table_arrow, table_location
+
+    rows = scenario()
+    scratch = Silver(tmp_path / "scratch")
+    scratch.write("metadata_observations", rows)
+    old = read_table_arrow("metadata_observations", scratch.config).drop_columns(["metadata_token"])
+    silver = Silver(tmp_path)
+    write_deltalake(table_location("metadata_observations", silver.config), old, partition_by=["cluster", "event_date"])
+    run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
+    found, _ = oracle(rows)
+    assert {r["finding_id"] for r in silver.gold("stale_metadata")} == {f.id for f in found if f.event_ts >= ms(DAY)}

@@ -11,15 +11,21 @@ How it runs (no driver loops; every rule call is a grouped Arrow function on the
   group;
 - **M2** (:func:`~epochlib.rules.check_broker_staleness`): ``groupBy(partition_key, partition)
   .applyInArrow`` with ``partition_key`` = ``id:<topic id>`` (v10+), else ``name:<topic>``, across all
-  clients and brokers (the rule's own keying). ``stale_grace_ms`` comes from the config. (The optional
-  cluster-metadata token of the rule has no silver column, so it is not compared here.)
+  clients and brokers (the rule's own keying). ``stale_grace_ms`` comes from the config. Cluster-metadata
+  tokens (``metadata_token``, where captures carry one) are cluster-wide, not per partition: the first
+  sighting of each distinct token is aggregated in Spark, reduced on the driver to the rule's
+  :func:`~epochlib.rules.metadata.token_frontier` (at most one entry per distinct token) and shipped with
+  the grouped function, so each partition's group compares its tokens with the whole cluster's, exactly as
+  the rule does over all observations at once. A ``metadata_observations`` table written before the
+  column existed reads as all tokens null;
 - inside each group the rows are sorted by (capture time, source, position, partition) so ties are
   ordered the same way on every run;
 - findings of events inside ``[from, to]`` are written (replace-range); earlier observations only seed
   the baselines;
 - **rates**: per UTC capture date, per broker and per client: distinct responses (capture pointer =
   file + line/frame, as :func:`~epochlib.rules.stale_rates`), distinct responses with at least one M2
-  finding, and their ratio — a Spark aggregation joined on the M2 findings' first evidence pointer.
+  finding, and their ratio — a Spark aggregation joined on the M2 findings' first evidence pointer (a
+  response stale on several partitions, or by epoch on one and by token on another, counts once).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from epochlib.rules import check_broker_staleness, check_client_metadata
+from epochlib.rules._model import capture_pointer
+from epochlib.rules.metadata import TokenSighting, token_frontier
 
 from . import _frames as fr
 
@@ -39,13 +47,13 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["metadata_findings", "observations", "stale_rates_frame", "stale_metadata_frame"]
+__all__ = ["metadata_findings", "observations", "stale_rates_frame", "stale_metadata_frame", "token_frontier_of"]
 
 _ZERO_IDS = ("AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000", "")
 _OBS_COLUMNS = (
     "capture_ts", "client_id", "broker", "api_version", "correlation_id", "topic", "topic_id", "partition",
-    "leader_id", "leader_epoch", "replicas", "isr", "topic_error", "partition_error", "source", "position",
-    "event_ts",
+    "leader_id", "leader_epoch", "replicas", "isr", "topic_error", "partition_error", "metadata_token", "source",
+    "position", "event_ts",
 )  # fmt: skip
 
 
@@ -56,6 +64,8 @@ def observations(
     from pyspark.sql import functions as F
 
     df = fr.read_silver(spark, config, "metadata_observations", cluster, window)
+    if "metadata_token" not in df.columns:  # a table written before the column existed
+        df = df.withColumn("metadata_token", F.lit(None).cast("long"))
     df = fr.ms_columns(df.select(*_OBS_COLUMNS), ("capture_ts", "event_ts"))
     tid = F.when(F.col("topic_id").isin(*_ZERO_IDS), F.lit(None)).otherwise(F.col("topic_id"))
     return (
@@ -75,8 +85,31 @@ def _m13(table: pa.Table):
     return check_client_metadata(_sorted_obs(table))
 
 
-def _m2(table: pa.Table, grace_ms: int):
-    return check_broker_staleness(_sorted_obs(table), grace_ms=grace_ms)
+def _m2(table: pa.Table, grace_ms: int, frontier: list[TokenSighting]):
+    return check_broker_staleness(_sorted_obs(table), grace_ms=grace_ms, frontier=frontier)
+
+
+def token_frontier_of(obs: DataFrame) -> list[TokenSighting]:
+    """The cluster-wide :func:`~epochlib.rules.metadata.token_frontier` of the observations: the first
+    sighting of each distinct token (in the order :func:`_sorted_obs` gives), collected and reduced on the
+    driver. Empty (after one cheap aggregation) when no capture carries a token."""
+    from pyspark.sql import functions as F
+
+    order = F.struct(
+        F.col("capture_ts").alias("ts"),
+        F.coalesce(F.col("source"), F.lit("")).alias("src_key"),
+        F.coalesce(F.col("position"), F.lit(0)).alias("pos_key"),
+        F.col("partition").alias("partition"),
+        F.col("source").alias("src"),
+        F.col("position").alias("pos"),
+    )
+    first = (
+        obs.where(F.col("metadata_token").isNotNull())
+        .groupBy("metadata_token")
+        .agg(F.min(order).alias("f"))
+        .select("metadata_token", "f.ts", "f.src", "f.pos")
+    )
+    return token_frontier((r["ts"], r["metadata_token"], capture_pointer(r["src"], r["pos"])) for r in first.collect())
 
 
 def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
@@ -99,10 +132,11 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
         .applyInArrow(fr.arrow_group_fn(_m13), schema)
     )
     pkey = F.coalesce(F.concat(F.lit("id:"), F.col("tid")), F.concat(F.lit("name:"), F.col("topic")))
+    frontier = token_frontier_of(obs)
     m2 = (
         obs.select(*cols, pkey.alias("partition_key"))
         .groupBy("partition_key", "partition")
-        .applyInArrow(fr.arrow_group_fn(partial(_m2, grace_ms=grace_ms)), schema)
+        .applyInArrow(fr.arrow_group_fn(partial(_m2, grace_ms=grace_ms, frontier=frontier)), schema)
     )
     return m13.unionByName(m2)
 
