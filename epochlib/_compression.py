@@ -17,6 +17,17 @@ shifts it to a file position). Compressors write what Kafka's Java client writes
   overhead than cramjam's streaming decoder, which matters for one-record batches), else cramjam.
 
 All block codecs come from ``cramjam``.
+
+Decompressed size cap (compression bombs): every decompressor stops with
+``DecodeError("batch decompresses to more than N bytes")`` once its output would exceed
+:data:`MAX_DECOMPRESSED_SIZE` (or the ``max_size`` given to :func:`decompress`), and checks
+*before* it allocates past the cap: gzip inflates with ``max_length``; snappy reads the
+uncompressed length from each block's header first; lz4 sums the blocks as it walks the frame
+(and refuses a declared content size over the cap); zstd feeds a streaming decoder slices of
+input small enough that one slice cannot produce more than a fraction of the cap (libzstd
+refuses a block that regenerates more than 128 KiB, and every block costs at least 4 input
+bytes). Peak memory per call is therefore about the cap plus one slice's output, not the
+bomb's full size.
 """
 
 from __future__ import annotations
@@ -44,7 +55,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     ZSTD_ERROR = ()
 
 __all__ = [
+    "MAX_DECOMPRESSED_SIZE",
     "ZSTD_ERROR",
+    "ZSTD_SMALL_RATIO",
     "zstd_decompressobj",
     "CODEC_IDS",
     "CODEC_NAMES",
@@ -61,6 +74,7 @@ CODEC_IDS: dict[str, int] = {v: k for k, v in CODEC_NAMES.items()}
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _LE_U32 = struct.Struct("<I")
+_LE_U64 = struct.Struct("<Q")
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + _I32.pack(1) + _I32.pack(1)
@@ -69,6 +83,29 @@ _XERIAL_CHUNK = 32 * 1024
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK = 64 * 1024
 _LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+
+#: Largest decompressed records section (v2) or wrapper value (v0/v1) a decompressor returns: 64 MiB.
+#:
+#: Why 64 MiB: a broker refuses batches over ``message.max.bytes`` (default 1 MiB + 12, counted
+#: *compressed*, as stored), and real payloads compress ~2-10:1 (JSON/text with gzip or zstd), so a
+#: default-configured cluster writes batches of a few MiB decompressed. Past 64 MiB the ratio over the
+#: default limit is > 64:1: the signature of a bomb or of corrupt data, not of a batch.
+#: ``__consumer_offsets`` batches are far smaller still (uncompressed by default; group metadata values
+#: are KiB to a few MiB). The decoders hold about three copies of a batch's records (decompressed
+#: bytes, the Arrow path's arena, the Arrow columns), so 64 MiB costs an executor's Python worker
+#: ~200 MiB at worst, where 256 MiB would cost ~0.8 GiB. A topic with a raised ``max.message.bytes``
+#: and very compressible data may need more: pass ``max_size`` to :func:`decompress`, or assign this
+#: attribute (``epochlib._compression.MAX_DECOMPRESSED_SIZE = n``; it is read at call time, so the
+#: record decoders see it too). It is a per-batch cap: a byte range of many batches decodes to the
+#: sum of theirs.
+MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
+
+#: libzstd refuses a block that regenerates more than 128 KiB (the format's Block_Maximum_Size), and a
+#: block that yields output costs at least 4 input bytes (3-byte header + 1 RLE byte): zstd input of
+#: ``n`` bytes never decompresses to more than ``n * ZSTD_SMALL_RATIO`` bytes. Inputs of at most
+#: ``cap // ZSTD_SMALL_RATIO`` bytes can therefore be decompressed in one call without a bound (the
+#: hot path of one-record batches); larger ones are fed in slices. A test pins the libzstd behaviour.
+ZSTD_SMALL_RATIO = 128 * 1024 // 4
 
 _CODEC_ERRORS = (cramjam.DecompressionError, ValueError, OSError, MemoryError, OverflowError)
 
@@ -130,31 +167,57 @@ _LZ4_HC_BROKEN = (_xxh32(_LZ4_MAGIC + _LZ4_FLG_BD) >> 8) & 0xFF  # Kafka 0.8/0.9
 # ---------------------------------------------------------------- decompressors
 
 
-def _decompress_gzip(data: bytes, magic: int) -> bytes:
+def _too_big(limit: int, codec: str, offset: int = 0) -> DecodeError:
+    return DecodeError(f"batch decompresses to more than {limit} bytes ({codec})", offset)
+
+
+def _decompress_gzip(data: bytes, magic: int, limit: int) -> bytes:
     """One or more gzip members (Java's GZIPInputStream reads concatenated members too).
 
     zlib directly: ~1.6 µs a call against ~4.3 µs through cramjam, which is what a one-record
-    ``__consumer_offsets`` batch pays per record.
+    ``__consumer_offsets`` batch pays per record. ``max_length`` stops inflating one byte past
+    what is left of the cap, so a bomb never allocates more than the cap.
     """
-    out = b""
-    rest = data
-    while True:
+    d = zlib.decompressobj(31)
+    try:
+        out = d.decompress(data, limit + 1)
+    except zlib.error as e:
+        raise DecodeError(f"gzip: {e}", 0) from None
+    if len(out) > limit:
+        raise _too_big(limit, "gzip")
+    if not d.eof:  # the output stayed under max_length, so zlib consumed all input: truncated
+        raise DecodeError("gzip stream truncated", len(data))
+    if not d.unused_data:
+        return out
+    parts = [out]  # more members (rare): a list, not repeated concatenation
+    total = len(out)
+    rest = d.unused_data
+    while rest:
         d = zlib.decompressobj(31)
         try:
-            out += d.decompress(rest)
+            chunk = d.decompress(rest, limit - total + 1)
         except zlib.error as e:
             raise DecodeError(f"gzip: {e}", len(data) - len(rest)) from None
+        total += len(chunk)
+        if total > limit:
+            raise _too_big(limit, "gzip")
         if not d.eof:
             raise DecodeError("gzip stream truncated", len(data))
+        parts.append(chunk)
         rest = d.unused_data
-        if not rest:
-            return out
+    return b"".join(parts)
 
 
-def _decompress_snappy(data: bytes, magic: int) -> bytes:
+def _decompress_snappy(data: bytes, magic: int, limit: int) -> bytes:
+    """A xerial stream or one bare block. Each block's header states its uncompressed length, which
+    is checked against the cap before cramjam allocates it."""
+    raw_len = cramjam.snappy.decompress_raw_len
     if bytes(data[:8]) != _XERIAL_MAGIC:
+        if raw_len(data) > limit:
+            raise _too_big(limit, "snappy")
         return bytes(cramjam.snappy.decompress_raw(data))
     out = []
+    total = 0
     pos, n = 16, len(data)
     if n < 16:
         raise DecodeError("xerial snappy header truncated", 0)
@@ -165,7 +228,11 @@ def _decompress_snappy(data: bytes, magic: int) -> bytes:
         pos += 4
         if pos + clen > n:
             raise DecodeError(f"xerial snappy chunk of {clen} bytes runs past the end", pos - 4)
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + clen])))
+        block = data[pos : pos + clen]
+        total += raw_len(block)
+        if total > limit:
+            raise _too_big(limit, "snappy", pos)
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
         pos += clen
     return b"".join(out)
 
@@ -182,8 +249,12 @@ def _lz4_scratch(size: int) -> bytearray:
     return buf
 
 
-def _decompress_lz4(data: bytes, magic: int) -> bytes:
-    """Walk an LZ4 frame block by block; the header checksum is not verified (see module doc)."""
+def _decompress_lz4(data: bytes, magic: int, limit: int) -> bytes:
+    """Walk an LZ4 frame block by block; the header checksum is not verified (see module doc).
+
+    Blocks decompress into a scratch buffer of the frame's block maximum (≤ 4 MiB); the running
+    total is checked against the cap before a block's output is kept.
+    """
     n = len(data)
     # Fast path for what Kafka's Lz4BlockOutputStream writes for a small batch: FLG 0x60 (independent
     # blocks, no checksums, no content size), one compressed block, then the end mark. Anything else,
@@ -198,7 +269,7 @@ def _decompress_lz4(data: bytes, magic: int) -> bytes:
                 k = cramjam.lz4.decompress_block_into(bytes(data[11 : 11 + size]), scratch)
             except Exception:  # noqa: BLE001 - cramjam raises its own error types; re-walk for ours
                 k = -1
-            if 0 <= k <= max_block:
+            if 0 <= k <= max_block and k <= limit:
                 return bytes(scratch[:k])
     if n < 7 or bytes(data[:4]) != _LZ4_MAGIC:
         raise DecodeError("not an LZ4 frame (bad magic)", 0)
@@ -210,11 +281,14 @@ def _decompress_lz4(data: bytes, magic: int) -> bytes:
         raise DecodeError("LZ4 frame with dependent blocks is not supported", 4)
     block_checksum = bool(flg & 0x10)
     content_checksum = bool(flg & 0x04)
+    if flg & 0x08 and n >= 14 and _LE_U64.unpack_from(data, 6)[0] > limit:  # declared content size
+        raise _too_big(limit, "lz4", 6)
     pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1  # + HC
     max_block = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
     if max_block is None:
         raise DecodeError(f"invalid LZ4 block maximum size in BD byte {bd:#x}", 5)
     out = []
+    total = 0
     scratch = _lz4_scratch(max_block)
     while True:
         if pos + 4 > n:
@@ -228,38 +302,94 @@ def _decompress_lz4(data: bytes, magic: int) -> bytes:
         if size > max_block or pos + size > n:
             raise DecodeError(f"LZ4 block of {size} bytes runs past the end", pos - 4)
         block = data[pos : pos + size]
-        if stored:
-            out.append(bytes(block))
-        else:
-            k = cramjam.lz4.decompress_block_into(bytes(block), scratch)
-            out.append(bytes(scratch[:k]))
+        k = size if stored else cramjam.lz4.decompress_block_into(bytes(block), scratch)
+        total += k
+        if total > limit:
+            raise _too_big(limit, "lz4", pos - 4)
+        out.append(bytes(block) if stored else bytes(scratch[:k]))
         pos += size + (4 if block_checksum else 0)
     if content_checksum and pos + 4 > n:
         raise DecodeError("LZ4 content checksum truncated", pos)
     return b"".join(out)
 
 
-def _decompress_zstd(data: bytes, magic: int) -> bytes:
+def _decompress_zstd(data: bytes, magic: int, limit: int) -> bytes:
+    """Zstandard frame(s) back to back, streamed (Kafka's writer stores no content size).
+
+    Input of at most ``limit // ZSTD_SMALL_RATIO`` bytes cannot exceed the cap and is decoded in one
+    call per frame; larger input goes to :func:`_zstd_sliced`.
+    """
     if magic < 2:
         raise DecodeError("zstd is not allowed in magic 0/1 message sets", 0)
-    if _ZSTD_DCTX is not None:
+    if _ZSTD_DCTX is None:
+        return _decompress_zstd_cramjam(data, limit)
+    if len(data) > limit // ZSTD_SMALL_RATIO:
+        return _zstd_sliced(data, limit)
+    out = []
+    rest = data
+    while True:
+        d = _ZSTD_DCTX.decompressobj()
         try:
-            d = _ZSTD_DCTX.decompressobj()
-            out = d.decompress(data)
+            out.append(d.decompress(rest))
         except _zstandard.ZstdError as e:
             raise DecodeError(f"zstd: {e}", 0) from None
         if not d.eof:
             raise DecodeError("zstd frame truncated", len(data))
         rest = d.unused_data
-        return out + _decompress_zstd(rest, magic) if rest else out
-    return bytes(cramjam.zstd.decompress(data))
+        if not rest:
+            return out[0] if len(out) == 1 else b"".join(out)
 
 
-def _decompress_none(data: bytes, magic: int) -> bytes:
+def _zstd_sliced(data: bytes, limit: int) -> bytes:
+    """Feed the decoder slices of ``max(64, limit >> 18)`` bytes: one slice adds at most ~``limit / 8``
+    (+ one 128 KiB block) before the running total is checked against the cap."""
+    mv = memoryview(data)
+    n = len(mv)
+    step = max(64, limit >> 18)
+    out = []
+    total = 0
+    pos = 0
+    while True:  # one frame per turn
+        d = _ZSTD_DCTX.decompressobj()
+        while not d.eof:
+            if pos >= n:
+                raise DecodeError("zstd frame truncated", n)
+            try:
+                chunk = d.decompress(mv[pos : pos + step])
+            except _zstandard.ZstdError as e:
+                raise DecodeError(f"zstd: {e}", 0) from None
+            pos = min(n, pos + step)
+            total += len(chunk)
+            if total > limit:
+                raise _too_big(limit, "zstd")
+            out.append(chunk)
+        pos -= len(d.unused_data)
+        if pos >= n:
+            return b"".join(out)
+
+
+def _decompress_zstd_cramjam(data: bytes, limit: int) -> bytes:
+    """Without ``zstandard``: cramjam has no bounded streaming decoder, so small input (bounded by
+    :data:`ZSTD_SMALL_RATIO`) is decoded directly and larger input into a buffer of the cap + 1."""
+    if len(data) <= limit // ZSTD_SMALL_RATIO:
+        return bytes(cramjam.zstd.decompress(bytes(data)))
+    buf = bytearray(limit + 1)
+    try:
+        k = cramjam.zstd.decompress_into(bytes(data), buf)
+    except cramjam.DecompressionError as e:
+        if "whole buffer" in str(e):  # cramjam's word for "the output did not fit"
+            raise _too_big(limit, "zstd") from None
+        raise
+    if k > limit:
+        raise _too_big(limit, "zstd")
+    return bytes(memoryview(buf)[:k])
+
+
+def _decompress_none(data: bytes, magic: int, limit: int) -> bytes:
     return bytes(data)
 
 
-DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes]] = {
+DECOMPRESSORS: dict[int, Callable[[bytes, int, int], bytes]] = {
     0: _decompress_none,
     1: _decompress_gzip,
     2: _decompress_snappy,
@@ -268,13 +398,21 @@ DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes]] = {
 }
 
 
-def decompress(codec: int, data: bytes | bytearray | memoryview, magic: int = 2) -> bytes:
-    """Decompress a records section (v2) or wrapper value (v0/v1); raises only DecodeError."""
+def decompress(
+    codec: int, data: bytes | bytearray | memoryview, magic: int = 2, *, max_size: int | None = None
+) -> bytes:
+    """Decompress a records section (v2) or wrapper value (v0/v1); raises only DecodeError.
+
+    ``max_size`` caps the decompressed size (default :data:`MAX_DECOMPRESSED_SIZE`, read at call
+    time); more raises ``DecodeError("batch decompresses to more than N bytes (codec)")`` before the
+    output grows past the cap (see the module doc). Uncompressed data (codec 0) is not capped.
+    """
     fn = DECOMPRESSORS.get(codec)
     if fn is None:
         raise DecodeError(f"unknown compression codec {codec}", 0)
+    limit = MAX_DECOMPRESSED_SIZE if max_size is None else max_size
     try:
-        return fn(data, magic)
+        return fn(data, magic, limit)
     except DecodeError:
         raise
     except _CODEC_ERRORS as e:

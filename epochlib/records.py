@@ -36,6 +36,7 @@ import crc32c as _crc32c_mod
 import numpy as np
 import pyarrow as pa
 
+from . import _compression
 from ._compression import CODEC_NAMES, ZSTD_ERROR, codec_id, compress, decompress, zstd_decompressobj
 from ._wire import (
     read_uvarint as _wire_uvarint,
@@ -1196,16 +1197,20 @@ def _fast_v2(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records:
             ds: list[bytes] = []
             append = ds.append
             zobj = zstd_decompressobj
+            # the decompressed-size cap (read at call time, like decompress() does); zstd input up to
+            # zsmall bytes cannot decompress past it, larger input takes the bounded generic path
+            limit = _compression.MAX_DECOMPRESSED_SIZE
+            zsmall = limit // _compression.ZSTD_SMALL_RATIO
             failed = []
             for i, s, e, c in zip(idx_l, starts_l, limits_l, codecs_l, strict=True):
-                if c == 4 and zobj is not None:  # hot path: exactly one zstd frame, inlined
+                if c == 4 and zobj is not None and e - s <= zsmall:  # hot path: one zstd frame, inlined
                     try:
                         o = zobj()
                         d = o.decompress(mv[s:e])
                     except ZSTD_ERROR:
                         pass
                     else:
-                        if o.eof and not o.unused_data:
+                        if o.eof and not o.unused_data and len(d) <= limit:
                             append(d)
                             continue
                 try:
