@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import cramjam
 import crc32c as _crc32c_mod
 import numpy as np
 import pyarrow as pa
@@ -1193,7 +1194,17 @@ def _fast_v2(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records:
             idx_l = comp_idx.tolist()
             starts_l = rec_start[comp_idx].tolist()
             limits_l = rec_limit[comp_idx].tolist()
-            codecs_l = codec[comp_idx].tolist()
+            comp_codec = codec[comp_idx]
+            # one-block LZ4 frames (what Kafka writes for a small batch), recognised for all batches at
+            # once and marked with the pseudo codecs _LZ4_ONE_BLOCK/_LZ4_ONE_STORED for the inlined path
+            # below (~0.4 µs a batch instead of ~1.3 µs through decompress())
+            is_lz4 = comp_codec == 3
+            if is_lz4.any():
+                lz4_at = np.flatnonzero(is_lz4)
+                kind = _lz4_one_block(u8, rec_start[comp_idx[lz4_at]], rec_limit[comp_idx[lz4_at]])
+                comp_codec = comp_codec.copy()
+                comp_codec[lz4_at] = np.where(kind != 0, kind, 3)
+            codecs_l = comp_codec.tolist()
             ds: list[bytes] = []
             append = ds.append
             zobj = zstd_decompressobj
@@ -1201,9 +1212,26 @@ def _fast_v2(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records:
             # zsmall bytes cannot decompress past it, larger input takes the bounded generic path
             limit = _compression.MAX_DECOMPRESSED_SIZE
             zsmall = limit // _compression.ZSTD_SMALL_RATIO
+            lz4_into = _lz4_block_into
+            lz4_out = memoryview(bytearray(_LZ4_SCRATCH))
+            lz4_cap = min(limit, _LZ4_SCRATCH)
             failed = []
             for i, s, e, c in zip(idx_l, starts_l, limits_l, codecs_l, strict=True):
-                if c == 4 and zobj is not None and e - s <= zsmall:  # hot path: one zstd frame, inlined
+                if c < 0:  # hot path: an LZ4 frame of one block (see _lz4_one_block), inlined
+                    if c == _LZ4_ONE_STORED:  # an incompressible batch: the block is the records
+                        if e - s - 15 <= limit:
+                            append(mv[s + 11 : e - 4].tobytes())
+                            continue
+                    else:  # one compressed block, straight into a scratch buffer
+                        try:
+                            k = lz4_into(mv[s + 11 : e - 4], lz4_out)
+                        except Exception:  # noqa: BLE001 - cramjam's own errors; the generic path rules
+                            k = -1
+                        if 0 <= k <= lz4_cap:
+                            append(lz4_out[:k].tobytes())
+                            continue
+                    c = 3
+                elif c == 4 and zobj is not None and e - s <= zsmall:  # hot path: one zstd frame, inlined
                     try:
                         o = zobj()
                         d = o.decompress(mv[s:e])
@@ -1246,6 +1274,40 @@ def _fast_v2(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records:
     keep = ok
     rejected = positions[~ok].tolist()
     return _FastResult(positions, h, keep, rejected, rec)
+
+
+_LZ4_ONE_BLOCK = -3  # pseudo codecs of _fast_v2's work list: an LZ4 frame of one compressed block,
+_LZ4_ONE_STORED = -4  # or of one stored (incompressible, bit 31 of its size) block
+_LZ4_SCRATCH = 64 * 1024  # Kafka's block size (BD 0x40); a bigger block fails here and takes the generic path
+_lz4_block_into = cramjam.lz4.decompress_block_into
+_LZ4_MAGIC = np.array([0x04, 0x22, 0x4D, 0x18], np.uint8)
+_LZ4_BLOCK_MAX = np.array([-1, -1, -1, -1, 64 << 10, 256 << 10, 1 << 20, 4 << 20], np.int64)  # by BD bits 4-6
+
+
+def _lz4_one_block(u8: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each ``u8[start:end]``: :data:`_LZ4_ONE_BLOCK` / :data:`_LZ4_ONE_STORED` if it is an LZ4
+    frame as Kafka's Lz4BlockOutputStream writes a small batch — magic, FLG 0x60 (independent blocks,
+    no checksums, no content size), a valid BD, one compressed / stored block filling the frame
+    (``15 + size == length``, ``size`` ≤ the block maximum) and the end mark — else 0.
+
+    The frames ``_compression._decompress_lz4`` decodes the same way (its one-block fast path, and its
+    walk for a stored block), recognised for many frames at once; the block is ``u8[start + 11 : end - 4]``.
+    """
+    n = end - start
+    kind = np.zeros(len(n), np.int64)
+    ok = n >= 15
+    if not ok.any() or not len(u8):
+        return kind
+    last = len(u8) - 1
+    hdr = u8.take(np.minimum(start[:, None] + np.arange(11), last))
+    mark = u8.take(np.minimum(end[:, None] - 4 + np.arange(4), last)).astype(np.int64)
+    size = hdr[:, 7:11].astype(np.int64) @ np.array([1, 1 << 8, 1 << 16, 1 << 24], np.int64)
+    stored = size >= 1 << 31
+    size &= 0x7FFFFFFF
+    ok &= (hdr[:, :4] == _LZ4_MAGIC).all(axis=1) & (hdr[:, 4] == 0x60)
+    ok &= (size + 15 == n) & (size <= _LZ4_BLOCK_MAX[(hdr[:, 5] >> 4) & 7]) & (mark.sum(axis=1) == 0)
+    kind[ok] = np.where(stored[ok], _LZ4_ONE_STORED, _LZ4_ONE_BLOCK)
+    return kind
 
 
 def _parse_records(

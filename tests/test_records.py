@@ -563,7 +563,7 @@ def _many_batches(n: int, per_batch, compression="none") -> bytes:
     return b"".join(parts)
 
 
-@pytest.mark.parametrize("compression", ["none", "zstd", "gzip"])
+@pytest.mark.parametrize("compression", CODECS)
 def test_arrow_agrees_with_reference_vectorised_and_tail_paths(compression):
     # 80 batches: most hold 1-3 records, a few hold 300 (so the long tail runs in plain Python)
     seg = _many_batches(80, lambda i: 300 if i % 27 == 5 else 1 + i % 3, compression)
@@ -600,6 +600,71 @@ def test_arrow_bad_record_content_with_valid_crc_falls_back_to_reference():
     seg = bytes(raw) * 40
     assert _arrow_rows(seg) == _reference_rows(seg)
     assert all(e for e in batches_arrow(seg).batches.column("error").to_pylist())
+
+
+def _with_records_section(batch: bytes, section: bytes, codec: int = 3) -> bytes:
+    """``batch`` with its records section replaced by ``section`` (codec bits, size and CRC fixed)."""
+    raw = bytearray(batch[:61] + section)
+    raw[21:23] = struct.pack(">h", (struct.unpack(">h", raw[21:23])[0] & ~7) | codec)
+    raw[8:12] = struct.pack(">i", len(raw) - 12)
+    raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:])))
+    return bytes(raw)
+
+
+_COMPRESSIBLE = [NewRecord(b"k0", b"v" * 200, TS, (("h1", b"x"),)), NewRecord(None, b"w" * 50, TS + 1)]
+
+
+def test_arrow_lz4_frames_of_every_shape_agree_with_reference():
+    """The Arrow path inlines one-block LZ4 frames (compressed or stored); every other shape, and every
+    broken one, must come out exactly as the reference decodes it."""
+    import lz4.frame
+
+    small = SAMPLE[1:2]  # one short record: Kafka stores the block uncompressed (bit 31 of its size)
+    big = [NewRecord(b"k%d" % i, b"v" * 400, TS + i) for i in range(400)]  # > 64 KiB: several blocks
+    body_small = encode_batch(small)[61:]
+    body_big = encode_batch(big)[61:]
+    one = encode_batch(_COMPRESSIBLE, compression="lz4")
+    stored = encode_batch(small, compression="lz4")
+    multi = encode_batch(big, compression="lz4")
+    assert struct.unpack("<I", stored[68:72])[0] & 0x80000000  # really the stored shape
+    assert not struct.unpack("<I", one[68:72])[0] & 0x80000000
+    frames = [
+        one,
+        stored,
+        multi,  # several blocks: the generic walk
+        _with_records_section(multi, lz4.frame.compress(body_big, block_size=lz4.frame.BLOCKSIZE_MAX4MB,
+                                                        block_linked=False)),  # one block > the 64 KiB scratch
+        _with_records_section(stored, lz4.frame.compress(body_small, block_linked=False, store_size=True,
+                                                         content_checksum=True)),
+        _with_records_section(stored, stored[61:65] + b"\x40" + stored[66:]),  # dependent blocks: refused
+        _with_records_section(one, one[61:68] + b"\xff" + one[69:]),  # garbage block size
+        _with_records_section(one, one[61:-6] + b"\x00\xff" + one[-4:]),  # corrupt compressed block
+        _with_records_section(one, one[61:-4] + b"\x00\x00\x00\x01"),  # no end mark
+        _with_records_section(one, one[61:66] + b"\x10" + one[67:]),  # invalid BD
+        _with_records_section(stored, stored[61:-4] + b"\x00\x00\x00\x00\x00"),  # trailing byte
+        _with_records_section(stored, stored[61:72] + stored[72:-5] + stored[-4:]),  # stored block too short
+        _with_records_section(one, one[61:72]),  # header only
+    ]
+    seg = b"".join(f for f in frames for _ in range(20))  # ≥ 32 active batches: the numpy record path too
+    assert _arrow_rows(seg, 7) == _reference_rows(seg, 7)
+    errors = batches_arrow(seg).batches.column("error").to_pylist()[::20]
+    assert errors[:5] == [None] * 5
+    assert all(errors[i] for i in (5, 6, 8, 9, 11, 12)), errors
+
+
+def test_arrow_lz4_inline_path_respects_the_decompressed_size_cap(monkeypatch):
+    from epochlib import _compression
+
+    one, stored = encode_batch(_COMPRESSIBLE, compression="lz4"), encode_batch(SAMPLE[1:2], compression="lz4")
+    sections = [len(encode_batch(_COMPRESSIBLE)) - 61, len(encode_batch(SAMPLE[1:2])) - 61]
+    seg = (one + stored) * 20
+    cap = min(sections) - 1  # both records sections are bigger
+    monkeypatch.setattr(_compression, "MAX_DECOMPRESSED_SIZE", cap)
+    assert _arrow_rows(seg) == _reference_rows(seg)
+    assert all(f"batch decompresses to more than {cap} bytes" in e
+               for e in batches_arrow(seg).batches.column("error").to_pylist())
+    monkeypatch.setattr(_compression, "MAX_DECOMPRESSED_SIZE", max(sections))  # at the cap: both fine
+    assert batches_arrow(seg).batches.column("error").null_count == 40
 
 
 # ---------------------------------------------------------------- fuzz: only DecodeError, never hang
@@ -676,6 +741,29 @@ def test_fuzz_vectorised_arrow_path_agrees_under_corruption(flips):
         assert res.records.column("value").to_pylist() == [
             r.value for b in ref if isinstance(b, Batch) for r in b.records
         ]
+
+
+_MANY_COMPRESSED = {c: _many_batches(40, lambda i: 1 + i % 4, c) for c in CODECS[1:]}
+
+
+@pytest.mark.parametrize("compression", CODECS[1:])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzz_compressed_arrow_path_agrees_under_corruption(compression, data):
+    """Flipped bytes in compressed batches with the CRC off, so the damage reaches the decompressors:
+    the inlined LZ4/zstd paths and the generic ones must agree with the reference."""
+    seg = bytearray(_MANY_COMPRESSED[compression])
+    flips = data.draw(st.lists(st.tuples(st.integers(0, len(seg) - 1), st.integers(1, 255)), min_size=1,
+                               max_size=4))
+    for pos, x in flips:
+        seg[pos] ^= x
+    seg = bytes(seg)
+    res = batches_arrow(seg, verify_crc=False)
+    ref = list(iter_batches(seg, verify_crc=False))
+    assert res.batches.column("error").to_pylist() == [b.reason if isinstance(b, BadBatch) else None for b in ref]
+    assert res.records.column("value").to_pylist() == [
+        r.value for b in ref if isinstance(b, Batch) for r in b.records
+    ]
 
 
 @pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
