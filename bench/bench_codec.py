@@ -15,6 +15,8 @@ Prints one line per case (best of ``--repeat`` CPU times) and, with ``--json``, 
 
     python bench/bench_codec.py            # default sizes (~1-2 min)
     python bench/bench_codec.py --quick    # a tenth of them
+    python bench/bench_codec.py --only segments --codecs lz4 --per-batch 1 --no-reference --repeat 7
+                                           # one segment case (what a codec change needs re-measured)
 """
 
 from __future__ import annotations
@@ -94,10 +96,10 @@ def build_segment(n: int, per_batch: int, compression: str) -> bytes:
     return b"".join(parts)
 
 
-def bench_segments(n: int, repeat: int, reference: bool) -> list[dict]:
+def bench_segments(n: int, repeat: int, reference: bool, codecs=CODECS, per_batches=(1, 50)) -> list[dict]:
     out = []
-    for per_batch in (1, 50):
-        for codec in CODECS:
+    for per_batch in per_batches:
+        for codec in codecs:
             buf = build_segment(n, per_batch, codec)
 
             def arrow(buf=buf):
@@ -210,6 +212,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-reference", action="store_true", help="skip the per-record reference timings")
     ap.add_argument("--only", default="commits,segments,checkpoints,metadata")
+    ap.add_argument("--codecs", default=",".join(CODECS), help="segments: these codecs only (comma-separated)")
+    ap.add_argument("--per-batch", default="1,50", help="segments: these records-per-batch sizes only")
     ap.add_argument("--tmp", default="/tmp/epoch-audit-bench-codec")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
@@ -220,7 +224,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if "commits" in only:
         res += bench_commits(args.commits // q, args.repeat)
     if "segments" in only:
-        res += bench_segments(args.segment_records // q, args.repeat, not args.no_reference)
+        codecs = [c for c in args.codecs.split(",") if c]
+        unknown = set(codecs) - set(CODECS)
+        if unknown:
+            ap.error(f"unknown codec(s) {sorted(unknown)}; choose from {','.join(CODECS)}")
+        res += bench_segments(args.segment_records // q, args.repeat, not args.no_reference, codecs,
+                              [int(x) for x in args.per_batch.split(",") if x])
     if "checkpoints" in only:
         res += bench_checkpoints(args.checkpoint_files // q, args.repeat, Path(args.tmp))
     if "metadata" in only:
