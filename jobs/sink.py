@@ -372,7 +372,7 @@ def _sql_predicate(cluster: str | None, drange: tuple[dt.date, dt.date] | None) 
 def _write_delta_spark(
     df: DataFrame, tgt: _Target, mode: str, drange: tuple[dt.date, dt.date] | None, partition_by: Sequence[str]
 ) -> SinkResult:
-    writer = df.write.format("delta").partitionBy(*partition_by)
+    writer = df.write.format("delta").partitionBy(*partition_by).option("mergeSchema", "true")  # new columns
     if mode == "append":
         writer = writer.mode("append")
     else:
@@ -865,30 +865,37 @@ def _conform_arrow(data: pa.Table, schema: pa.Schema, table: str) -> pa.Table:
 
 
 def _check_table_schema(existing: Any, schema: pa.Schema, tgt: _Target) -> None:
-    """Refuse to write data whose schema differs from the existing table's (no schema evolution)."""
+    """Fit the existing table to ``schema``: new nullable columns are added (a code upgrade that adds a
+    column, e.g. ``metadata_token``; old rows read it as null), anything else — a column gone, a changed
+    type, a new non-null column — is refused. Columns compare by name (Delta is name-based)."""
     from deltalake import Schema as DeltaSchema
 
-    have = [(f.name, repr(f.type)) for f in existing.schema().fields]
-    want = [(f.name, repr(f.type)) for f in DeltaSchema.from_arrow(schema).fields]
-    if have == want:
+    have = {f.name: repr(f.type) for f in existing.schema().fields}
+    want = DeltaSchema.from_arrow(schema).fields
+    added = [f for f in want if f.name not in have]
+    dropped = [n for n in have if n not in {f.name for f in want}]
+    changed = [f.name for f in want if f.name in have and have[f.name] != repr(f.type)]
+    required = [f.name for f in added if not f.nullable]
+    if not (dropped or changed or required):
+        if added:
+            try:
+                existing.alter.add_columns(added)
+            except Exception as exc:
+                raise CommitError(f"adding columns to {tgt.table!r} at {tgt.location} failed: {exc}") from exc
+            log.info("%s: added column(s) %s to the existing table", tgt.table, ", ".join(f.name for f in added))
         return
-    have_names, want_names = [n for n, _ in have], [n for n, _ in want]
-    added = [n for n in want_names if n not in have_names]
-    dropped = [n for n in have_names if n not in want_names]
-    changed = [n for (n, t) in want if n in have_names and dict(have)[n] != t]
     detail = "; ".join(
         s
         for s in (
-            f"new columns {', '.join(added)}" if added else "",
             f"columns gone {', '.join(dropped)}" if dropped else "",
             f"changed types {', '.join(changed)}" if changed else "",
-            "column order differs" if not (added or dropped or changed) else "",
+            f"new non-nullable columns {', '.join(required)}" if required else "",
         )
         if s
     )
     raise SchemaMismatchError(
         f"{tgt.table}: the existing table at {tgt.location} has a different schema ({detail}); "
-        "schema evolution is not supported: migrate the table or write to a new output root"
+        "only new nullable columns are added automatically: migrate the table or write to a new output root"
     )
 
 

@@ -100,3 +100,27 @@ def test_without_tokens_the_same_responses_give_no_finding(spark, tmp_path) -> N
     rows = read_table_arrow("metadata_observations", config).to_pylist()
     assert len(rows) == len(RESPONSES) and {r["metadata_token"] for r in rows} == {None}
     assert read_table_arrow("stale_metadata", config).num_rows == 0 and result.findings["stale_metadata"] == 0
+
+
+def test_an_output_root_from_before_the_token_column_is_upgraded_in_place(spark, tmp_path) -> None:
+    """The first run of the new version over an existing output root adds the column, and old rows read
+    it as null, instead of stopping mid-run with a schema error."""
+    import datetime as dt
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from jobs import schemas
+
+    old_schema = schemas.arrow_schema("metadata_observations")
+    old_schema = old_schema.remove(old_schema.get_field_index("metadata_token"))
+    old_day = DAY1 - dt.timedelta(days=1)
+    row = {f.name: None for f in old_schema} | {"cluster": "tok", "event_date": old_day, "client_id": "old"}
+    write_deltalake(str(tmp_path / "out" / "metadata_observations"),
+                    pa.Table.from_pylist([row], schema=old_schema), partition_by=["cluster", "event_date"])  # fmt: skip
+    config, result = _audit(spark, tmp_path, tokens=True)
+    rows = read_table_arrow("metadata_observations", config).to_pylist()
+    assert [r["metadata_token"] for r in rows if r["client_id"] == "old"] == [None]
+    assert sorted(r["metadata_token"] for r in rows if r["event_date"] == DAY1 and r["metadata_token"]) == [
+        90, 100, 100, 100]  # fmt: skip
+    assert [f["kind"] for f in read_table_arrow("stale_metadata", config).to_pylist()] == ["broker_served_stale"]

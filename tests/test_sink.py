@@ -218,11 +218,31 @@ def test_schema_errors_are_clear(spark, tmp_path) -> None:
         write_table(df.withColumn("subject", df.responses.cast("int")), RATES, config=config, date_range=(D1, D1))
     # Narrower numeric types are cast to the table's.
     write_table(df.withColumn("responses", df.responses.cast("int")), RATES, config=config, date_range=(D1, D1))
-    # An existing table whose schema differs (e.g. a column added in code) is not evolved.
+    # An existing table whose columns were dropped or retyped in code is refused, and left as it was.
     target = str(tmp_path / "custom")
     write_table(df, "custom", target=target, cluster="c1", date_range=(D1, D1))
-    with pytest.raises(SchemaMismatchError, match="new columns added.*schema evolution is not supported"):
-        write_table(df.withColumn("added", df.responses), "custom", target=target, cluster="c1", date_range=(D1, D1))
+    with pytest.raises(SchemaMismatchError, match="columns gone stale_rate.*only new nullable columns"):
+        write_table(df.drop("stale_rate"), "custom", target=target, cluster="c1", date_range=(D1, D1))
+    with pytest.raises(SchemaMismatchError, match="changed types subject"):
+        write_table(df.withColumn("subject", df.responses), "custom", target=target, cluster="c1", date_range=(D1, D1))
+    assert DeltaTable(target).version() == 0
+
+
+@pytest.mark.spark
+def test_a_column_added_in_code_is_added_to_the_existing_table(spark, tmp_path) -> None:
+    """An upgrade that adds a nullable column (metadata_token, say) must not stop the next run."""
+    target = str(tmp_path / "custom")
+    df = rates(spark, [("c1", D1, "old", 1)])
+    write_table(df, "custom", target=target, cluster="c1", date_range=(D1, D1))
+    newer = rates(spark, [("c1", D2, "new", 2)])
+    newer = newer.select(newer.cluster, newer.event_date, (newer.responses * 10).alias("added"), *newer.columns[2:])
+    write_table(newer, "custom", target=target, cluster="c1", date_range=(D2, D2))
+    got = DeltaTable(target).to_pyarrow_table().to_pylist()
+    assert sorted((r["subject"], r["added"]) for r in got) == [("new", 20), ("old", None)]
+    # and again through the small-table path, now that the table has the column
+    write_small(pa.Table.from_pylist([r for r in got if r["subject"] == "new"]), "custom", target=target,
+                cluster="c1", date_range=(D2, D2))  # fmt: skip
+    assert len(DeltaTable(target).to_pyarrow_table()) == 2
 
 
 @pytest.mark.spark
