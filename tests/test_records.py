@@ -652,12 +652,48 @@ def test_arrow_lz4_frames_of_every_shape_agree_with_reference():
     assert all(errors[i] for i in (5, 6, 8, 9, 11, 12)), errors
 
 
-def test_arrow_lz4_inline_path_respects_the_decompressed_size_cap(monkeypatch):
+def test_arrow_snappy_and_gzip_streams_of_every_shape_agree_with_reference():
+    """The Arrow path inlines one-chunk xerial snappy streams and one-member gzip streams; other shapes
+    (several chunks or members, a bare snappy block, chunks over its 64 KiB scratch) and broken ones
+    must come out exactly as the reference decodes them."""
+    import snappy
+
+    big = [NewRecord(b"k%d" % i, bytes(range(256)) * 2, TS + i) for i in range(300)]  # > 64 KiB
+    body_one, body_big = encode_batch(_COMPRESSIBLE)[61:], encode_batch(big)[61:]
+    sn_one = encode_batch(_COMPRESSIBLE, compression="snappy")
+    sn_big = encode_batch(big, compression="snappy")  # several 32 KiB chunks
+    one_chunk_big = sn_one[61:77] + struct.pack(">I", len(raw := snappy.compress(body_big))) + raw
+    gz_one = encode_batch(_COMPRESSIBLE, compression="gzip")
+    gz_two = zlib.compress(body_one[:100], wbits=31) + zlib.compress(body_one[100:], wbits=31)
+    frames = [
+        sn_one,
+        sn_big,
+        _with_records_section(sn_one, snappy.compress(body_one), 2),  # a bare block
+        _with_records_section(sn_big, one_chunk_big, 2),  # one chunk over the 64 KiB scratch
+        gz_one,
+        _with_records_section(gz_one, gz_two, 1),  # two members
+        _with_records_section(sn_one, sn_one[61:] + b"\x00", 2),  # a byte after the chunk
+        _with_records_section(sn_one, sn_one[61:-1], 2),  # chunk shorter than its length
+        _with_records_section(sn_one, sn_one[61:81] + b"\xff" + sn_one[82:], 2),  # corrupt chunk
+        _with_records_section(sn_one, sn_one[61:77] + b"\x00\x00\x00\x02\x05\x00", 2),  # wrong length
+        _with_records_section(gz_one, gz_one[61:] + b"\x00", 1),  # garbage after the member
+        _with_records_section(gz_one, gz_one[61:-1], 1),  # truncated
+        _with_records_section(gz_one, gz_one[61:80] + b"\xff" + gz_one[81:], 1),  # corrupt deflate
+    ]
+    seg = b"".join(f for f in frames for _ in range(20))
+    assert _arrow_rows(seg, 7) == _reference_rows(seg, 7)
+    errors = batches_arrow(seg).batches.column("error").to_pylist()[::20]
+    assert errors[:6] == [None] * 6
+    assert all(errors[i] for i in (7, 9, 10, 11)), errors
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_arrow_inline_paths_respect_the_decompressed_size_cap(codec, monkeypatch):
     from epochlib import _compression
 
-    one, stored = encode_batch(_COMPRESSIBLE, compression="lz4"), encode_batch(SAMPLE[1:2], compression="lz4")
+    one, small = encode_batch(_COMPRESSIBLE, compression=codec), encode_batch(SAMPLE[1:2], compression=codec)
     sections = [len(encode_batch(_COMPRESSIBLE)) - 61, len(encode_batch(SAMPLE[1:2])) - 61]
-    seg = (one + stored) * 20
+    seg = (one + small) * 20
     cap = min(sections) - 1  # both records sections are bigger
     monkeypatch.setattr(_compression, "MAX_DECOMPRESSED_SIZE", cap)
     assert _arrow_rows(seg) == _reference_rows(seg)
