@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import _wire as w
-from ._schema import F, M, MessageSpec, decode, encode
+from ._schema import F, M, MessageSpec, _decode_field, decode, encode
 from ._wire import Buffer
 from .errors import DecodeError
 
@@ -42,6 +42,7 @@ __all__ = [
     "encode_metadata_response",
     "metadata_observations",
     "metadata_observations_arrow",
+    "metadata_response_brokers",
     "decode_request_header",
     "decode_response_header",
     "encode_request_header",
@@ -355,6 +356,36 @@ def decode_metadata_response(buf: Buffer, api_version: int, *, with_header: bool
         hdr, pos = decode_response_header(buf, METADATA, api_version)
         header = {"correlation_id": hdr["correlation_id"]}
     return {**header, **_decode_body(METADATA_RESPONSE, api_version, buf, pos)}
+
+
+def metadata_response_brokers(buf: Buffer, api_version: int) -> list[tuple[int, str, int]]:
+    """The broker list ``(node_id, host, port)`` of a MetadataResponse (header + body, no size prefix).
+
+    The list precedes the topics in every version, so only the header and that prefix are decoded: naming
+    the broker that served a response (:mod:`epochlib.brokers`) costs a fraction of a full decode. The
+    rest of the buffer is not checked (:func:`decode_metadata_response` does that).
+
+    Raises:
+        DecodeError: truncated or malformed prefix, or an unsupported version.
+    """
+    _hdr, pos = decode_response_header(buf, METADATA, api_version)
+    spec = METADATA_RESPONSE
+    if api_version not in spec.valid_versions:
+        raise DecodeError(f"{spec.name} version {api_version} not in {spec.valid_versions}", pos)
+    flexible = api_version in spec.flexible_versions
+    brokers: list[dict[str, Any]] = []
+    try:
+        for f in spec.fields:  # ThrottleTimeMs (v3+), then Brokers; neither is tagged
+            if f.key == "brokers":
+                brokers, pos = _decode_field(f, api_version, flexible, buf, pos)
+                break
+            if api_version in f.versions:
+                _value, pos = _decode_field(f, api_version, flexible, buf, pos)
+    except DecodeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - contract: only DecodeError escapes
+        raise DecodeError(f"{spec.name} brokers: {type(e).__name__}: {e}", pos) from None
+    return [(b["node_id"], b["host"], b["port"]) for b in brokers]
 
 
 def encode_metadata_response(body: dict[str, Any], api_version: int, correlation_id: int) -> bytes:
