@@ -4,7 +4,8 @@ The keys are the contract of DESIGN.md ("Entry points"); ``conf/*.toml`` documen
 
     cluster = "prod-eu1"
     reports = ["stale_metadata", "fencing_violations", "spurious_offset_resets"]
-    [inputs]   offsets, logdirs, metadata (paths or URIs, each optional), broker_ports = [9092]
+    [inputs]   offsets, logdirs, metadata (paths or URIs, each optional), broker_ports = [9092],
+               broker_addresses = {"10.0.0.13:9092" = 3, "10.0.0.14" = 4} (address -> node id, optional)
     [output]   root = "..."  |  catalog = "...", schema = "..."; backend = "auto"; [output.storage_options]
     [rules]    lookback_days, correlation_window_minutes, stale_grace_ms, snapshot_tolerance_seconds
     [spark]    master = "local[*]"; [spark.conf] any Spark setting
@@ -76,6 +77,10 @@ class Inputs:
     """MetadataResponse captures: pcap/pcapng files and JSONL lines."""
     broker_ports: tuple[int, ...] = (9092,)
     """TCP ports that identify Kafka traffic in packet captures."""
+    broker_addresses: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """Address (``host:port``, or ``host`` for any port) -> node id, for capture brokers that a response's
+    own broker list does not name (e.g. pcap peer IPs of a cluster advertising host names). Keys are
+    canonical (:func:`epochlib.brokers.normalize_addresses`)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +216,7 @@ def default_config(*, base_dir: str | Path | None = None) -> Config:
 
 
 _TOP_KEYS = ("cluster", "reports", "inputs", "output", "rules", "spark")
-_INPUT_KEYS = ("offsets", "logdirs", "metadata", "broker_ports")
+_INPUT_KEYS = ("offsets", "logdirs", "metadata", "broker_ports", "broker_addresses")
 _OUTPUT_KEYS = ("root", "catalog", "schema", "backend", "storage_options")
 _RULE_KEYS = tuple(f.name for f in dataclasses.fields(Rules))
 _SPARK_KEYS = ("master", "conf")
@@ -235,6 +240,7 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
             if k in inputs_raw
         },
         broker_ports=_ports(inputs_raw["broker_ports"]) if "broker_ports" in inputs_raw else (9092,),
+        broker_addresses=_addresses(inputs_raw.get("broker_addresses", {})),
     )
 
     out_raw = _table("output", raw.get("output", {}))
@@ -370,6 +376,20 @@ def _ports(value: Any) -> tuple[int, ...]:
             raise ConfigError(f"'inputs.broker_ports': {port} is not a TCP port (1-65535)")
         ports.append(port)
     return tuple(dict.fromkeys(ports))
+
+
+def _addresses(value: Any) -> Mapping[str, int]:
+    key = "inputs.broker_addresses"
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"'{key}' must be a table of \"address\" = node id, got {_type_name(value)} {value!r}")
+    if not value:
+        return MappingProxyType({})
+    from epochlib.brokers import normalize_addresses  # pyarrow: only when there is a mapping
+
+    try:
+        return MappingProxyType(normalize_addresses(value))
+    except ValueError as exc:
+        raise ConfigError(f"'{key}': {exc}") from None
 
 
 def _reports(key: str, value: Any) -> tuple[str, ...]:

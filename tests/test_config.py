@@ -20,6 +20,7 @@ offsets = "data/offsets"
 logdirs = "hdfs:///kafka/logdirs"
 metadata = "/abs/metadata"
 broker_ports = [9092, 9093]
+broker_addresses = { "10.0.0.13:9092" = 3, "10.0.0.14" = 4, "Broker-5.Example.COM:9092" = 5 }
 [output]
 root = "out"
 backend = "delta-rs"
@@ -54,6 +55,8 @@ def test_full_file_parses_and_resolves_paths_against_the_file(tmp_path: Path) ->
     assert cfg.inputs.logdirs == "hdfs:///kafka/logdirs"  # URIs are kept as written
     assert cfg.inputs.metadata == "/abs/metadata"
     assert cfg.inputs.broker_ports == (9092, 9093)
+    # keys canonical (host names lower case), a host-only key meaning any port
+    assert dict(cfg.inputs.broker_addresses) == {"10.0.0.13:9092": 3, "10.0.0.14": 4, "broker-5.example.com:9092": 5}
     assert cfg.output.root == str(conf_dir / "out")
     assert cfg.output.backend == "delta-rs"
     assert dict(cfg.output.storage_options) == {"AWS_REGION": "eu-west-1"}
@@ -68,6 +71,7 @@ def test_defaults_for_a_minimal_file(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, 'cluster = "c"\n[output]\nroot = "/o"\n'))
     assert cfg.reports == REPORTS
     assert cfg.inputs.offsets is None and cfg.inputs.broker_ports == (9092,)
+    assert dict(cfg.inputs.broker_addresses) == {}
     assert cfg.output.backend == "auto"
     assert (cfg.rules.lookback_days, cfg.rules.correlation_window_minutes) == (1, 15)
     assert (cfg.rules.stale_grace_ms, cfg.rules.snapshot_tolerance_seconds) == (1000, 300)
@@ -126,6 +130,15 @@ BAD = [
     ("cluster = 'c'\n[inputs]\nbroker_ports = 9092\n[output]\nroot='/o'", "must be an array of integers"),
     ("cluster = 'c'\n[inputs]\nbroker_ports = ['x']\n[output]\nroot='/o'", "must contain integers"),
     ("cluster = 'c'\n[inputs]\nbroker_ports = [70000]\n[output]\nroot='/o'", "not a TCP port"),
+    ("cluster = 'c'\n[inputs]\nbroker_addresses = ['10.0.0.13']\n[output]\nroot='/o'",
+     "'inputs.broker_addresses' must be a table"),
+    ("cluster = 'c'\n[inputs.broker_addresses]\n'10.0.0.13:9092' = '3'\n[output]\nroot='/o'",
+     "'inputs.broker_addresses': '10.0.0.13:9092': the node id must be an integer 0..2147483647, got string '3'"),
+    ("cluster = 'c'\n[inputs.broker_addresses]\n'10.0.0.13:99999' = 3\n[output]\nroot='/o'",
+     "'10.0.0.13:99999' is not an address (host, host:port or [ipv6]:port)"),
+    ("cluster = 'c'\n[inputs.broker_addresses]\n'3' = 3\n[output]\nroot='/o'", "'3' is a node id, not an address"),
+    ("cluster = 'c'\n[inputs.broker_addresses]\n'a:1' = 1\n'A:1' = 2\n[output]\nroot='/o'",
+     "same address (a:1) with different node ids"),
     ("cluster = 'c'", "no output location"),
     ("cluster = 'c'\n[output]\ncatalog = 'k'", "'schema' is required"),
     ("cluster = 'c'\n[output]\nschema = 's'", "'catalog' is required"),
