@@ -170,7 +170,9 @@ METADATA_OBSERVATIONS = (
     *_PARTITION,
     _c("capture_ts", TS, "capture time of the response"),
     _c("client_id", STR, "client id from the request header"),
-    _c("broker", STR, "responding broker: host:port or node id"),
+    _c("broker", STR, "broker that served the response: its node id (decimal) when the capture gives it, the "
+       "response's own broker list lists the captured host:port, or `[inputs] broker_addresses` maps it; "
+       "else the captured value (see `broker_address`)"),
     _c("api_version", I16, "Metadata API version"),
     _c("correlation_id", I32, "correlation id of the response"),
     _c("topic", STR, "topic name (null when only an id was returned)"),
@@ -192,6 +194,8 @@ METADATA_OBSERVATIONS = (
     _c("metadata_token", I64, "monotone cluster-metadata token recorded with the response (JSONL key "
        "`metadata_token`, e.g. a KRaft metadata offset; M2 compares it); null when the capture has none "
        "or the row predates the column"),
+    _c("broker_address", STR, "the serving broker as captured: JSONL `broker` as written (host:port or "
+       "node id), pcap peer ip:port (`[v6]:port`); null when the row predates the column"),
 )
 
 # ----------------------------------------------------------------------------------------- operational
@@ -242,7 +246,8 @@ FINDING_COLUMNS = (
     _c("partition", I32, "partition, if it applies"),
     _c("group_id", STR, "consumer group, if it applies"),
     _c("client_id", STR, "client id, if it applies"),
-    _c("broker", STR, "broker (host:port or node id), if it applies"),
+    _c("broker", STR, "broker, if it applies: a node id, or (M1/M2) the capture's address when it could not "
+       "be resolved to one (see `metadata_observations.broker`)"),
     _c("detail", STR, "one human sentence with the numbers"),
     _c("evidence", pa.list_(STR), "pointers to re-check it: file + byte position / log offset, checkpoint line, frame"),
     _c("correlated_finding_id", STR, "finding that likely caused this one (M4: stale metadata -> reset)"),
@@ -282,7 +287,8 @@ SPURIOUS_OFFSET_RESETS = (
 STALE_METADATA_RATES = (
     *_PARTITION,
     _c("dimension", STR, "broker | client"),
-    _c("subject", STR, "the broker (host:port or id) or the client id"),
+    _c("subject", STR, "the broker (node id, or the captured address when unresolved; as "
+       "`metadata_observations.broker`) or the client id"),
     _c("responses", I64, "Metadata responses observed"),
     _c("stale_responses", I64, "responses with at least one stale partition"),
     _c("stale_rate", pa.float64(), "stale_responses / responses"),

@@ -88,6 +88,8 @@ def test_captures_become_metadata_observations(ingested):
     assert jsonl == [(9, 0, 4), (9, 1, 4), (12, 0, 5), (12, 1, 5)]
     assert {r["topic_id"] for r in obs if r["api_version"] == 12} == {TOPIC_ID}
     assert {r["metadata_token"] for r in obs} == {None}  # pcap never carries one, these JSONL lines neither
+    # JSONL "b1:9092" is node 1 in the responses' broker list; the pcap peer is not listed (no mapping)
+    assert {(r["broker"], r["broker_address"]) for r in obs} == {("1", "b1:9092"), ("10.0.0.1:9092", "10.0.0.1:9092")}
 
 
 def test_bad_units_are_quarantined_and_counts_reconcile(ingested):

@@ -58,10 +58,13 @@ def with_tokens(spark, tmp_path_factory):
 def test_tokens_become_the_silver_column(with_tokens) -> None:
     config, _ = with_tokens
     rows = read_table_arrow("metadata_observations", config).to_pylist()
-    got = sorted((r["position"], r["broker"], r["metadata_token"]) for r in rows)
+    got = sorted((r["position"], r["broker_address"], r["metadata_token"]) for r in rows)
     # lines 1-4 carry their token, line 5 an explicit null; no bad line became an observation
     assert got == [(1, "b1:9092", 100), (2, "b2:9092", 90), (3, "b1:9092", 100), (4, "b3:9092", 100),
                    (5, "b1:9092", None)]  # fmt: skip
+    # the responses list b1:9092 as node 1 (b2, b3 are not listed: kept as captured)
+    assert {r["broker_address"]: r["broker"] for r in rows} == {"b1:9092": "1", "b2:9092": "b2:9092",
+                                                                 "b3:9092": "b3:9092"}  # fmt: skip
     assert {r["topic_id"] for r in rows} == {TOPIC_ID} and {r["leader_epoch"] for r in rows} == {5}
 
 
@@ -91,7 +94,7 @@ def test_a_lower_token_after_a_higher_one_is_one_m2_finding(with_tokens) -> None
     assert result.findings["stale_metadata"] == 1
     rates = read_table_arrow("stale_metadata_rates", config).to_pylist()
     by = {(r["dimension"], r["subject"]): (r["responses"], r["stale_responses"]) for r in rates}
-    assert by[("broker", "b2:9092")] == (1, 1) and by[("broker", "b1:9092")] == (3, 0)
+    assert by[("broker", "b2:9092")] == (1, 1) and by[("broker", "1")] == (3, 0)
     assert by[("client", "c2")] == (1, 1) and by[("client", "c1")] == (2, 0)
 
 
@@ -113,14 +116,15 @@ def test_an_output_root_from_before_the_token_column_is_upgraded_in_place(spark,
     from jobs import schemas
 
     old_schema = schemas.arrow_schema("metadata_observations")
-    old_schema = old_schema.remove(old_schema.get_field_index("metadata_token"))
+    for later in ("broker_address", "metadata_token"):  # both added after such a table was written
+        old_schema = old_schema.remove(old_schema.get_field_index(later))
     old_day = DAY1 - dt.timedelta(days=1)
     row = {f.name: None for f in old_schema} | {"cluster": "tok", "event_date": old_day, "client_id": "old"}
     write_deltalake(str(tmp_path / "out" / "metadata_observations"),
                     pa.Table.from_pylist([row], schema=old_schema), partition_by=["cluster", "event_date"])  # fmt: skip
     config, result = _audit(spark, tmp_path, tokens=True)
     rows = read_table_arrow("metadata_observations", config).to_pylist()
-    assert [r["metadata_token"] for r in rows if r["client_id"] == "old"] == [None]
+    assert [(r["metadata_token"], r["broker_address"]) for r in rows if r["client_id"] == "old"] == [(None, None)]
     assert sorted(r["metadata_token"] for r in rows if r["event_date"] == DAY1 and r["metadata_token"]) == [
         90, 100, 100, 100]  # fmt: skip
     assert [f["kind"] for f in read_table_arrow("stale_metadata", config).to_pylist()] == ["broker_served_stale"]

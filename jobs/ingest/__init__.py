@@ -116,7 +116,8 @@ def run_ingestion(
 
     Args:
         spark: the session (any master; nothing is collected but file names and count aggregates).
-        config: inputs (``offsets``/``logdirs``/``metadata``, ``broker_ports``), output and cluster.
+        config: inputs (``offsets``/``logdirs``/``metadata``, ``broker_ports``, ``broker_addresses``), output
+            and cluster.
         date_from, date_to: the inclusive ``event_date`` range to (re)write; ``date_to`` defaults to
             ``date_from``. Ignored when ``run`` is given.
         run: the run's :class:`~jobs.runlog.RunContext` when a larger job (the CLI's ``run``) shares it.
@@ -177,7 +178,7 @@ def run_ingestion(
     capture_files = inv.of("metadata")
     if capture_files:
         works["metadata"] = files_frame(spark, capture_files, md.FILE_SCHEMA, par).mapInArrow(
-            md.decode_capture_files(inputs.broker_ports), to_spark_schema(md.WORK))
+            md.decode_capture_files(inputs.broker_ports, inputs.broker_addresses), to_spark_schema(md.WORK))
     for k in list(works):
         works[k] = works[k].persist(StorageLevel.MEMORY_AND_DISK)
 

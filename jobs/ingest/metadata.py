@@ -13,6 +13,12 @@
 Each decodable response becomes one row per (topic, partition) via
 :func:`epochlib.protocol.metadata_observations_arrow` (a response without topics gives one row with the
 topic columns null, as the codec returns it). An undecodable response is quarantined.
+
+``broker`` is the serving broker's canonical name, resolved once per response by
+:func:`epochlib.brokers.canonical_brokers_arrow`: the node id when the capture gives one, or its
+``host:port`` is in that response's broker list, or the ``[inputs] broker_addresses`` mapping names it;
+else the captured value. ``broker_address`` keeps the captured value (JSONL ``broker`` as written, pcap
+peer ``ip:port``); quarantine rows keep the captured value too.
 """
 
 from __future__ import annotations
@@ -20,14 +26,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from epochlib import protocol
+from epochlib import brokers, protocol
 
 from ._io import open_reader
 from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row
@@ -52,6 +58,7 @@ WORK = pa.schema([
     pa.field("broker", pa.string()),
     pa.field("api_version", pa.int16()),
     pa.field("metadata_token", pa.int64()),
+    pa.field("broker_address", pa.string()),
     *[pa.field(n, t) for n, t in _OBS],
 ])
 
@@ -78,12 +85,13 @@ def _metadata_token(value: Any) -> int | None:
 
 
 def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, versions: list,
-                  side: RowBuffer) -> tuple[pa.RecordBatch | None, int, int]:
+                  side: RowBuffer, addresses: dict[str, int]) -> tuple[pa.RecordBatch | None, int, int]:
     """Decode a chunk of responses; returns (observation rows, quarantined units, rows out)."""
     n = len(responses)
     if not n:
         return None, 0, 0
-    obs = protocol.metadata_observations_arrow(pa.array(responses, pa.binary()), pa.array(versions, pa.int16()))
+    resp_arr, ver_arr = pa.array(responses, pa.binary()), pa.array(versions, pa.int16())
+    obs = protocol.metadata_observations_arrow(resp_arr, ver_arr)
     idx = obs.column("response_index").to_numpy(zero_copy_only=False)
     err = obs.column("error")
     bad_mask = pc.is_valid(err).to_numpy(zero_copy_only=False)
@@ -100,12 +108,16 @@ def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, ve
     m = good.num_rows
     if not m:
         return None, n_bad, 0
+    # one name per response (not per row): the serving broker's node id where the capture lets us know it
+    captured = pa.array(ctx["broker"], pa.string())
+    canonical = brokers.canonical_brokers_arrow(captured, resp_arr, ver_arr, addresses)
     cols = {
         "row_kind": pa.array(["observation"] * m), "source": pa.array([src] * m),
         "position": pc.take(pa.array(ctx["position"], pa.int64()), gidx),
         "capture_ms": pc.take(pa.array(ctx["capture_ms"], pa.int64()), gidx),
         "client_id": pc.take(pa.array(ctx["client_id"], pa.string()), gidx),
-        "broker": pc.take(pa.array(ctx["broker"], pa.string()), gidx),
+        "broker": pc.take(canonical, gidx),
+        "broker_address": pc.take(captured, gidx),
         "api_version": pc.take(pa.array(versions, pa.int16()), gidx),
         "metadata_token": pc.take(pa.array(ctx["metadata_token"], pa.int64()), gidx),
     }
@@ -118,8 +130,8 @@ class _Chunk:
     """Captured responses waiting to be decoded together (one Arrow batch call per chunk), with the
     counts of what was decoded and quarantined so far."""
 
-    def __init__(self, src: str, unit: str, side: RowBuffer) -> None:
-        self.src, self.unit, self.side = src, unit, side
+    def __init__(self, src: str, unit: str, side: RowBuffer, addresses: dict[str, int]) -> None:
+        self.src, self.unit, self.side, self.addresses = src, unit, side, addresses
         self.ctx: dict[str, list] = {
             k: [] for k in ("position", "capture_ms", "client_id", "broker", "metadata_token")
         }
@@ -139,7 +151,8 @@ class _Chunk:
         return len(self.responses) >= _CHUNK
 
     def flush(self) -> pa.RecordBatch | None:
-        batch, bad, out = _observations(self.src, self.unit, self.ctx, self.responses, self.versions, self.side)
+        batch, bad, out = _observations(self.src, self.unit, self.ctx, self.responses, self.versions, self.side,
+                                        self.addresses)
         self.bad += bad
         self.out += out
         for v in self.ctx.values():
@@ -149,9 +162,9 @@ class _Chunk:
         return batch
 
 
-def _decode_jsonl(src: str) -> Iterator[pa.RecordBatch]:
+def _decode_jsonl(src: str, addresses: dict[str, int]) -> Iterator[pa.RecordBatch]:
     side = RowBuffer(WORK)
-    chunk = _Chunk(src, "line", side)
+    chunk = _Chunk(src, "line", side, addresses)
     n_read = n_bad = 0
     for line_no, _pos, line in _iter_lines(src):
         if not line.strip():
@@ -196,7 +209,7 @@ def _ms(ts: Any) -> int | None:
     return int(ts)
 
 
-def _decode_pcap(src: str, broker_ports: Sequence[int]) -> Iterator[pa.RecordBatch]:
+def _decode_pcap(src: str, broker_ports: Sequence[int], addresses: dict[str, int]) -> Iterator[pa.RecordBatch]:
     from epochlib import pcap
 
     side = RowBuffer(WORK)
@@ -208,7 +221,7 @@ def _decode_pcap(src: str, broker_ports: Sequence[int]) -> Iterator[pa.RecordBat
         side.add(stats_row(src, "file", 1, 1, 0))
         yield side.flush()
         return
-    chunk = _Chunk(src, "frame", side)
+    chunk = _Chunk(src, "frame", side, addresses)
     n_read = n_bad = n_file_bad = 0
     for ex in pcap.iter_exchanges(data, broker_ports=tuple(broker_ports), api_keys={3}):
         if isinstance(ex, pcap.CaptureError):
@@ -236,17 +249,21 @@ def _decode_pcap(src: str, broker_ports: Sequence[int]) -> Iterator[pa.RecordBat
     yield side.flush()
 
 
-def decode_capture_files(broker_ports: Sequence[int]):
-    """A ``mapInArrow`` function decoding capture files into :data:`WORK` rows."""
+def decode_capture_files(broker_ports: Sequence[int], broker_addresses: Mapping[str, int] | None = None):
+    """A ``mapInArrow`` function decoding capture files into :data:`WORK` rows.
+
+    ``broker_addresses`` is the config's address -> node id mapping (validated here, on the driver, and
+    shipped to the executors as a plain dict)."""
     ports = tuple(int(p) for p in broker_ports)
+    addresses = brokers.normalize_addresses(broker_addresses or {})
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
             for row in rb.to_pylist():
                 if row["form"] == "pcap":
-                    yield from _decode_pcap(row["source"], ports)
+                    yield from _decode_pcap(row["source"], ports, addresses)
                 else:
-                    yield from _decode_jsonl(row["source"])
+                    yield from _decode_jsonl(row["source"], addresses)
 
     return fn
 
@@ -260,5 +277,5 @@ def observations_frame(work: DataFrame) -> DataFrame:
         F.timestamp_millis("capture_ms").alias("capture_ts"), "client_id", "broker", "api_version",
         "correlation_id", "topic", "topic_id", "partition", "leader_id", "leader_epoch", "replicas", "isr",
         "offline_replicas", "topic_error", "partition_error", "cluster_id", "controller_id", "source",
-        "position", F.timestamp_millis("capture_ms").alias("event_ts"), "metadata_token",
+        "position", F.timestamp_millis("capture_ms").alias("event_ts"), "metadata_token", "broker_address",
     )
