@@ -26,6 +26,12 @@ How it runs (no driver loops; every rule call is a grouped Arrow function on the
   file + line/frame, as :func:`~epochlib.rules.stale_rates`), distinct responses with at least one M2
   finding, and their ratio — a Spark aggregation joined on the M2 findings' first evidence pointer (a
   response stale on several partitions, or by epoch on one and by token on another, counts once).
+
+Brokers (M1/M2 findings' ``broker``, the per-broker rates) are ``metadata_observations.broker``: the
+canonical name ingestion resolved (:mod:`epochlib.brokers`, the node id where known), so one broker
+captured as a node id, a ``host:port`` and a peer IP is one subject. The report never reads
+``broker_address`` (the captured spelling), so a table written before that column reads as before; its rows
+keep the spelling they were ingested with until the range is ingested again.
 """
 
 from __future__ import annotations
