@@ -237,6 +237,7 @@ def canonical_brokers_arrow(
         raise ValueError(f"{len(raw)} brokers, {len(responses)} responses, {len(api_versions)} versions")
     book = normalize_addresses(addresses or {})
     memo: dict[Any, str | None] = {}
+    lists: protocol.BrokerListCache = {}
     out: list[str | None] = []
     raws = raw.to_pylist()
     vers = api_versions.to_pylist()
@@ -253,7 +254,7 @@ def canonical_brokers_arrow(
         buf, ver = responses[i].as_py(), vers[i]
         if port is not None and buf is not None and ver is not None:
             try:
-                brokers = tuple(protocol.metadata_response_brokers(buf, ver))
+                brokers = tuple(protocol.metadata_response_brokers(buf, ver, lists))
             except DecodeError:
                 brokers = ()
         key = (value, brokers)

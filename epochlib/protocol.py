@@ -43,6 +43,7 @@ __all__ = [
     "metadata_observations",
     "metadata_observations_arrow",
     "metadata_response_brokers",
+    "BrokerListCache",
     "decode_request_header",
     "decode_response_header",
     "encode_request_header",
@@ -358,12 +359,23 @@ def decode_metadata_response(buf: Buffer, api_version: int, *, with_header: bool
     return {**header, **_decode_body(METADATA_RESPONSE, api_version, buf, pos)}
 
 
-def metadata_response_brokers(buf: Buffer, api_version: int) -> list[tuple[int, str, int]]:
+#: Broker-list memo of :func:`metadata_response_brokers`: (api_version, byte length) -> {list bytes: list}.
+BrokerListCache = dict[tuple[int, int], dict[bytes, list[tuple[int, str, int]]]]
+_BROKER_CACHE_MAX = 256
+
+
+def metadata_response_brokers(
+    buf: Buffer, api_version: int, cache: BrokerListCache | None = None
+) -> list[tuple[int, str, int]]:
     """The broker list ``(node_id, host, port)`` of a MetadataResponse (header + body, no size prefix).
 
     The list precedes the topics in every version, so only the header and that prefix are decoded: naming
     the broker that served a response (:mod:`epochlib.brokers`) costs a fraction of a full decode. The
     rest of the buffer is not checked (:func:`decode_metadata_response` does that).
+
+    ``cache``: a dict the caller keeps across calls. A response whose list bytes equal an earlier one's (a
+    cluster's membership rarely changes) reuses that decode instead of interpreting the list again; equal
+    bytes at the same version decode to the same list, so the result is the same either way.
 
     Raises:
         DecodeError: truncated or malformed prefix, or an unsupported version.
@@ -377,6 +389,12 @@ def metadata_response_brokers(buf: Buffer, api_version: int) -> list[tuple[int, 
     try:
         for f in spec.fields:  # ThrottleTimeMs (v3+), then Brokers; neither is tagged
             if f.key == "brokers":
+                if cache:
+                    for (ver, size), known in cache.items():
+                        hit = known.get(bytes(buf[pos:pos + size])) if ver == api_version else None
+                        if hit is not None:
+                            return list(hit)
+                start = pos
                 brokers, pos = _decode_field(f, api_version, flexible, buf, pos)
                 break
             if api_version in f.versions:
@@ -385,7 +403,13 @@ def metadata_response_brokers(buf: Buffer, api_version: int) -> list[tuple[int, 
         raise
     except Exception as e:  # noqa: BLE001 - contract: only DecodeError escapes
         raise DecodeError(f"{spec.name} brokers: {type(e).__name__}: {e}", pos) from None
-    return [(b["node_id"], b["host"], b["port"]) for b in brokers]
+    out = [(b["node_id"], b["host"], b["port"]) for b in brokers]
+    if cache is not None:
+        if sum(len(v) for v in cache.values()) >= _BROKER_CACHE_MAX:
+            cache.clear()
+        cache.setdefault((api_version, pos - start), {})[bytes(buf[start:pos])] = out
+        return list(out)
+    return out
 
 
 def encode_metadata_response(body: dict[str, Any], api_version: int, correlation_id: int) -> bytes:

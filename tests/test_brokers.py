@@ -167,11 +167,16 @@ def test_anything_else_stays_as_captured() -> None:
 
 
 def test_broker_list_prefix_matches_a_full_decode_in_every_version() -> None:
-    brokers = [(1, "b1", 9092), (2, "B2", 9093)]
-    for v in range(14):
-        buf = response(brokers, version=v)
-        full = protocol.decode_metadata_response(buf, v)["brokers"]
-        assert protocol.metadata_response_brokers(buf, v) == [(b["node_id"], b["host"], b["port"]) for b in full]
+    cache: protocol.BrokerListCache = {}  # shared across versions and lists: a hit must never cross them
+    for brokers in ([(1, "b1", 9092), (2, "B2", 9093)], [(1, "b1", 9092)], [(1, "b1", 9092), (2, "B2", 9094)]):
+        for v in range(14):
+            buf = response(brokers, version=v, corr=v)
+            full = protocol.decode_metadata_response(buf, v)["brokers"]
+            want = [(b["node_id"], b["host"], b["port"]) for b in full]
+            assert protocol.metadata_response_brokers(buf, v) == want
+            assert protocol.metadata_response_brokers(buf, v, cache) == want
+            assert protocol.metadata_response_brokers(buf, v, cache) == want  # the cached answer
+    assert sum(len(k) for k in cache.values()) == 3 * 14
 
 
 def test_the_batch_form_agrees_with_the_reference() -> None:
@@ -209,6 +214,9 @@ def test_the_batch_form_checks_its_inputs() -> None:
         canonical_brokers_arrow(pa.array(["a"]), pa.array([b""]), pa.array([1], pa.int16()), {"a:0": 1})
 
 
+_FUZZ_CACHE: protocol.BrokerListCache = {}
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 13), st.data())
 def test_fuzz_broker_prefix_only_raises_decode_error(v, data) -> None:
@@ -216,8 +224,12 @@ def test_fuzz_broker_prefix_only_raises_decode_error(v, data) -> None:
     for _ in range(data.draw(st.integers(1, 4))):
         blob[data.draw(st.integers(0, len(blob) - 1))] = data.draw(st.integers(0, 255))
     blob = bytes(blob[: data.draw(st.integers(0, len(blob)))])
+    plain = cached = None
     with contextlib.suppress(DecodeError):
-        protocol.metadata_response_brokers(blob, v)
+        plain = protocol.metadata_response_brokers(blob, v)
+    with contextlib.suppress(DecodeError):
+        cached = protocol.metadata_response_brokers(blob, v, _FUZZ_CACHE)
+    assert plain == cached  # equal list bytes decode to the same list, whatever follows them
     got = canonical_brokers_arrow(pa.array(["broker-3.kafka.internal:9092"]), pa.array([blob], pa.binary()),
                                   pa.array([v], pa.int16()))  # fmt: skip
     name = got.to_pylist()[0]  # a mutated list may name another node, never anything but a node id or the raw
