@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from epochlib.rules import ReplicaSnapshot, check_lineage_history
-from epochlib.sim.engine import lineage_change
+from epochlib.sim.engine import lineage_as_loaded, lineage_change
 
 DIVERGENT = ((6, 72000), (7, 103095))  # broker 2 at 08:00:03, LEO 121507, log start 72000
 CAUGHT_UP = ((8, 98000),)  # broker 2 at 10:00:13, log start 98000 (LEO 162713)
@@ -67,3 +67,58 @@ def test_interior_entry_vanishing_is_a_rewrite_for_both():
 
 def test_identical_lineages_are_no_change():
     assert lineage_change(DIVERGENT, 121507, DIVERGENT) == ([], [])
+
+
+# --------------------------------------------------------------------------- non-monotonic checkpoints
+#
+# accuracy-3's audit-trail-4 on broker 2: the simulator writes the non-monotonic checkpoint
+# [(6, 559000), (0, 594623)] at 11:58:06 (L2). Loaded the way the broker loads it (each line through
+# LeaderEpochCache.assign), (0, 594623) evicts epoch 6, so the replica's lineage is [(0, 594623)], and L5
+# compares that with the snapshot before it ([(6, 530000)], LEO 601971): epoch 6 vanished although its
+# offsets reach past 594623 — a tail truncation, which the truth has to name too.
+
+BEFORE_NM = ((6, 530000),)  # 10:00:05, log start 530000, LEO 601971
+WRITTEN_NM = ((6, 559000), (0, 594623))  # 11:58:06, log start 559000, LEO 630247
+AFTER_NM = ((6, 588000),)  # a later snapshot, log start 588000 (the epoch 6 the assign evicted is back)
+
+
+def test_a_non_monotonic_checkpoint_is_compared_as_the_broker_loads_it():
+    loaded = lineage_as_loaded(WRITTEN_NM, log_start=559000, log_end=None)
+    assert loaded == ((0, 594623),)
+    assert lineage_change(BEFORE_NM, 601971, loaded, log_start=559000) == ([], [(6, 530000)])
+    # the snapshot after it is compared with the loaded lineage too: epoch 0 vanished in turn
+    assert lineage_change(loaded, 630247, AFTER_NM, log_start=588000) == ([], [(0, 594623)])
+    # what the audit reports for the same files (log ends unknown: audit-trail has no segments)
+    fs = check_lineage_history([snap(BEFORE_NM, 1, 530000), snap(WRITTEN_NM, 2, 559000), snap(AFTER_NM, 3, 588000)])
+    assert [(f.kind, f.event_ts) for f in fs] == [("lineage_truncated", 2), ("lineage_truncated", 3)]
+
+
+def test_a_loaded_head_above_the_log_start_was_not_left_by_retention():
+    # the simulated case below (seed 5): epoch 4 ran to 71390 at the previous snapshot, short of the
+    # out-of-order entry's 73912, so "its whole range lies below the new head" held; but the new log start
+    # is 61000, and offsets 61000..73912 are in the log with no entry covering them: retention re-inserts
+    # the epoch in force at the log start (the file's first line, (4, 61000)), only the eviction removes it
+    prev, written = ((4, 45000),), ((4, 61000), (0, 73912))
+    loaded = lineage_as_loaded(written, log_start=61000, log_end=None)
+    assert loaded == ((0, 73912),)
+    assert lineage_change(prev, 71390, loaded) == ([], [])  # the new head's start standing in for the log start
+    assert lineage_change(prev, 71390, loaded, log_start=61000) == ([], [(4, 45000)])
+    (f,) = check_lineage_history([snap(prev, 1, 45000), snap(written, 2, 61000)])
+    assert f.kind == "lineage_truncated"
+    # the same when retention passed the old log end: epoch 4 was still in force at the new log start
+    assert lineage_change(prev, 58000, loaded, log_start=61000) == ([], [(4, 45000)])
+    # an entry a later old entry took over from below the log start was trimmed, not truncated
+    assert lineage_change(((3, 30000), (4, 45000)), 71390, loaded, log_start=61000) == ([], [(4, 45000)])
+    # a head at the log start is what retention leaves: the rule is unchanged there
+    assert lineage_change(prev, 58000, ((4, 61000),), log_start=61000) == ([], [])
+    assert lineage_change(prev, 58000, ((5, 61000),), log_start=61000) == ([], [])
+    assert lineage_change(prev, 71390, ((5, 61000),), log_start=61000) == ([], [(4, 45000)])
+
+
+def test_loading_applies_the_log_bounds_the_snapshot_shows():
+    # the evicting entry starts at the log start (the last epoch held one record): it stays, at the start
+    assert lineage_as_loaded(((6, 559000), (0, 559000)), log_start=559000, log_end=None) == ((0, 559000),)
+    # it starts at the log end (the last epoch is empty): the repair drops it, as LogLoader does
+    assert lineage_as_loaded(((6, 559000), (0, 560000)), log_start=559000, log_end=560000) == ()
+    # a monotonic lineage inside its bounds is unchanged
+    assert lineage_as_loaded(DIVERGENT, log_start=72000, log_end=121507) == DIVERGENT

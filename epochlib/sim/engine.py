@@ -35,11 +35,12 @@ import bisect
 import datetime as dt
 import heapq
 import random
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ._codec import COMMIT_V3, need
-from .cluster import Group, Member, MetaVersion, Part, TopicVersion
+from .cluster import Group, LeaderEpochCache, Member, MetaVersion, Part, TopicVersion
 from .incidents import Incidents
 from .scenario import Scenario
 from .writers import SegmentLog, TruthLog, snapshot_name, write_snapshot_files
@@ -857,8 +858,23 @@ class Sim(Incidents):
         self.truth.add(rule, kind, SEV[kind], t, note, **subject)
 
 
-def lineage_change(prev: tuple[tuple[int, int], ...], prev_leo: int | None,
-                   new: tuple[tuple[int, int], ...]) -> tuple[list[str], list[tuple[int, int]]]:  # fmt: skip
+def lineage_as_loaded(written: Iterable[tuple[int, int]], log_start: int | None,
+                      log_end: int | None) -> tuple[tuple[int, int], ...]:  # fmt: skip
+    """The lineage a broker holds after loading the checkpoint entries ``written`` (file order).
+
+    The broker feeds each line to its leader-epoch cache (``LeaderEpochCache.assign``), which drops every
+    earlier entry whose epoch or start offset is at or above the new one's, so a non-monotonic file
+    loads as less than it says: ``[(6, 559000), (0, 594623)]`` loads as ``[(0, 594623)]``. LogLoader
+    then repairs the cache against the log: entries at or past ``log_end`` go, entries below
+    ``log_start`` collapse onto it. A bound is ``None`` when the snapshot does not show it (no segments
+    written: the log end is unknown), as the audit, which reads only the files, cannot apply it either.
+    """
+    cache = LeaderEpochCache(written).repaired(log_end, log_start)
+    return tuple((e.epoch, e.start_offset) for e in cache.entries)
+
+
+def lineage_change(prev: tuple[tuple[int, int], ...], prev_leo: int | None, new: tuple[tuple[int, int], ...],
+                   log_start: int | None = None) -> tuple[list[str], list[tuple[int, int]]]:  # fmt: skip
     """The L5 oracle for one replica's consecutive lineages: ``(rewrites, truncated entries)``.
 
     ``prev`` held the offsets up to ``prev_leo``; each entry owns its range up to the next entry's start
@@ -868,11 +884,18 @@ def lineage_change(prev: tuple[tuple[int, int], ...], prev_leo: int | None,
     newer leader also has a higher head epoch. A missing entry whose range reaches the new head is tail
     removal (``lineage_truncated``) when every later old entry is missing too, else an interior entry
     vanished (``lineage_rewritten``); an epoch's start may only move forward, and only for the head.
+
+    ``log_start`` is the new snapshot's log start, when it shows one. A trim re-inserts the epoch in force
+    at the new log start there, so a lineage whose head starts *above* its log start (a non-monotonic
+    checkpoint as the broker loads it: its out-of-order line evicted every entry before it) was not left
+    so by retention: then only entries a later old entry took over from at or below the log start count
+    as trimmed, and the old last entry, still in force at the log start, was removed from the tail.
     """
     if prev == new:
         return [], []
     head = new[0][0] if new else None
     head_start = new[0][1] if new else None
+    uncovered = log_start is not None and head_start is not None and head_start > log_start
     new_map = dict(new)
     prev_map = dict(prev)
     rewritten: list[str] = []
@@ -882,7 +905,9 @@ def lineage_change(prev: tuple[tuple[int, int], ...], prev_leo: int | None,
         if e in new_map:
             if new_map[e] != s and not (e == head and new_map[e] > s):
                 rewritten.append(f"epoch {e} moved from {s} to {new_map[e]}")
-        elif head_start is not None and end <= head_start:
+        elif uncovered and i + 1 < len(prev) and end <= log_start:
+            continue  # a later old entry took over at or below the log start: retention trimmed this one
+        elif not uncovered and head_start is not None and end <= head_start:
             continue  # its whole range lies below the new log start: retention trimmed the head
         elif all(e2 not in new_map for e2, _ in prev[i:]):
             truncated.append((e, s))
