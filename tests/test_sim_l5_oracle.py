@@ -122,3 +122,49 @@ def test_loading_applies_the_log_bounds_the_snapshot_shows():
     assert lineage_as_loaded(((6, 559000), (0, 560000)), log_start=559000, log_end=560000) == ()
     # a monotonic lineage inside its bounds is unchanged
     assert lineage_as_loaded(DIVERGENT, log_start=72000, log_end=121507) == DIVERGENT
+
+
+def _replica_snapshots(logdirs, broker, topic, partition):
+    """The readable snapshots of one replica as the audit builds them from the written files (log end
+    unknown: the test asserts no segments were written for it)."""
+    from epochlib.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint
+    from epochlib.errors import DecodeError
+
+    out = []
+    for ts, snap_dir in enumerate(sorted((logdirs / f"broker={broker}").glob("snapshot=*"))):
+        d = snap_dir / f"{topic}-{partition}"
+        if not d.is_dir():
+            continue
+        assert not list(d.glob("*.log"))
+        try:
+            entries = parse_leader_epoch_checkpoint((d / "leader-epoch-checkpoint").read_bytes()).entries
+        except DecodeError:
+            continue  # quarantined (L1): no epoch_lineage row
+        starts = parse_offset_checkpoint((snap_dir / "log-start-offset-checkpoint").read_bytes()).entries
+        out.append((snap_dir.name.split("=", 1)[1], snap(entries, ts, starts.get((topic, partition)))))
+    return out
+
+
+def test_simulated_non_monotonic_checkpoint_has_its_l5_consequence_in_the_truth(tmp_path):
+    import json
+
+    from epochlib.sim import Anomalies, Scenario, simulate
+    from epochlib.sim.writers import snapshot_name
+
+    quiet = dict(stale_epoch_batches=0, unknown_epoch_batches=0, lineage_rewrites=0, replica_conflicts=0,
+                 topic_recreations=0, topic_id_regressions=0, retention_resets=0, corrupt_checkpoints=0)  # fmt: skip
+    sc = Scenario(name="nm", seed=5, days=0.25, brokers=3, partitions=3, commits=600, snapshot_interval_hours=1.5,
+                  retention_hours=1.0, extra_metadata_clients=1, metadata_interval_s=900, data_tail_records=200,
+                  anomalies=Anomalies(**quiet))  # fmt: skip
+    res = simulate(sc, tmp_path)
+    truth = [json.loads(x) for x in res.truth.read_text().splitlines()]
+    (l2,) = [r for r in truth if r["kind"] == "lineage_not_monotonic"]
+    where = (l2["broker"], l2["topic"], l2["partition"])
+    snaps = _replica_snapshots(res.logdirs, *where)
+    assert len(snaps) >= 2
+    names = {s.snapshot_ts: name for name, s in snaps}
+    found = [(f.kind, names[f.event_ts]) for f in check_lineage_history([s for _, s in snaps])]
+    expected = [(r["kind"], snapshot_name(r["event_ts"])) for r in truth
+                if r["rule"] == "L5" and (r["broker"], r["topic"], r["partition"]) == where]  # fmt: skip
+    assert found == expected
+    assert ("lineage_truncated", snapshot_name(l2["event_ts"])) in expected

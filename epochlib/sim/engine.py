@@ -14,8 +14,10 @@ consequence (including knock-on ones):
   (higher LEO where segments show it, then lower broker id).
 - F4 oracle: every live commit, per (group, topic, partition), epoch below the highest committed before
   (tombstones reset), or -1 after epochs >= 0.
-- L5 oracle (:func:`lineage_change`): every replica's consecutive readable, monotonic snapshot lineages
-  (keyed by topic id, so a re-created topic starts fresh): tail removal = ``lineage_truncated``; an
+- L5 oracle (:func:`lineage_change`): every replica's consecutive readable snapshot lineages, each as
+  the broker loads it (:func:`lineage_as_loaded`: a non-monotonic file loses the entries its
+  out-of-order line evicts, a consequence L5 compares with the snapshots before and after it), keyed
+  by topic id, so a re-created topic starts fresh: tail removal = ``lineage_truncated``; an
   interior entry vanished or moved = ``lineage_rewritten``; a vanished entry is head trimming only when
   its offsets lie wholly below the new head (by offsets, not epochs: a follower that truncated and caught
   up from a newer leader also shows only higher epochs).
@@ -739,8 +741,14 @@ class Sim(Incidents):
             hw[p.tp] = min(leo, p.leo(t))
             rp[p.tp] = max(p.log_start, leo - self.srng.randrange(0, 50))
             self.round_caps.setdefault((p.topic, p.index, p.topic_id), {})[b] = (cache.copy(), leo)
-            if readable and monotonic:
-                self._l5(b, p, t, tuple(entries), leo)
+            if readable:
+                # L5 sees the lineage the broker holds after loading the file; for a non-monotonic file
+                # that is not what was written (an out-of-order entry evicts the entries before it), and
+                # the audit compares it with this replica's snapshot before and after it
+                shown_start = p.log_start or None  # the log-start-offset checkpoint lists it when > 0
+                seen = tuple(entries) if monotonic else lineage_as_loaded(
+                    entries2, log_start=shown_start, log_end=leo if p.segments else None)  # fmt: skip
+                self._l5(b, p, t, seen, leo, shown_start)
             d1 = self.d1.get((p.tp, b))
             if d1 is not None and b in p.frozen:
                 d1["seen"] += 1
@@ -759,14 +767,15 @@ class Sim(Incidents):
         self.counts["snapshot_files"] += write_snapshot_files(root, items, ls, hw, rp)
         self.counts["snapshots"] += 1
 
-    def _l5(self, b: int, p: Part, t: int, new: tuple[tuple[int, int], ...], leo: int) -> None:
+    def _l5(self, b: int, p: Part, t: int, new: tuple[tuple[int, int], ...], leo: int,
+            log_start: int | None) -> None:  # fmt: skip
         key = (b, p.topic, p.index, p.topic_id)
         last = self.last_lineage.get(key)
         self.last_lineage[key] = (new, leo)
         if last is None:
             return
         prev, prev_leo = last
-        rewritten, truncated = lineage_change(prev, prev_leo, new)
+        rewritten, truncated = lineage_change(prev, prev_leo, new, log_start)
         if rewritten:
             self._truth("L5", "lineage_rewritten", t, "; ".join(rewritten), topic=p.topic, topic_id=p.topic_id,
                         partition=p.index, broker=b, previous=[list(x) for x in prev], current=[list(x) for x in new])
