@@ -278,6 +278,30 @@ def test_s2b_highest_offset_seen_nearest_negatives():
     assert one(seq, ResetContext(snapshots=with_hw)).numbers["log_end_offset"] == 4_000
 
 
+def test_s2b_two_caught_up_groups_on_a_bursty_topic_are_quiet():
+    # the real kraft-single-broker-2024 files: two groups commit the same offsets milliseconds apart; a burst of
+    # 4 records after minutes of 1-record steps looks 14x faster than the pace, and the other group had just
+    # committed the new offset - but when this group last committed, nobody was past its offset
+    me = [commit(o, -1, t) for o, t in [(15, 1_879_777), (16, 1_915_364), (17, 1_974_862), (20, 2_037_858),
+                                         (21, 2_041_417), (25, 2_042_698)]]  # fmt: skip
+    them = [other(o, t - 5) for o, t in [(15, 1_879_777), (16, 1_915_364), (17, 1_974_862), (20, 2_037_858),
+                                         (21, 2_041_417), (25, 2_042_698)]]  # fmt: skip
+    ctx = ResetContext(snapshots=[LATER_LS_ONLY], offsets_seen=OffsetsSeen.from_commits(me + them))
+    assert check_offset_resets(me, ctx) == []
+    # a group that was behind the other one at its previous commit, and then jumps to it, did skip
+    behind = [*me[:-1], commit(40, -1, 2_042_698)]
+    ahead = [*them, other(40, 2_030_000)]
+    ctx = ResetContext(snapshots=[LATER_LS_ONLY], offsets_seen=OffsetsSeen.from_commits(behind + ahead))
+    assert one(behind, ctx).numbers["records_skipped"] == 19
+
+
+def test_s2b_a_jump_no_larger_than_an_earlier_step_is_a_catch_up():
+    seq = [commit(200, 4, 1000), commit(400, 4, 100_000), commit(410, 4, 110_000), commit(420, 4, 120_000)]
+    ctx = ResetContext(snapshots=[snap(500, [(0, 0), (4, 150)], leo=620, ls=0)])
+    assert check_offset_resets([*seq, commit(620, 4, 121_000)], ctx) == []  # 200 again, at 60x the pace
+    assert one([*seq, commit(621, 4, 121_000)], ResetContext(snapshots=[snap(500, [(0, 0), (4, 150)], leo=621, ls=0)]))
+
+
 def test_offsets_seen_answers_for_each_group_without_its_own_commits():
     seen = OffsetsSeen([10, 20, 30, 40], [100, 300, 200, 250], ["a", "b", "a", "c"])
     assert seen.highest_before(10, "x") is None  # strictly before

@@ -39,6 +39,8 @@ class LogEndEstimate:
     ts: int
     offset: int
     evidence: str = ""
+    from_commits: bool = False
+    """True for "the highest offset seen" (:class:`OffsetsSeen`), False for snapshots and extra estimates."""
 
 
 class OffsetsSeen:
@@ -115,7 +117,7 @@ class OffsetsSeen:
             return None
         where = self._pointer(idx) if self._pointer is not None else ""
         return LogEndEstimate(
-            int(self._ts[idx]), off, f"{where} (group {self._groups[idx]} had committed offset {off})".lstrip()
+            int(self._ts[idx]), off, f"{where} (group {self._groups[idx]} had committed offset {off})".lstrip(), True
         )
 
 
@@ -402,6 +404,15 @@ def _classify_jump(
     est = ctx.log_end_before(c.ts, c.group_id)
     if est is None or o < est.offset:
         return None
+    if jump <= max_step:
+        return None  # no larger than a step the sequence already took at its own pace: a catch-up
+    if est.from_commits and ctx.offsets_seen is not None:
+        # other groups' commits date the records precisely: the skipped ones must have existed (another
+        # group was past the previous offset) when this group last committed; otherwise the group was caught
+        # up and consumed a fresh burst (two caught-up groups on a bursty topic commit the same offsets)
+        then = ctx.offsets_seen.highest_before(since, c.group_id)
+        if then is None or then.offset <= po:
+            return None
     snap = ctx.leader_at(c.ts)
     r = fence_check(replace(prev, event_ts=c.ts), snap)
     if r.status == "beyond_epoch_end":
@@ -460,7 +471,10 @@ def check_offset_resets(
       round at/after and the round at/before the commit are tried, since log starts only move forward.
     - S2b ("jump to the log end past records never committed as consumed") needs: a log-end estimate
       taken at or before the commit that the new offset reaches (a snapshot round's log end or high
-      watermark, or the highest offset another group committed before it, :class:`OffsetsSeen`); at least one earlier forward step in the
+      watermark, or the highest offset another group committed before it, :class:`OffsetsSeen`; with the
+      latter, another group must also have been past the previous offset before the group's previous
+      commit — else the group was caught up and consumed records produced since, at the topic's pace);
+      a jump larger than every earlier step of the sequence; at least one earlier forward step in the
       sequence, and a jump whose *rate* (records / ms between the two commits, the elapsed time floored
       at 1 s) exceeds ``skip_pace_factor`` (default 10) times the highest rate between earlier consecutive
       commits (the time runs from the first commit of the previous offset: a commit repeating an offset,
