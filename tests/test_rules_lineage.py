@@ -18,7 +18,7 @@ from epochlib.rules import (
 CKPT = "/ld/broker=1/snapshot=20241001T000000Z/orders-3/leader-epoch-checkpoint"
 
 
-def snap(entries, ts=1000, broker="1", leo=None, ls=None, topic_id=None) -> ReplicaSnapshot:
+def snap(entries, ts=1000, broker="1", leo=None, ls=None, topic_id=None, hw=None, rp=None) -> ReplicaSnapshot:
     return ReplicaSnapshot(
         broker=broker,
         snapshot_ts=ts,
@@ -28,6 +28,8 @@ def snap(entries, ts=1000, broker="1", leo=None, ls=None, topic_id=None) -> Repl
         entries=tuple(EpochEntry(e, s) for e, s in entries),
         log_end_offset=leo,
         log_start_offset=ls,
+        high_watermark=hw,
+        recovery_point=rp,
         source=CKPT,
     )
 
@@ -255,3 +257,92 @@ def test_l5_ids_are_stable_across_reruns():
     assert [finding_id(f) for f in check_lineage_history([a, b])] == [
         finding_id(f) for f in check_lineage_history([a, b])
     ]
+
+
+# --- L5: retention or truncation when no epoch is shared -------------------------------------------
+#
+# The simulator's small scenario (tests/test_sim.py, seed 1, broker 1, orders-0): a follower truncated
+# its epoch-7 suffix, caught up from the leader of epoch 8, and retention moved its log start to 31000
+# before the next snapshot. Segments were not written, so both LEOs are unknown; the old snapshot's high
+# watermark (33475) and recovery point (33471) show that epoch 7 held offsets past 31000.
+
+OLD = [(6, 21000), (7, 25011)]  # log start 21000, LEO unknown
+
+
+def _old(hw=33475, rp=33471, leo=None):
+    return snap(OLD, ts=1, ls=21000, hw=hw, rp=rp, leo=leo)
+
+
+def test_l5_new_epoch_below_the_old_high_watermark_is_a_truncation_not_retention():
+    (f,) = check_lineage_history([_old(), snap([(8, 31000)], ts=2, ls=31000, hw=48956, rp=48944)])
+    assert (f.rule, f.kind, f.severity) == ("L5", "lineage_truncated", "info")
+    assert f.numbers["truncation_point"] == 31000  # clamped to the new log start
+    # the old LEO is unknown: no exact count; the detail gives the lower bound
+    assert f.numbers["records_affected"] is None and f.numbers["previous_log_end_offset"] is None
+    assert "at least 2475 offset(s) discarded" in f.detail and "33475" in f.detail
+    assert f.evidence[0].endswith("line 3")  # the first removed entry, epoch 6
+
+
+def test_l5_either_lower_bound_of_the_old_log_end_is_enough():
+    new = snap([(8, 31000)], ts=2, ls=31000)
+    assert [f.kind for f in check_lineage_history([_old(hw=33475, rp=None), new])] == ["lineage_truncated"]
+    assert [f.kind for f in check_lineage_history([_old(hw=None, rp=33471), new])] == ["lineage_truncated"]
+    # a follower's high watermark can lag its recovery point (divergent suffix): the larger bound counts
+    assert [f.kind for f in check_lineage_history([_old(hw=27441, rp=33452), new])] == ["lineage_truncated"]
+
+
+def test_l5_retention_past_the_old_bound_is_still_retention():
+    new = snap([(8, 31000)], ts=2, ls=31000)
+    assert check_lineage_history([_old(hw=30000, rp=29990), new]) == []
+    # the bound exactly at the new head: epoch 7 may have ended there, truncateFromStart(31000) then drops
+    # it and keeps epoch 8 at 31000 (Kafka removes entries starting at or below the new log start)
+    assert check_lineage_history([_old(hw=31000, rp=None), new]) == []
+
+
+def test_l5_without_high_watermark_or_recovery_point_the_rule_is_unchanged():
+    # nothing shows how far epoch 7 ran: retention gets the benefit of the doubt, as before
+    assert check_lineage_history([_old(hw=None, rp=None), snap([(8, 31000)], ts=2, ls=31000)]) == []
+
+
+def test_l5_tail_epoch_still_in_force_at_the_new_log_start_is_retention():
+    # truncateFromStart keeps the epoch in force at the log start, its start moved up: epoch 7 shared
+    for new in ([(7, 31000)], [(7, 31000), (8, 40000)]):
+        assert check_lineage_history([_old(), snap(new, ts=2, ls=31000)]) == [], new
+    # whole epochs below the new log start go, the one in force stays
+    three = snap([(5, 10000), (6, 21000), (7, 25011)], ts=1, ls=10000, hw=33475, rp=33471)
+    assert check_lineage_history([three, snap([(7, 31000)], ts=2, ls=31000)]) == []
+    assert check_lineage_history([three, snap([(6, 22000), (7, 25011)], ts=2, ls=22000)]) == []
+
+
+def test_l5_known_old_log_end_decides_alone():
+    new = snap([(8, 31000)], ts=2, ls=31000, leo=48956)
+    (f,) = check_lineage_history([_old(leo=33475), new])
+    assert f.kind == "lineage_truncated" and f.numbers["records_affected"] == 2475
+    assert f.numbers["truncation_point"] == 31000 and "2475 offset(s) discarded." in f.detail
+    # retention past the whole old log (the new head at or past the old LEO), whatever HW/RP say
+    assert check_lineage_history([_old(leo=31000), new]) == []
+    assert check_lineage_history([_old(leo=30500, hw=None, rp=None), new]) == []
+
+
+def test_l5_no_shared_epoch_edge_cases():
+    # the new head below the old tail's start: truncation whatever the bounds (the README's example)
+    for hw in (None, 33475):
+        kinds = [
+            f.kind for f in check_lineage_history([_old(hw=hw, rp=None), snap([(8, 24000)], ts=2, ls=24000)])
+        ]
+        assert kinds == ["lineage_truncated"], hw
+    # the new head above its log start (nothing covers the offsets between): retention did not leave it
+    kinds = [
+        f.kind for f in check_lineage_history([_old(hw=None, rp=None), snap([(8, 32000)], ts=2, ls=31000)])
+    ]
+    assert kinds == ["lineage_truncated"]
+    # the new log start unknown: nothing shows retention happened
+    kinds = [f.kind for f in check_lineage_history([_old(hw=30000, rp=None), snap([(8, 31000)], ts=2)])]
+    assert kinds == ["lineage_truncated"]
+    # a later snapshot of the caught-up replica appends only: one finding for the whole history
+    later = snap([(8, 35000), (9, 50000)], ts=3, ls=35000, hw=52000, rp=52000)
+    fs = check_lineage_history([_old(), snap([(8, 31000)], ts=2, ls=31000, hw=48956, rp=48944), later])
+    assert [(f.kind, f.event_ts) for f in fs] == [("lineage_truncated", 2)]
+    # a lineage that loses everything (empty new checkpoint) is unchanged: tail removal
+    (f,) = check_lineage_history([_old(), snap([], ts=2, ls=31000)])
+    assert f.kind == "lineage_truncated" and f.numbers["truncation_point"] == 31000

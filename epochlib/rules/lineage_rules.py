@@ -252,6 +252,49 @@ def _entry_text(entries: Sequence[EpochEntry]) -> str:
     return "[" + ", ".join(f"({e.epoch}, {e.start_offset})" for e in entries) + "]"
 
 
+def _log_end_lower_bound(s: ReplicaSnapshot) -> int | None:
+    """The best lower bound of a snapshot's LEO when the LEO itself is unknown: the high watermark and
+    the recovery point are both at or below it (D1 reads the high watermark the same way); None when
+    neither is known."""
+    known = [x for x in (s.high_watermark, s.recovery_point) if x is not None]
+    return max(known) if known else None
+
+
+def _retention_explains(
+    prev: ReplicaSnapshot, cur: ReplicaSnapshot, old_tail: EpochEntry, new_head: EpochEntry
+) -> bool:
+    """Whether retention alone (truncateFromStart) can turn a lineage into one that shares no epoch.
+
+    truncateFromStart keeps the epoch in force at the new log start (its start moves up to the log
+    start), so a new, unshared head epoch at offset h means every old offset at or above h was replaced:
+    only an old log that ended at or before h was wholly trimmed. Known old LEO: ``h >= LEO``. Unknown:
+    the head must sit at the new log start and past the old tail's start, and the old tail's range
+    ``[start, max(HW, recovery point))`` — a part of it the replica certainly held — must not reach past
+    h; with neither bound known, the benefit of the doubt goes to retention.
+    """
+    h = new_head.start_offset
+    if prev.log_end_offset is not None:
+        return h >= prev.log_end_offset
+    if cur.log_start_offset is None or h != cur.log_start_offset or h <= old_tail.start_offset:
+        return False
+    bound = _log_end_lower_bound(prev)
+    return bound is None or bound <= h
+
+
+def _discarded_text(prev: ReplicaSnapshot, point: int, discarded: int | None) -> str:
+    """The detail's tail: the offsets discarded (old LEO known), else a lower bound from the old high
+    watermark / recovery point (kept out of ``records_affected``, which holds exact counts only)."""
+    if discarded is not None:
+        return f", {discarded} offset(s) discarded."
+    bound = _log_end_lower_bound(prev)
+    if bound is not None and bound > point:
+        return (
+            f", at least {bound - point} offset(s) discarded (old log end unknown; its high watermark / "
+            f"recovery point reached {bound})."
+        )
+    return " (log ends unknown)."
+
+
 def _history_step(prev: ReplicaSnapshot, cur: ReplicaSnapshot) -> Finding | None:
     p = prev.repaired_cache().entries
     c = cur.repaired_cache().entries
@@ -308,14 +351,7 @@ def _history_step(prev: ReplicaSnapshot, cur: ReplicaSnapshot) -> Finding | None
         removed, appended = list(p), list(c)
         if not p:
             return None
-        if c and (
-            (prev.log_end_offset is not None and c[0].start_offset >= prev.log_end_offset)
-            or (
-                cur.log_start_offset is not None
-                and c[0].start_offset == cur.log_start_offset
-                and c[0].start_offset > p[-1].start_offset
-            )
-        ):
+        if c and _retention_explains(prev, cur, p[-1], c[0]):
             return None  # the new head starts past the old log: retention moved the start, no truncation
 
     prev_leo, cur_leo = prev.log_end_offset, cur.log_end_offset
@@ -352,10 +388,7 @@ def _history_step(prev: ReplicaSnapshot, cur: ReplicaSnapshot) -> Finding | None
             "previous_snapshot_ts": prev.snapshot_ts,
         },
         evidence=(prev.pointer(ev_epoch), cur.pointer()),
-        detail=(
-            f"replica truncated its log at {point}: {reason}"
-            + (f", {discarded} offset(s) discarded." if discarded is not None else " (log ends unknown).")
-        ),
+        detail=f"replica truncated its log at {point}: {reason}{_discarded_text(prev, point, discarded)}",
         **common_common,
     )
 
@@ -374,8 +407,16 @@ def check_lineage_history(snapshots_sorted: Iterable[ReplicaSnapshot]) -> list[F
     of the first removed entry's start, the first appended entry's start (the log resumed there) and the
     new LEO, but never below the new log start (retention, not truncation, removed what lies below it);
     entries starting at the LEO vanish in the repair (Kafka drops them on load too); an evicted epoch in which nothing was written (its start equals the old LEO) is not
-    reported; when no epoch is shared and the new head starts at or past the old LEO, retention explains
-    it; identical consecutive snapshots (timestamp ties) compare equal and yield nothing.
+    reported; identical consecutive snapshots (timestamp ties) compare equal and yield nothing.
+
+    When no epoch is shared, retention (truncateFromStart, which keeps the epoch in force at the new log
+    start) explains the change only if the old log ended at or before the new head: the new head starts
+    at or past the old LEO; with that LEO unknown, the new head sits at the new log start, past the old
+    tail's start, and at or past the old snapshot's max(high watermark, recovery point) — both <= the
+    LEO, so the old tail certainly ran up to there (neither known: retention, as before). Otherwise the
+    old tail was removed: ``lineage_truncated``, e.g. a follower that truncated its divergent suffix,
+    caught up from a newer leader, and had its log start moved past the old tail's start before the next
+    snapshot. ``records_affected`` stays exact (old LEO known only); a lower bound goes to the detail.
     """
     out: list[Finding] = []
     prev: ReplicaSnapshot | None = None
