@@ -610,7 +610,8 @@ def _figure(chart_id: str, svg: str, legend: Sequence[tuple[str, str]]) -> str:
 
 
 def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """Round tick values covering ``[lo, hi]`` (1, 2, 2.5 or 5 × 10^k steps)."""
+    """Round tick values covering ``[lo, hi]`` (1, 2, 2.5 or 5 × 10^k steps): the last tick is at or above
+    ``hi``, since charts scale to it and a value above it would be drawn past the axis."""
     if hi <= lo:
         hi = lo + 1
     raw = (hi - lo) / max(n, 1)
@@ -619,11 +620,12 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     first = math.floor(lo / step) * step
     ticks = []
     t = first
-    while t <= hi + step * 1e-9:
+    while True:
         if t >= lo - step * 1e-9:
             ticks.append(round(t, 10))
+        if t >= hi - step * 1e-9:
+            return ticks
         t += step
-    return ticks
 
 
 def _short(v: float) -> str:
@@ -761,7 +763,7 @@ def hbar_chart(chart_id: str, title: str, categories: Sequence[str], series: Map
                colours: Mapping[str, str], *, x_label: str, y_label: str, desc: str = "",
                value_format: Callable[[float], str] = lambda v: f"{int(v):,}") -> str:
     """Horizontal stacked bars, one per category (long labels fit on the left). Returns a ``<figure>``."""
-    bar_h, left, right, top = 22, 260, 40, 30
+    bar_h, left, right, top = 22, 260, 80, 30  # right: room for the value label of the longest bar
     width = 860
     plot_w = width - left - right
     height = top + len(categories) * (bar_h + 8) + 50

@@ -12,7 +12,7 @@ import pytest
 
 from jobs import schemas
 from jobs.config import Config, Output
-from jobs.html_report import _Lane, divergences, write_html_report
+from jobs.html_report import _Lane, _nice_ticks, divergences, write_html_report
 from jobs.sink import write_small
 
 D1, D2 = dt.date(2024, 3, 1), dt.date(2024, 3, 2)
@@ -195,3 +195,10 @@ def test_a_one_day_range_draws_a_bar_per_broker(report, tmp_path):
     assert "Stale metadata rate per broker, 2024-03-01" in section and "<polyline" not in section
     assert "b1:9092: 5.00% stale responses (%)" in section and ">5.00%</text>" in section
     assert "b2:9092: 0.00%" not in section and ">0.00%</text>" in section  # a zero rate: no bar, its label
+
+
+@pytest.mark.parametrize(("hi", "last"), [(0.32, 0.4), (12, 12.5), (11, 12.5), (10, 10), (0.3, 0.3), (1, 1), (97, 100)])
+def test_the_axis_reaches_the_largest_value(hi, last):
+    """Charts scale to the last tick: 12 resets on a 0..10 axis were drawn past the top of the plot."""
+    ticks = _nice_ticks(0, hi)
+    assert ticks[0] == 0 and ticks[-1] == pytest.approx(last) and ticks[-2] < hi
