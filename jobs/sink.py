@@ -307,7 +307,7 @@ def write_small(
     _check_rows_in_range_arrow(data, tgt, mode, drange)
     existing = _open_delta(uri, tgt.storage_options)
     if existing is not None:
-        _check_table_schema(existing, schema, tgt)
+        _fit_table_schema(existing, schema, tgt)
     kwargs: dict[str, Any] = {"partition_by": list(partition_by), "storage_options": tgt.storage_options}
     try:
         if mode == "append":
@@ -440,7 +440,7 @@ def _write_delta_rs(
     uri = _delta_uri(tgt.location)
     existing = _open_delta(uri, tgt.storage_options)
     if existing is not None:
-        _check_table_schema(existing, arrow_schema, tgt)
+        _fit_table_schema(existing, arrow_schema, tgt)
     staged = _stage(df, tgt, partition_by)
     fs, base = _filesystem(tgt.location)
     try:
@@ -864,7 +864,7 @@ def _conform_arrow(data: pa.Table, schema: pa.Schema, table: str) -> pa.Table:
         raise SchemaMismatchError(f"{table}: data does not fit the table schema: {exc}") from None
 
 
-def _check_table_schema(existing: Any, schema: pa.Schema, tgt: _Target) -> None:
+def _fit_table_schema(existing: Any, schema: pa.Schema, tgt: _Target) -> None:
     """Fit the existing table to ``schema``: new nullable columns are added (a code upgrade that adds a
     column, e.g. ``metadata_token``; old rows read it as null), anything else — a column gone, a changed
     type, a new non-null column — is refused. Columns compare by name (Delta is name-based)."""
