@@ -2,7 +2,8 @@
 
 Pipeline (all in memory, sans-IO: the caller passes the file's bytes):
 
-1. **Packets** — ``dpkt.pcap.Reader`` / ``dpkt.pcapng.Reader`` (chosen by magic number);
+1. **Packets** — ``dpkt.pcap.Reader`` for pcap, a block walk of our own for pcapng (each
+   interface keeps its own clock: ``if_tsresol`` µs/ns/2^-n and ``if_tsoffset``, and link type);
    link types Ethernet (incl. VLAN), Linux SLL/SLL2, BSD loopback and raw IP; IPv4 and IPv6;
    TCP only. Packets are numbered from 1 in file order, as Wireshark does.
 2. **TCP reassembly**, per connection and direction: segments are ordered by (unwrapped 32-bit)
@@ -10,15 +11,21 @@ Pipeline (all in memory, sans-IO: the caller passes the file's bytes):
    splits the stream into *runs*. A direction whose SYN was seen starts synchronised on a
    Kafka frame boundary; one whose SYN was not (capture started mid-stream), and every run
    after a hole, is re-synchronised on a plausible frame boundary — or reported as
-   unsynchronised with a :class:`CaptureError`.
-3. **Framing** — each run is split into ``INT32 size || payload`` frames (spec §5.1). The
+   unsynchronised with a :class:`CaptureError`. A response frame answering a request the
+   capture missed does not break re-synchronisation: it is skipped by its size prefix.
+3. **TLS** — a connection whose first bytes (either direction) are TLS records is reported
+   once (``kind="tls"``) and not framed; TLS ClientHellos to ports that are not broker ports
+   are reported once per port (``kind="tls_port"``).
+4. **Framing** — each run is split into ``INT32 size || payload`` frames (spec §5.1). The
    client→broker direction is the one whose destination port is in ``broker_ports``.
-4. **Pairing** — requests are decoded with :func:`epochlib.protocol.decode_request_header` and
+5. **Pairing** — requests are decoded with :func:`epochlib.protocol.decode_request_header` and
    responses matched to them by correlation id within their TCP connection.
 
 Contract: :func:`iter_exchanges` never raises on bad input; it yields :class:`Exchange` items
-and :class:`CaptureError` items (not a capture, truncated file, unsynchronised stream,
-undecodable or unpaired frame) in packet order, and goes on where it can.
+and :class:`CaptureError` items in packet order, and goes on where it can. Each error has a
+``kind``: ``corrupt`` and ``tls`` are input that could not be decoded (quarantine rows);
+``unpaired_request``, ``unpaired_response``, ``partial`` (a frame cut by the capture's start,
+end or a gap) and ``tls_port`` are limits of the capture, counted apart (:func:`tally`).
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-__all__ = ["CaptureError", "Exchange", "iter_exchanges", "write_pcap"]
+__all__ = ["KINDS", "QUARANTINE_KINDS", "CaptureError", "CaptureTally", "Exchange", "iter_exchanges", "tally",
+           "write_pcap"]
 
 #: Largest frame accepted as plausible (Kafka's socket.request.max.bytes is 100 MiB by default;
 #: fetch responses can be larger).
@@ -73,17 +81,102 @@ class Exchange:
     request_frame_index: int = 0
 
 
+#: :attr:`CaptureError.kind` values. Only :data:`QUARANTINE_KINDS` mean "could not decode"; the others
+#: describe the capture's limits (what it did not contain) and are counted, not quarantined.
+CORRUPT = "corrupt"  # bytes that should be Kafka (or a capture) but could not be decoded
+TLS = "tls"  # a TLS-encrypted TCP stream on a broker port: one item per stream (unit "stream")
+UNPAIRED_REQUEST = "unpaired_request"  # a complete request whose response was not captured
+UNPAIRED_RESPONSE = "unpaired_response"  # a complete response whose request was not captured
+PARTIAL = "partial"  # a frame cut by the capture's start or end, or by a gap (packets not captured)
+TLS_PORT = "tls_port"  # TLS handshakes to a port that is not a broker port: one item per port (unit "port")
+KINDS = (CORRUPT, TLS, UNPAIRED_REQUEST, UNPAIRED_RESPONSE, PARTIAL, TLS_PORT)
+QUARANTINE_KINDS = frozenset({CORRUPT, TLS})
+
+
 @dataclass(frozen=True, slots=True)
 class CaptureError:
     """Something in the capture that could not be used.
 
-    ``position`` is the 1-based packet number where the problem starts (``unit == "frame"``),
-    or 0 for a problem with the file as a whole (``unit == "file"``).
+    ``position`` is the 1-based packet number where the problem starts (``unit`` ``"frame"``, ``"stream"``:
+    the stream's first packet, or ``"port"``: the first handshake seen), or 0 for a problem with the file as
+    a whole (``unit == "file"``). ``kind`` is one of :data:`KINDS`; :attr:`quarantined` tells whether the
+    item is bad input (a quarantine row) or a limit of the capture (a count). ``client``/``broker`` name
+    the TCP connection (``"ip:port"``) when the item belongs to one.
     """
 
     position: int
     reason: str
     unit: str = "frame"
+    kind: str = CORRUPT
+    client: str | None = None
+    broker: str | None = None
+
+    @property
+    def quarantined(self) -> bool:
+        """True when this is input that could not be decoded (a quarantine row), not a capture limit."""
+        return self.kind in QUARANTINE_KINDS
+
+
+@dataclass(slots=True)
+class CaptureTally:
+    """Counts over the items of one capture (:func:`tally`), for a run log beside the quarantine.
+
+    ``units_read == exchanges + quarantined`` holds for what is counted as a unit: an exchange
+    (decoded downstream) or a quarantined item. Unpaired and partial frames and foreign TLS ports
+    are counted apart: they are not bad input.
+    """
+
+    exchanges: int = 0
+    quarantined: int = 0
+    unpaired_requests: int = 0
+    unpaired_responses: int = 0
+    partial_frames: int = 0
+    tls_streams: int = 0
+    tls_ports: list[int] = field(default_factory=list)
+
+    @property
+    def units_read(self) -> int:
+        return self.exchanges + self.quarantined
+
+    def add(self, item: Exchange | CaptureError) -> None:
+        """Count one item of :func:`iter_exchanges`."""
+        if isinstance(item, Exchange):
+            self.exchanges += 1
+            return
+        if item.quarantined:
+            self.quarantined += 1
+        if item.kind == TLS:
+            self.tls_streams += 1
+        elif item.kind == UNPAIRED_REQUEST:
+            self.unpaired_requests += 1
+        elif item.kind == UNPAIRED_RESPONSE:
+            self.unpaired_responses += 1
+        elif item.kind == PARTIAL:
+            self.partial_frames += 1
+        elif item.kind == TLS_PORT:
+            m = re.search(r"port (\d+)", item.reason)
+            if m:
+                self.tls_ports.append(int(m.group(1)))
+
+
+def tally(
+    items: Iterable[Exchange | CaptureError], *, by_stream: bool = False
+) -> CaptureTally | dict[tuple[str, str] | None, CaptureTally]:
+    """Count the items of one capture: per file, or (``by_stream``) per ``(client, broker)`` connection.
+
+    With ``by_stream``, items that belong to no connection (file problems, foreign TLS ports) are
+    counted under the key ``None``.
+    """
+    if not by_stream:
+        total = CaptureTally()
+        for item in items:
+            total.add(item)
+        return total
+    out: dict[tuple[str, str] | None, CaptureTally] = {}
+    for item in items:
+        key = (item.client, item.broker) if item.client is not None and item.broker is not None else None
+        out.setdefault(key, CaptureTally()).add(item)
+    return out
 
 
 # ---------------------------------------------------------------- packets
@@ -150,15 +243,15 @@ def _packets(data: bytes, errors: list[CaptureError]) -> Iterator[tuple[int, flo
     import dpkt
 
     head = bytes(data[:4])
+    if head == _PCAPNG_MAGIC:
+        yield from _pcapng_packets(bytes(data), errors)
+        return
+    if head not in _PCAP_MAGICS:
+        errors.append(CaptureError(0, "not a pcap or pcapng file", "file"))
+        return
     f = _ShortReadTracker(bytes(data))
     try:
-        if head == _PCAPNG_MAGIC:
-            reader: Any = dpkt.pcapng.Reader(f)
-        elif head in _PCAP_MAGICS:
-            reader = dpkt.pcap.Reader(f)
-        else:
-            errors.append(CaptureError(0, "not a pcap or pcapng file", "file"))
-            return
+        reader: Any = dpkt.pcap.Reader(f)
         linktype = reader.datalink()
     except Exception as e:  # noqa: BLE001 - dpkt raises assorted types on a bad header
         errors.append(CaptureError(0, f"unreadable capture header ({type(e).__name__}: {e})", "file"))
@@ -178,6 +271,122 @@ def _packets(data: bytes, errors: list[CaptureError]) -> Iterator[tuple[int, flo
             errors.append(CaptureError(n, f"capture truncated inside packet {n}"))
             return
         yield n, float(ts), linktype, bytes(buf)
+
+
+_SHB_BOM = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
+_OPT_IF_TSRESOL, _OPT_IF_TSOFFSET = 9, 14
+
+
+@dataclass(frozen=True, slots=True)
+class _Interface:
+    """One pcapng Interface Description Block: its link type and clock (ticks per second, offset)."""
+
+    linktype: int
+    ticks_per_s: int = 1_000_000
+    offset_s: int = 0
+
+    def seconds(self, ticks: int) -> float:
+        """Ticks to seconds, splitting whole seconds off first so large ns counts keep their precision."""
+        whole, frac = divmod(ticks, self.ticks_per_s)
+        return self.offset_s + whole + frac / self.ticks_per_s
+
+
+def _options(body: memoryview, order: str) -> Iterator[tuple[int, bytes]]:
+    p = 0
+    while p + 4 <= len(body):
+        code, length = struct.unpack_from(order + "HH", body, p)
+        if code == 0:
+            return
+        yield code, bytes(body[p + 4 : p + 4 + length])
+        p += 4 + ((length + 3) & ~3)
+
+
+def _interface(body: memoryview, order: str) -> _Interface:
+    linktype = struct.unpack_from(order + "H", body, 0)[0]
+    ticks, offset = 1_000_000, 0
+    for code, value in _options(body[8:], order):
+        if code == _OPT_IF_TSRESOL and value:
+            exp = value[0] & 0x7F
+            ticks = 2**exp if value[0] & 0x80 else 10**exp
+        elif code == _OPT_IF_TSOFFSET and len(value) >= 8:
+            offset = struct.unpack_from(order + "q", value)[0]
+    return _Interface(linktype, ticks, offset)
+
+
+def _pcapng_packets(data: bytes, errors: list[CaptureError]) -> Iterator[tuple[int, float, int, bytes]]:
+    """Packets of a pcapng file, each timed by *its own* interface's ``if_tsresol``/``if_tsoffset``.
+
+    dpkt 1.9.8's pcapng reader applies the first interface's resolution (and link type) to every
+    packet and stops at a second section; this walk keeps one interface table per section (pcapng
+    spec, draft-ietf-opsawg-pcapng §4). Enhanced, Simple and (obsolete) Packet Blocks are read;
+    other blocks are skipped. A Simple Packet Block has no timestamp: it gets the previous packet's.
+    """
+    view = memoryview(data)
+    end = len(data)
+    pos = n = 0
+    order = "<"
+    ifaces: list[_Interface] = []
+    last_ts = 0.0
+    while pos < end:
+        if pos + 12 > end:
+            errors.append(CaptureError(n + 1, f"capture truncated after packet {n} (partial block header)"))
+            return
+        if data[pos : pos + 4] == _PCAPNG_MAGIC:
+            order = _SHB_BOM.get(data[pos + 8 : pos + 12], "")
+            if not order:
+                errors.append(CaptureError(0 if pos == 0 else n + 1, "pcapng section header with an unknown "
+                                           "byte-order magic", "file" if pos == 0 else "frame"))
+                return
+            ifaces = []
+        btype, blen = struct.unpack_from(order + "II", data, pos)
+        if blen < 12 or blen % 4:
+            errors.append(CaptureError(0 if pos == 0 else n + 1, f"corrupt pcapng block length {blen} after packet "
+                                       f"{n}", "file" if pos == 0 else "frame"))
+            return
+        if pos + blen > end:
+            errors.append(CaptureError(0 if pos == 0 else n + 1, f"capture truncated inside packet {n + 1}",
+                                       "file" if pos == 0 else "frame"))
+            return
+        body = view[pos + 8 : pos + blen - 4]
+        pos += blen
+        try:
+            if btype == 0x0A0D0D0A:
+                major = struct.unpack_from(order + "H", body, 4)[0]
+                if major != 1:
+                    errors.append(CaptureError(0 if pos == blen else n + 1, f"unsupported pcapng version {major}",
+                                               "file" if pos == blen else "frame"))
+                    return
+                continue
+            if btype == 1:
+                ifaces.append(_interface(body, order))
+                continue
+            if btype == 6:  # Enhanced Packet Block
+                iface_id, hi, lo, caplen = struct.unpack_from(order + "IIII", body, 0)
+                start = 20
+            elif btype == 2:  # Packet Block (obsolete)
+                iface_id, _drops, hi, lo, caplen = struct.unpack_from(order + "HHIII", body, 0)
+                start = 20
+            elif btype == 3:  # Simple Packet Block
+                iface_id, hi, lo, start = 0, None, None, 4
+                caplen = min(struct.unpack_from(order + "I", body, 0)[0], len(body) - 4)
+            else:
+                continue
+        except struct.error:
+            errors.append(CaptureError(n + 1, f"corrupt pcapng block of type {btype} after packet {n}"))
+            return
+        n += 1
+        if start + caplen > len(body):
+            errors.append(CaptureError(n, f"pcapng packet {n} claims {caplen} captured bytes, its block holds "
+                                          f"{len(body) - start}"))
+            continue
+        if iface_id >= len(ifaces):
+            errors.append(CaptureError(n, f"pcapng packet {n} names interface {iface_id}, which no interface "
+                                          "description block defines"))
+            continue
+        iface = ifaces[iface_id]
+        if hi is not None:
+            last_ts = iface.seconds((hi << 32) | lo)
+        yield n, last_ts, iface.linktype, bytes(body[start : start + caplen])
 
 
 # ---------------------------------------------------------------- TCP reassembly
@@ -246,7 +455,12 @@ class _Conn:
     to_client: _Direction = field(default_factory=_Direction)
 
 
-def _collect(data: bytes, ports: frozenset[int], errors: list[CaptureError]) -> list[_Conn]:
+def _collect(data: bytes, ports: frozenset[int], errors: list[CaptureError],
+             foreign: dict[int, list[int]] | None = None) -> list[_Conn]:
+    """TCP connections on broker ports, in order of first packet.
+
+    ``foreign`` collects TLS ClientHellos to other ports: port -> [first packet, number of streams]."""
+    hellos: set[tuple[str, int, str, int]] = set()
     conns: dict[tuple[str, int, str, int], list[_Conn]] = {}
     order: list[_Conn] = []
     for n, ts, linktype, buf in _packets(data, errors):
@@ -270,6 +484,10 @@ def _collect(data: bytes, ports: frozenset[int], errors: list[CaptureError]) -> 
         elif sport in ports:
             key, forward = rev_key, False
         else:
+            if foreign is not None and fwd_key not in hellos and _is_client_hello(bytes(tcp.data)):
+                hellos.add(fwd_key)
+                seen = foreign.setdefault(dport, [n, 0])
+                seen[1] += 1
             continue
         bucket = conns.setdefault(key, [])
         conn = bucket[-1] if bucket else None
@@ -317,11 +535,20 @@ def _plausible_request(buf: bytearray, p: int, api_keys: dict[int, str]) -> bool
     return True
 
 
-def _plausible_response(buf: bytearray, p: int, cids: set[int]) -> bool:
+#: Correlation ids of responses whose request was not captured are accepted during re-synchronisation
+#: when they lie this close to the connection's captured ones (clients count them up per connection).
+CID_SLACK = 1 << 20
+
+
+def _plausible_response(buf: bytearray, p: int, cids: set[int], lo: int, hi: int) -> bool:
+    """A response frame at ``p``: a plausible size and a correlation id that was captured or lies in ``lo..hi``."""
     if p + 8 > len(buf):
         return False
     size = _size_at(buf, p)
-    return 4 <= size <= MAX_FRAME and _I32.unpack_from(buf, p + 4)[0] in cids
+    if not 4 <= size <= MAX_FRAME:
+        return False
+    cid = _I32.unpack_from(buf, p + 4)[0]
+    return cid in cids or lo <= cid <= hi
 
 
 def _chain_ok(buf: bytearray, p: int, check, depth: int = 3) -> bool:
@@ -347,7 +574,33 @@ def _resync_request(buf: bytearray, start: int, api_keys: dict[int, str]) -> int
     return None
 
 
+def _chain_reaches(buf: bytearray, p: int, target: int, check, steps: int = 256) -> bool:
+    """Whole frames lead from ``p`` exactly to ``target``."""
+    for _ in range(steps):
+        if p == target:
+            return True
+        if p > target or not check(buf, p):
+            return False
+        p += 4 + _size_at(buf, p)
+    return False
+
+
 def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids: set[int]) -> int | None:
+    """The first frame boundary at or after ``start``.
+
+    The anchor is the earliest frame whose correlation id belongs to a captured request and from which
+    frames chain on; frames *around* it may answer requests the capture missed (their ids are only
+    required to be near the captured ones), so one unpaired response no longer hides its neighbours.
+    When whole frames lead from ``start`` to the anchor, ``start`` itself is the boundary (the frames
+    before the anchor are then reported as unpaired instead of being skipped as a partial frame).
+    """
+    if not all_cids:
+        return None
+    lo, hi = min(all_cids) - CID_SLACK, max(all_cids) + CID_SLACK
+
+    def check(b: bytearray, q: int) -> bool:
+        return _plausible_response(b, q, all_cids, lo, hi)
+
     window = bytes(buf[start : start + RESYNC_WINDOW + 8])
     best: int | None = None
     for cid in candidates[:1024]:
@@ -355,11 +608,71 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
         i = window.find(pat, 4)
         while i != -1 and (best is None or start + i - 4 < best):
             p = start + i - 4
-            if _chain_ok(buf, p, lambda b, q: _plausible_response(b, q, all_cids)):
+            if _chain_ok(buf, p, check, depth=4):
                 best = p
                 break
             i = window.find(pat, i + 1)
+    if best is not None and best > start and _chain_reaches(buf, start, best, check):
+        return start
     return best
+
+
+# ---------------------------------------------------------------- TLS
+
+_TLS_MAX_RECORD = (1 << 14) + 2048  # TLSCiphertext.length limit (RFC 5246 §6.2.3)
+_TLS_HEAD = re.compile(rb"(?=[\x14-\x17]\x03[\x01-\x04])")
+TLS_SCAN = 1 << 15  # how far into a stream captured mid-way a TLS record boundary is looked for
+
+
+def _tls_record(buf: bytes | bytearray, p: int) -> int | None:
+    """The end of a TLS record header-plausible at ``p`` (content type 20–23, version 3.1–3.4), or None."""
+    if p + 5 > len(buf):
+        return None
+    if not (20 <= buf[p] <= 23 and buf[p + 1] == 3 and 1 <= buf[p + 2] <= 4):
+        return None
+    length = (buf[p + 3] << 8) | buf[p + 4]
+    if length == 0 or length > _TLS_MAX_RECORD:
+        return None
+    return p + 5 + length
+
+
+def _tls_chain(buf: bytes | bytearray, p: int) -> int:
+    """How many TLS records follow each other from ``p``; a last one that runs to or past the end counts."""
+    count = 0
+    while count < 8:
+        end = _tls_record(buf, p)
+        if end is None:
+            return count
+        count += 1
+        if end >= len(buf):
+            return count
+        p = end
+    return count
+
+
+def _is_tls(run: _Run) -> bool:
+    """Whether a direction's first run is TLS.
+
+    A synchronised run (its SYN was captured) starts with a record: no Kafka frame can, since a
+    leading byte 0x14–0x17 would be a size above :data:`MAX_FRAME`. One record is enough when it
+    is a ClientHello/ServerHello handshake, two chained records otherwise. A run captured mid-way
+    needs three chained records starting within its first :data:`TLS_SCAN` bytes.
+    """
+    buf = run.buf
+    if run.synced:
+        if _tls_record(buf, 0) is None:
+            return False
+        hello = buf[0] == 22 and len(buf) > 5 and buf[5] in (1, 2)
+        return hello or _tls_chain(buf, 0) >= 2
+    head = bytes(buf[: TLS_SCAN + 5])
+    return any(_tls_chain(buf, m.start()) >= 3 for m in _TLS_HEAD.finditer(head))
+
+
+def _is_client_hello(payload: bytes) -> bool:
+    return len(payload) > 5 and payload[0] == 22 and payload[5] == 1 and _tls_record(payload, 0) is not None
+
+
+# ---------------------------------------------------------------- framing
 
 
 @dataclass(slots=True)
@@ -369,9 +682,17 @@ class _Frame:
     packet: int
 
 
-def _frames(runs: list[_Run], what: str, errors: list[CaptureError], resync) -> list[_Frame]:
-    """Split runs into frames; unsynchronised runs are first re-synchronised with ``resync``."""
+def _frames(runs: list[_Run], what: str, errors: list[CaptureError], resync, conn: _Conn,
+            unsynced_kind: str = CORRUPT) -> list[_Frame]:
+    """Split runs into frames; unsynchronised runs are first re-synchronised with ``resync``.
+
+    ``unsynced_kind`` is the kind of a run no frame boundary is found in (unpaired when the
+    connection has no captured request a response could answer)."""
     out: list[_Frame] = []
+
+    def err(position: int, reason: str, kind: str) -> None:
+        errors.append(CaptureError(position, reason, "frame", kind, conn.client, conn.broker))
+
     for run in runs:
         buf = run.buf
         pos = 0
@@ -379,32 +700,31 @@ def _frames(runs: list[_Run], what: str, errors: list[CaptureError], resync) -> 
             found = resync(buf, 0)
             why = "after a gap in the TCP stream" if run.after_gap else "(capture started mid-stream)"
             if found is None:
-                errors.append(CaptureError(run.packets[0][1], f"{what} stream unsynchronised {why}: "
-                                           f"no plausible Kafka frame boundary in {len(buf)} bytes"))
+                err(run.packets[0][1], f"{what} stream unsynchronised {why}: no plausible Kafka frame boundary "
+                                       f"in {len(buf)} bytes", unsynced_kind)
                 continue
             if found > 0:
-                errors.append(CaptureError(run.packets[0][1], f"{what} stream resynchronised {why}: "
-                                           f"skipped {found} bytes of a partial frame"))
+                err(run.packets[0][1], f"{what} stream resynchronised {why}: skipped {found} bytes of a "
+                                       "partial frame", PARTIAL)
             pos = found
         n = len(buf)
         while pos < n:
             if pos + 4 > n:
-                errors.append(CaptureError(run.packet_at(pos)[1], f"{what} frame size field cut off"))
+                err(run.packet_at(pos)[1], f"{what} frame size field cut off", PARTIAL)
                 break
             size = _size_at(buf, pos)
             if size < 0 or size > MAX_FRAME:
                 found = resync(buf, pos + 1)
-                errors.append(CaptureError(run.packet_at(pos)[1], f"implausible {what} frame (size {size})"
-                                           + ("; stream unsynchronised" if found is None else
-                                              f"; skipped {found - pos} bytes")))
+                err(run.packet_at(pos)[1], f"implausible {what} frame (size {size})"
+                    + ("; stream unsynchronised" if found is None else f"; skipped {found - pos} bytes"), CORRUPT)
                 if found is None:
                     break
                 pos = found
                 continue
             end = pos + 4 + size
             if end > n:
-                errors.append(CaptureError(run.packet_at(pos)[1], f"{what} frame of {size} bytes incomplete "
-                                           f"({n - pos - 4} captured before a gap or the end of the capture)"))
+                err(run.packet_at(pos)[1], f"{what} frame of {size} bytes incomplete ({n - pos - 4} captured "
+                                           "before a gap or the end of the capture)", PARTIAL)
                 break
             ts, pkt = run.packet_at(pos)
             out.append(_Frame(bytes(buf[pos + 4 : end]), ts, pkt))
@@ -427,10 +747,14 @@ def iter_exchanges(
         data: the whole capture file.
         broker_ports: TCP ports of the brokers; traffic to them is client→broker.
         api_keys: keep only exchanges of these API keys (e.g. ``{3}`` for Metadata); errors
-            about frames of other keys are left out too.
+            about requests of other keys are left out too (a response without its request has
+            no known key and is always reported).
 
     Yields:
-        :class:`Exchange` and :class:`CaptureError` items, ordered by packet number.
+        :class:`Exchange` and :class:`CaptureError` items, ordered by packet number. A TLS
+        connection on a broker port gives one ``kind="tls"`` item (unit ``"stream"``) and nothing
+        else; TLS handshakes to other ports give one ``kind="tls_port"`` item per port.
+        :func:`tally` counts them.
     """
     from .errors import DecodeError
     from .protocol import API_KEYS, decode_request_header
@@ -439,25 +763,41 @@ def iter_exchanges(
     keep = None if api_keys is None else frozenset(int(k) for k in api_keys)
     errors: list[CaptureError] = []
     items: list[tuple[int, int, Exchange | CaptureError]] = []
+    foreign: dict[int, list[int]] = {}
     try:
-        conns = _collect(bytes(data), ports, errors)
+        conns = _collect(bytes(data), ports, errors, foreign)
     except Exception as e:  # noqa: BLE001 - contract: never raise on bad input
         errors.append(CaptureError(0, f"capture could not be read ({type(e).__name__}: {e})", "file"))
         conns = []
 
+    for port, (first, streams) in sorted(foreign.items(), key=lambda kv: kv[1][0]):
+        errors.append(CaptureError(
+            first, f"TLS handshakes to port {port} ({streams} TCP stream{'s' if streams != 1 else ''}), which is "
+                   "not a configured broker port: if a broker listens there its traffic is encrypted; "
+                   "capture responses client-side as JSONL", "port", TLS_PORT))
+
     for conn in conns:
-        req_frames = _frames(conn.to_broker.runs(), "request", errors,
-                             lambda b, s: _resync_request(b, s, API_KEYS))
+        up_runs, down_runs = conn.to_broker.runs(), conn.to_client.runs()
+        if (up_runs and _is_tls(up_runs[0])) or (down_runs and _is_tls(down_runs[0])):
+            first = min(r.packets[0][1] for r in (up_runs[:1] + down_runs[:1]))
+            port = conn.broker.rsplit(":", 1)[1]
+            errors.append(CaptureError(first, f"TLS-encrypted stream on broker port {port} ({conn.client} -> "
+                                              f"{conn.broker}): capture responses client-side as JSONL",
+                                       "stream", TLS, conn.client, conn.broker))
+            continue
+        req_frames = _frames(up_runs, "request", errors, lambda b, s: _resync_request(b, s, API_KEYS), conn)
         pending: dict[int, deque[tuple[_Frame, dict[str, Any]]]] = {}
         order: list[int] = []
         for fr in req_frames:
             try:
                 header, _ = decode_request_header(fr.payload, 0)
             except DecodeError as e:
-                errors.append(CaptureError(fr.packet, f"undecodable request header: {e.reason} at byte {e.offset}"))
+                errors.append(CaptureError(fr.packet, f"undecodable request header: {e.reason} at byte {e.offset}",
+                                           "frame", CORRUPT, conn.client, conn.broker))
                 continue
             except Exception as e:  # noqa: BLE001
-                errors.append(CaptureError(fr.packet, f"undecodable request header ({type(e).__name__})"))
+                errors.append(CaptureError(fr.packet, f"undecodable request header ({type(e).__name__})",
+                                           "frame", CORRUPT, conn.client, conn.broker))
                 continue
             cid = header["correlation_id"]
             pending.setdefault(cid, deque()).append((fr, header))
@@ -467,15 +807,18 @@ def iter_exchanges(
         def resync_response(b: bytearray, s: int, pending=pending, order=order, cids=all_cids) -> int | None:
             return _resync_response(b, s, [c for c in dict.fromkeys(order) if pending.get(c)], cids)
 
-        resp_frames = _frames(conn.to_client.runs(), "response", errors, resync_response)
+        resp_frames = _frames(down_runs, "response", errors, resync_response, conn,
+                              CORRUPT if all_cids else UNPAIRED_RESPONSE)
         for fr in resp_frames:
             if len(fr.payload) < 4:
-                errors.append(CaptureError(fr.packet, "response frame shorter than a correlation id"))
+                errors.append(CaptureError(fr.packet, "response frame shorter than a correlation id",
+                                           "frame", CORRUPT, conn.client, conn.broker))
                 continue
             cid = _I32.unpack_from(fr.payload, 0)[0]
             queue = pending.get(cid)
             if not queue:
-                errors.append(CaptureError(fr.packet, f"response with correlation id {cid} has no captured request"))
+                errors.append(CaptureError(fr.packet, f"response with correlation id {cid} has no captured request",
+                                           "frame", UNPAIRED_RESPONSE, conn.client, conn.broker))
                 continue
             req, header = queue.popleft()
             if keep is not None and header["api_key"] not in keep:
@@ -492,7 +835,8 @@ def iter_exchanges(
                 if keep is None or header["api_key"] in keep:
                     errors.append(CaptureError(
                         req.packet, f"request (api key {header['api_key']}, correlation id "
-                                    f"{header['correlation_id']}) has no captured response"))
+                                    f"{header['correlation_id']}) has no captured response",
+                        "frame", UNPAIRED_REQUEST, conn.client, conn.broker))
     items.extend((e.position, 0, e) for e in errors)
     items.sort(key=lambda t: (t[0], t[1]))
     for _, _, item in items:
