@@ -636,36 +636,58 @@ def _tls_record(buf: bytes | bytearray, p: int) -> int | None:
     return p + 5 + length
 
 
-def _tls_chain(buf: bytes | bytearray, p: int) -> int:
-    """How many TLS records follow each other from ``p``; a last one that runs to or past the end counts."""
+def _tls_chain(buf: bytes | bytearray, p: int, cap: int = 64) -> tuple[int, bool]:
+    """``(records, reaches_end)``: how many TLS records follow each other from ``p`` (at most ``cap``),
+    and whether they run to the end of ``buf`` (the last one may be cut off there)."""
     count = 0
-    while count < 8:
+    while count < cap:
         end = _tls_record(buf, p)
         if end is None:
-            return count
+            return count, False
         count += 1
         if end >= len(buf):
-            return count
+            return count, True
         p = end
-    return count
+    return count, True
 
 
-def _is_tls(run: _Run) -> bool:
-    """Whether a direction's first run is TLS.
+def _tls_at_start(run: _Run) -> bool:
+    """A synchronised run (its SYN was captured) that starts with TLS records.
 
-    A synchronised run (its SYN was captured) starts with a record: no Kafka frame can, since a
-    leading byte 0x14–0x17 would be a size above :data:`MAX_FRAME`. One record is enough when it
-    is a ClientHello/ServerHello handshake, two chained records otherwise. A run captured mid-way
-    needs three chained records starting within its first :data:`TLS_SCAN` bytes.
+    No Kafka frame can start so: a leading byte 0x14–0x17 would be a size above :data:`MAX_FRAME`.
+    One record is enough when it is a ClientHello/ServerHello handshake, two chained ones otherwise.
     """
     buf = run.buf
-    if run.synced:
-        if _tls_record(buf, 0) is None:
-            return False
-        hello = buf[0] == 22 and len(buf) > 5 and buf[5] in (1, 2)
-        return hello or _tls_chain(buf, 0) >= 2
+    if _tls_record(buf, 0) is None:
+        return False
+    if buf[0] == 22 and len(buf) > 5 and buf[5] in (1, 2):
+        return True
+    return _tls_chain(buf, 0)[0] >= 2
+
+
+def _tls_mid_stream(run: _Run) -> bool:
+    """A run captured mid-way: TLS records starting within its first :data:`TLS_SCAN` bytes chain on to
+    its end (three at least), as encrypted traffic does and Kafka payloads do not."""
+    buf = run.buf
     head = bytes(buf[: TLS_SCAN + 5])
-    return any(_tls_chain(buf, m.start()) >= 3 for m in _TLS_HEAD.finditer(head))
+    for m in _TLS_HEAD.finditer(head):
+        count, to_end = _tls_chain(buf, m.start())
+        if count >= 3 and to_end:
+            return True
+    return False
+
+
+def _is_tls(up: list[_Run], down: list[_Run], api_keys: dict[int, str]) -> bool:
+    """Whether a connection carries TLS: its first run in either direction is TLS.
+
+    A run captured mid-way counts only when the request direction has no Kafka frame boundary
+    either, so Kafka payloads that happen to hold TLS-looking bytes stay Kafka."""
+    firsts = [r[0] for r in (up, down) if r]
+    if any(r.synced and _tls_at_start(r) for r in firsts):
+        return True
+    if not any(not r.synced and _tls_mid_stream(r) for r in firsts):
+        return False
+    return not (up and _resync_request(up[0].buf, 0, api_keys) is not None)
 
 
 def _is_client_hello(payload: bytes) -> bool:
@@ -778,7 +800,7 @@ def iter_exchanges(
 
     for conn in conns:
         up_runs, down_runs = conn.to_broker.runs(), conn.to_client.runs()
-        if (up_runs and _is_tls(up_runs[0])) or (down_runs and _is_tls(down_runs[0])):
+        if _is_tls(up_runs, down_runs, API_KEYS):
             first = min(r.packets[0][1] for r in (up_runs[:1] + down_runs[:1]))
             port = conn.broker.rsplit(":", 1)[1]
             errors.append(CaptureError(first, f"TLS-encrypted stream on broker port {port} ({conn.client} -> "
