@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ._codec import COMMIT_V3, need
-from .cluster import Group, LeaderEpochCache, Member, MetaVersion, Part, TopicVersion
+from .cluster import Client, Group, LeaderEpochCache, Member, MetaVersion, Part, TopicVersion
 from .incidents import Incidents
 from .scenario import Scenario
 from .writers import SegmentLog, TruthLog, snapshot_name, write_snapshot_files
@@ -57,23 +57,13 @@ SEG_RECORDS = 1000  # retention granularity (records per data segment)
 SEV = need("rules", "SEVERITY").SEVERITY  # kind -> severity: the rules' own table, so truth and audit agree
 
 
-class Client:
-    __slots__ = ("client_id", "topics", "version", "ip", "port", "style", "corr", "scripted", "group")
+class Sim:
+    """One simulation: the cluster state, the background workload, the writers and the oracles.
 
-    def __init__(self, client_id: str, topics: list[str], version: int, ip: str, port: int, style: str,
-                 group: str | None = None) -> None:  # fmt: skip
-        self.client_id = client_id
-        self.topics = topics
-        self.version = version
-        self.ip = ip
-        self.port = port
-        self.style = style  # "a" | "b" (JSONL spellings) | "pcap"
-        self.corr = 0
-        self.scripted = False
-        self.group = group
+    The injected incidents act on it through :class:`epochlib.sim.incidents.Incidents` (``self.incidents``),
+    which sees only the narrow API of :class:`epochlib.sim.incidents.Engine`.
+    """
 
-
-class Sim(Incidents):
     def __init__(self, sc: Scenario, out: Path) -> None:
         self.sc = sc
         self.out = Path(out)
@@ -136,6 +126,7 @@ class Sim(Incidents):
         self.counts = {"commits": 0, "commit_batches": 0, "tombstones": 0, "group_metadata": 0, "txn_markers": 0,
                        "metadata_responses": 0, "snapshots": 0, "snapshot_files": 0, "data_batches": 0}  # fmt: skip
         self.srng = random.Random(f"{sc.seed}:jitter")  # per-event jitter, separate from planning draws
+        self.incidents = Incidents(self)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -171,7 +162,7 @@ class Sim(Incidents):
             out.append((e, s))
         return out
 
-    def _make_topic(self, name: str, n: int, t: int, consumed: bool, *, fresh: bool = False,
+    def make_topic(self, name: str, n: int, t: int, consumed: bool, *, fresh: bool = False,
                     avoid: list[list[int]] | None = None) -> list[Part]:  # fmt: skip
         tid = self._topic_id()
         parts = []
@@ -198,7 +189,7 @@ class Sim(Incidents):
         self.topic_versions.setdefault(name, []).append(TopicVersion(t, {b: 0 for b in self.brokers}, parts, tid))
         return parts
 
-    def _group(self, name: str, topics: list[str], *, members: int | None = None, **kw) -> Group:
+    def new_group(self, name: str, topics: list[str], *, members: int | None = None, **kw) -> Group:
         tps = [(tp.topic, tp.index) for t in topics for tp in self.topic_parts[t]]
         nm = members or self.rng.randint(1, 2)
         nm = max(1, min(nm, len(tps)))
@@ -216,29 +207,29 @@ class Sim(Incidents):
         sc, t = self.sc, self.t0
         n = sc.partitions
         small = max(2, n // 2)
-        self._make_topic("orders", n, t, True)
-        self._make_topic("clicks", n, t, True)
-        self._make_topic("payments", n, t, True)
-        self._make_topic("reports", small, t, True)
-        self._make_topic("inventory", small, t, True)
-        self._make_topic("shipments", small, t, True)
+        self.make_topic("orders", n, t, True)
+        self.make_topic("clicks", n, t, True)
+        self.make_topic("payments", n, t, True)
+        self.make_topic("reports", small, t, True)
+        self.make_topic("inventory", small, t, True)
+        self.make_topic("shipments", small, t, True)
         a = sc.anomalies
         lineage_incidents = (a.stale_epoch_batches + a.unknown_epoch_batches + a.corrupt_checkpoints
                              + a.non_monotonic_checkpoints + a.lineage_rewrites + a.replica_conflicts)
-        self._make_topic("audit-trail", max(n, lineage_incidents + 1), t, False)  # no consumers: lineage incidents
+        self.make_topic("audit-trail", max(n, lineage_incidents + 1), t, False)  # no consumers: lineage incidents
         for i in range(sc.bulk_topics):
-            self._make_topic(f"bulk-{i:02d}", n, t, True)
-        self._group("orders-processor", ["orders"])
-        self._group("orders-audit", ["orders"], on_truncation="seek_beginning")
-        self._group("clicks-sessionizer", ["clicks"])
-        self._group("clicks-archiver", ["clicks"])
-        self._group("payments-ledger", ["payments"])
-        self._group("payments-eos", ["payments"], producer_id=self.rng.randint(1000, 90000), members=1)
-        self._group("legacy-billing", ["payments"], epochs=False, members=1)
-        self._group("inventory-sync", ["inventory"])
+            self.make_topic(f"bulk-{i:02d}", n, t, True)
+        self.new_group("orders-processor", ["orders"])
+        self.new_group("orders-audit", ["orders"], on_truncation="seek_beginning")
+        self.new_group("clicks-sessionizer", ["clicks"])
+        self.new_group("clicks-archiver", ["clicks"])
+        self.new_group("payments-ledger", ["payments"])
+        self.new_group("payments-eos", ["payments"], producer_id=self.rng.randint(1000, 90000), members=1)
+        self.new_group("legacy-billing", ["payments"], epochs=False, members=1)
+        self.new_group("inventory-sync", ["inventory"])
         for i in range(sc.bulk_topics):
             for j in range(sc.bulk_groups_per_topic):
-                self._group(f"bulk-{i:02d}-app-{j}", [f"bulk-{i:02d}"], members=self.rng.randint(1, 3))
+                self.new_group(f"bulk-{i:02d}-app-{j}", [f"bulk-{i:02d}"], members=self.rng.randint(1, 3))
         # offsets partitions: a leader broker and leader epoch each
         for p in range(sc.offsets_partitions):
             b = self.rng.choice(self.brokers)
@@ -265,15 +256,15 @@ class Sim(Incidents):
         n = 0
         for g in self.groups.values():
             for m in g.members:
-                self.clients.append(self._client(m.client_id, list(g.topics), n, g.name))
+                self.clients.append(self.new_client(m.client_id, list(g.topics), n, g.name))
                 n += 1
         names = [t for t in self.topic_parts if not t.startswith("bulk-")]
         for i in range(sc.extra_metadata_clients):
             topics = self.rng.sample(names, self.rng.randint(1, 3))
-            self.clients.append(self._client(f"producer-{i + 1}", topics, n))
+            self.clients.append(self.new_client(f"producer-{i + 1}", topics, n))
             n += 1
 
-    def _client(self, cid: str, topics: list[str], n: int, group: str | None = None) -> Client:
+    def new_client(self, cid: str, topics: list[str], n: int, group: str | None = None) -> Client:
         # mostly v12 (topic ids), every 6th client v9 (epochs, no ids), every 9th an old v1/v5 (no epochs)
         version = 9 if n % 6 == 3 else self.rng.choice([1, 5]) if n % 9 == 5 else 12
         style = "pcap" if self.rng.random() < self.sc.pcap_fraction else self.rng.choice("ab")
@@ -292,49 +283,12 @@ class Sim(Incidents):
             g.interval = int(interval * self.rng.uniform(0.9, 1.1))
         # incidents (before the first events so they can claim partitions and groups)
         self.slot_use: dict[int, int] = {}
-        for _ in range(a.unclean_elections):
-            self.plan_unclean(d1=_ < a.unresolved_divergence)
-        for i in range(a.stale_metadata_rewinds):
-            self.plan_stale_rewind(i)
-        for _ in range(a.stale_broker_only):
-            self.plan_stale_broker_only()
-        for i in range(a.topic_recreations):
-            self.plan_recreation(with_m3=i < a.topic_id_regressions)
-        for _ in range(a.spurious_rewinds):
-            self.plan_commit_incident("spurious_rewind")
-        for _ in range(a.spurious_skips):
-            self.plan_commit_incident("spurious_skip")
-        for _ in range(a.stale_epoch_commits):
-            self.plan_commit_incident("stale_epoch_commit")
-        for _ in range(a.epoch_regressions):
-            self.plan_commit_incident("epoch_regression")
-        for _ in range(a.epoch_drops):
-            self.plan_commit_incident("epoch_drop")
-        for i in range(a.unknown_epoch_commits):
-            self.plan_unknown_epoch_commits(i)
-        for i in range(a.retention_resets):
-            self.plan_retention_reset(i)
-        for i in range(a.operator_resets):
-            self.plan_operator_reset(i)
-        for _ in range(a.aborted_txns):
-            self.plan_aborted_txn()
-        for _ in range(a.stale_epoch_batches):
-            self.plan_batch_overlay("stale")
-        for _ in range(a.unknown_epoch_batches):
-            self.plan_batch_overlay("unknown")
-        for _ in range(a.corrupt_checkpoints):
-            self.plan_checkpoint_overlay("corrupt")
-        for _ in range(a.non_monotonic_checkpoints):
-            self.plan_checkpoint_overlay("non_monotonic")
-        for _ in range(a.lineage_rewrites):
-            self.plan_lineage_rewrite()
-        for _ in range(a.replica_conflicts):
-            self.plan_replica_conflict()
+        self.incidents.plan(a)
         for _ in range(sc.clean_elections):
-            p = self._claim(lambda p: True, claim=False)
+            p = self.claim(lambda p: True, claim=False)
             if p is not None:
-                self.at(self._slot_time(self.rng.randrange(len(self.bounds) - 1)), self.clean_election, p)
-        self.plan_console_group()
+                self.at(self.slot_time(self.rng.randrange(len(self.bounds) - 1)), self.clean_election, p)
+        self.incidents.plan_console_group()
         # group metadata at start, commit ticks, rebalances
         for g in self.groups.values():
             if g.dedicated and not g.active:
@@ -356,7 +310,7 @@ class Sim(Incidents):
             self.at(r + 30_000, self.round_end, k)
             self.at(r + 2 * MIN, self.retention)
 
-    def _slot(self, need_after: int = 0, first: int = 0) -> int:
+    def slot(self, need_after: int = 0, first: int = 0) -> int:
         """An interval index (between bounds[i] and bounds[i+1]) with room, least used first."""
         last = len(self.bounds) - 2 - need_after
         cands = list(range(min(first, last), last + 1)) or [0]
@@ -366,11 +320,11 @@ class Sim(Incidents):
         self.slot_use[i] = self.slot_use.get(i, 0) + 1
         return i
 
-    def _slot_time(self, i: int, lo_pad: int = 20 * MIN, hi_pad: int = 25 * MIN) -> int:
+    def slot_time(self, i: int, lo_pad: int = 20 * MIN, hi_pad: int = 25 * MIN) -> int:
         lo, hi = self.bounds[i] + lo_pad, self.bounds[i + 1] - hi_pad
         return self.rng.randrange(lo, max(lo + 1, hi))
 
-    def _claim(self, pred, claim: bool = True, topics: tuple[str, ...] | None = None) -> Part | None:
+    def claim(self, pred, claim: bool = True, topics: tuple[str, ...] | None = None) -> Part | None:
         pool = [p for p in self._all_parts() if not p.claimed and pred(p) and (topics is None or p.topic in topics)]
         if not pool:
             return None
@@ -378,7 +332,7 @@ class Sim(Incidents):
         p.claimed = p.claimed or claim
         return p
 
-    def _groups_on(self, tp: tuple[str, int]) -> list[tuple[Group, Member]]:
+    def groups_on(self, tp: tuple[str, int]) -> list[tuple[Group, Member]]:
         out = []
         for g in self.groups.values():
             for m in g.members:
@@ -386,13 +340,13 @@ class Sim(Incidents):
                     out.append((g, m))
         return out
 
-    def _main_group(self, tp: tuple[str, int]) -> tuple[Group, Member]:
-        for g, m in self._groups_on(tp):
+    def main_group(self, tp: tuple[str, int]) -> tuple[Group, Member]:
+        for g, m in self.groups_on(tp):
             if g.epochs and g.producer_id < 0 and g.on_truncation == "reset_to_end" and not g.dedicated:
                 return g, m
         raise RuntimeError(f"no background group consumes {tp}")
 
-    def _client_of(self, member: Member) -> Client:
+    def client_of(self, member: Member) -> Client:
         return next(c for c in self.clients if c.client_id == member.client_id)
 
     # ------------------------------------------------------------------ commits
@@ -758,7 +712,7 @@ class Sim(Incidents):
                                 topic=p.topic, topic_id=p.topic_id, partition=p.index, broker=b,
                                 leader_broker=p.leader, truncation_point=d1["point"], log_end_offset=leo,
                                 records_affected=leo - d1["point"])  # fmt: skip
-                    self.at(t + 5 * MIN, self.resolve_divergence, p, b, d1["point"])
+                    self.at(t + 5 * MIN, self.incidents.resolve_divergence, p, b, d1["point"])
             pend = self.pending.pop(("D2", p.tp, b), None)
             if pend is not None:
                 self._truth("D2", "replica_lineage_conflict", t, pend["note"], topic=p.topic, topic_id=p.topic_id,
