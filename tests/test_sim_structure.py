@@ -89,3 +89,32 @@ def test_cycle_finder_sees_lazy_and_type_checking_imports(tmp_path):
     (tmp_path / "incidents.py").write_text("from .cluster import Client\n")
     (tmp_path / "cluster.py").write_text("")
     assert _cycle(_graph(tmp_path)) is None
+
+
+def _engine_members() -> set[str]:
+    from epochlib.sim.incidents import Engine
+
+    return set(Engine.__annotations__) | {n for n, v in vars(Engine).items() if callable(v) and not n.startswith("_")}
+
+
+def test_incidents_use_only_the_engine_protocol():
+    # the protocol is the whole contract: an incident reaching past it (self.sim.<anything else>) fails here
+    tree = ast.parse((SIM_DIR / "incidents.py").read_text(encoding="utf-8"))
+    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)
+            and n.value.attr == "sim" and isinstance(n.value.value, ast.Name) and n.value.value.id == "self"}  # fmt: skip
+    assert {"at", "commit_member", "publish", "claim"} <= used
+    assert used <= _engine_members(), sorted(used - _engine_members())
+
+
+def test_the_engine_implements_the_protocol(tmp_path):
+    from epochlib.sim import preset
+    from epochlib.sim.engine import Sim
+
+    sim = Sim(preset("demo"), tmp_path)
+    sim.setup()
+    missing = sorted(n for n in _engine_members() if not hasattr(sim, n))
+    sim.truth.close()
+    for log in sim.olog.values():
+        log.close()
+    assert not missing, f"Sim lacks {missing} that incidents rely on"
+    assert sim.incidents.sim is sim
