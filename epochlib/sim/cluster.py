@@ -104,6 +104,23 @@ class Part:
         self._refresh()
         return epoch
 
+    def elect_unclean(self, t: int, new_leader: int) -> int:
+        """Unclean election of the out-of-sync replica ``new_leader``: it becomes the sole ISR member and
+        assigns (epoch+1, its own LEO); the log continues from there. Returns that LEO (the truncation point)."""
+        point = self.frozen.pop(new_leader)
+        self.caches[new_leader].assign(self.epoch + 1, point)
+        self.leader, self.isr = new_leader, [new_leader]
+        self.rebase(t, point)
+        self._refresh()
+        return point
+
+    def collapse_lineage(self) -> None:
+        """Every replica's lineage becomes the current epoch alone, from the log start: a partition with a
+        one-epoch history (the stale-metadata incident starts from one)."""
+        for b in list(self.caches):
+            self.caches[b] = LeaderEpochCache([(self.epoch, self.log_start)])
+        self._refresh()
+
     def truncate_start(self, new_start: int) -> None:
         if new_start <= self.log_start:
             return

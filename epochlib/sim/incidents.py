@@ -205,12 +205,7 @@ class Incidents:
         for r in gone:  # the ISR's disks fail
             p.frozen[r] = leo
             p.offline.add(r)
-        point = p.frozen.pop(osr)
-        epoch = p.epoch + 1
-        p.caches[osr].assign(epoch, point)
-        p.leader, p.isr = osr, [osr]
-        p.rebase(t, point)
-        p._refresh()
+        point = p.elect_unclean(t, osr)
         self.sim.publish(p)
         for g, _m in self.sim.groups_on(p.tp):
             pos = g.pos.get(p.tp)
@@ -270,12 +265,6 @@ class Incidents:
 
     # ------------------------------------------------------------------ stale metadata
 
-    def _single_epoch(self, p: Part) -> None:
-        e = p.epoch
-        for b in list(p.caches):
-            p.caches[b] = LeaderEpochCache([(e, p.log_start)])
-        p._refresh()
-
     def plan_stale_rewind(self, n: int) -> None:
         p = self.sim.claim(lambda p: len(p.replicas) >= 2 and not p.segments, topics=("clicks", "payments", "orders"))
         if p is None:
@@ -283,7 +272,7 @@ class Incidents:
         g, m = self.sim.main_group(p.tp)
         c = self.sim.client_of(m)
         c.version = 12
-        self._single_epoch(p)
+        p.collapse_lineage()
         t = self.sim.slot_time(self.sim.slot(), hi_pad=40 * MIN)
         self.sim.at(t, self.stale_election, p, g, c)
 
