@@ -14,16 +14,8 @@ consequence (including knock-on ones):
   (higher LEO where segments show it, then lower broker id).
 - F4 oracle: every live commit, per (group, topic, partition), epoch below the highest committed before
   (tombstones reset), or -1 after epochs >= 0.
-- L5 oracle (:func:`lineage_change`): every replica's consecutive readable snapshot lineages, each as
-  the broker loads it (:func:`lineage_as_loaded`: a non-monotonic file loses the entries its
-  out-of-order line evicts, a consequence L5 compares with the snapshots before and after it), keyed
-  by topic id, so a re-created topic starts fresh: tail removal = ``lineage_truncated``; an
-  interior entry vanished or moved = ``lineage_rewritten``; a vanished entry is head trimming only when
-  its offsets lie wholly below the new head (by offsets, not epochs: a follower that truncated and caught
-  up from a newer leader also shows only higher epochs).
-- M oracle: every captured response (JSONL and pcap) in capture-time order: M1 per (client, topic id,
-  partition), M2 per (topic id, partition) with the 1 s grace, M3 per (client, topic name): an older
-  topic id, or (without ids) a drop to epoch 0 with a new replica set, once per response and topic.
+- L5 and M oracles, and F2's choice of a round's leader: :mod:`epochlib.sim.oracles`, fed from here
+  (every readable snapshot lineage; every captured response in capture order).
 
 Clean background activity never triggers any of these: clients only take metadata from brokers that
 already serve the latest published state (a stale broker is avoided, as the least-loaded choice would
@@ -37,19 +29,18 @@ import bisect
 import datetime as dt
 import heapq
 import random
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ._codec import COMMIT_V3, need
-from .cluster import Client, Group, LeaderEpochCache, Member, MetaVersion, Part, TopicVersion
+from .cluster import Client, Group, Member, MetaVersion, Part, TopicVersion
 from .incidents import Incidents
+from .oracles import MetadataOracle, leader_rank, lineage_as_loaded, lineage_change
 from .scenario import Scenario
 from .writers import SegmentLog, TruthLog, snapshot_name, write_snapshot_files
 
 MIN = 60_000
 HOUR = 3_600_000
-GRACE_MS = 1000
 INT32_MIN = -(1 << 31)
 RB = 20  # records per data-topic batch
 SEG_RECORDS = 1000  # retention granularity (records per data segment)
@@ -114,10 +105,7 @@ class Sim:
         self.f2_buffer: list[tuple] = []
         self.last_lineage: dict[tuple, tuple[tuple[tuple[int, int], ...], int]] = {}  # -> (entries, LEO)
         self.round_caps: dict[tuple[str, int, str], dict[int, tuple[Any, int]]] = {}
-        self.m_client: dict[tuple, int] = {}
-        self.m_first: dict[tuple, dict[int, int]] = {}
-        self.m_ids: dict[tuple[str, str], list[str]] = {}
-        self.m_name_replicas: dict[tuple, tuple] = {}
+        self.m_oracle = MetadataOracle(self._truth)
         # incident bookkeeping
         self.overlays: dict[tuple[int, int, tuple[str, int]], str] = {}
         self.d1: dict[tuple[tuple[str, int], int], dict] = {}
@@ -580,65 +568,7 @@ class Sim:
         else:
             self.captures.jsonl(t, c.client_id, b, f"broker-{b}.kafka.internal:9092", c.version, resp, style=c.style)
         self.counts["metadata_responses"] += 1
-        self._m_oracle(c, b, t, obs)
-
-    @staticmethod
-    def _leader_rank(p: Part, b: int, cache: Any, leo: int) -> tuple[int, int, int]:
-        """The F2 oracle's leader of a round, as the audit can tell it from the files (``leader_of_round``):
-        the highest epoch, then the higher log end offset — known only where segments were written — then
-        the lower broker id. Not the simulator's actual leader, which the evidence does not show."""
-        latest = cache.latest_epoch
-        return (-1 if latest is None else latest, leo if p.segments else -1, -b)
-
-    def _m_oracle(self, c: Client, b: int, t: int, obs: list) -> None:
-        """M1/M2/M3 by the rule text over every captured response, in capture order."""
-        if c.version < 7:
-            return
-        m3_seen: set[str] = set()
-        recreated: set[str] = set()
-        for name, tid, idx, epoch, replicas in obs:
-            if c.version >= 10:
-                ids = self.m_ids.setdefault((c.client_id, name), [])
-                if ids and tid != ids[-1] and tid in ids:
-                    if name in m3_seen:
-                        continue
-                    m3_seen.add(name)
-                    self._truth("M3", "topic_id_regression", t, f"served topic id {tid} after {ids[-1]}",
-                                topic=name, topic_id=tid, client_id=c.client_id, broker=b, newest_topic_id=ids[-1])
-                    continue
-                if tid not in ids:
-                    ids.append(tid)
-                key = ("id", tid, idx)
-            else:
-                key = ("name", name, idx)
-                prev = self.m_name_replicas.get((c.client_id, key))
-                self.m_name_replicas[(c.client_id, key)] = tuple(sorted(replicas))
-                if prev is not None and epoch == 0 and prev != tuple(sorted(replicas)):
-                    if self.m_client.get((c.client_id, key), -1) > 0 and name not in recreated:
-                        recreated.add(name)  # one finding per (client, response, topic), as the rule
-                        self._truth("M3", "possible_topic_recreation", t, "epoch dropped to 0 with a new replica "
-                                    "set in a response without topic ids", topic=name, client_id=c.client_id,
-                                    broker=b)  # fmt: skip
-                    self.m_client.pop((c.client_id, key), None)  # possible re-creation: new baseline
-                    self.m_first.pop(key, None)
-            ck = (c.client_id, key)
-            mx = self.m_client.get(ck, -1)
-            firsts = self.m_first.setdefault(key, {})
-            if epoch < mx:
-                self._truth("M1", "client_epoch_regression", t, f"served epoch {epoch} after the client saw {mx}",
-                            topic=name, topic_id=tid, partition=idx, client_id=c.client_id, broker=b,
-                            served_epoch=epoch, cached_epoch=mx, staleness_ms=t - firsts.get(mx, t))  # fmt: skip
-            higher = [ts for e, ts in firsts.items() if e > epoch and ts < t - GRACE_MS]
-            if higher:
-                first = min(higher)
-                self._truth("M2", "broker_served_stale", t, f"broker {b} served epoch {epoch} {t - first} ms "
-                            "after a higher epoch was observed", topic=name, topic_id=tid, partition=idx,
-                            client_id=c.client_id, broker=b, served_epoch=epoch,
-                            newest_epoch=max(e for e in firsts if e > epoch), staleness_ms=t - first)  # fmt: skip
-            if epoch > mx:
-                self.m_client[ck] = epoch
-            if epoch not in firsts:
-                firsts[epoch] = t
+        self.m_oracle.observe(c, b, t, obs)
 
     # ------------------------------------------------------------------ elections and retention
 
@@ -801,7 +731,7 @@ class Sim:
             caps = self.round_caps.get((tp[0], tp[1], p.topic_id)) if p else None
             if not caps:
                 continue
-            b = max(caps, key=lambda x: self._leader_rank(p, x, *caps[x]))
+            b = max(caps, key=lambda x: leader_rank(p, x, *caps[x]))
             cache, leo = caps[b]
             ep, end = cache.end_offset_for(e, leo)
             sub = dict(topic=tp[0], topic_id=p.topic_id, partition=tp[1], group_id=group, client_id=cid, offset=o,
@@ -819,65 +749,3 @@ class Sim:
 
     def _truth(self, rule: str, kind: str, t: int, note: str, **subject) -> None:
         self.truth.add(rule, kind, SEV[kind], t, note, **subject)
-
-
-def lineage_as_loaded(written: Iterable[tuple[int, int]], log_start: int | None,
-                      log_end: int | None) -> tuple[tuple[int, int], ...]:  # fmt: skip
-    """The lineage a broker holds after loading the checkpoint entries ``written`` (file order).
-
-    The broker feeds each line to its leader-epoch cache (``LeaderEpochCache.assign``), which drops every
-    earlier entry whose epoch or start offset is at or above the new one's, so a non-monotonic file
-    loads as less than it says: ``[(6, 559000), (0, 594623)]`` loads as ``[(0, 594623)]``. LogLoader
-    then repairs the cache against the log: entries at or past ``log_end`` go, entries below
-    ``log_start`` collapse onto it. A bound is ``None`` when the snapshot does not show it (no segments
-    written: the log end is unknown), as the audit, which reads only the files, cannot apply it either.
-    """
-    cache = LeaderEpochCache(written).repaired(log_end, log_start)
-    return tuple((e.epoch, e.start_offset) for e in cache.entries)
-
-
-def lineage_change(prev: tuple[tuple[int, int], ...], prev_leo: int | None, new: tuple[tuple[int, int], ...],
-                   log_start: int | None = None) -> tuple[list[str], list[tuple[int, int]]]:  # fmt: skip
-    """The L5 oracle for one replica's consecutive lineages: ``(rewrites, truncated entries)``.
-
-    ``prev`` held the offsets up to ``prev_leo``; each entry owns its range up to the next entry's start
-    (the last one up to ``prev_leo``). An old entry missing from ``new`` was trimmed by retention
-    (truncateFromStart) only when its whole range lies below the new head's start (which is the log start
-    after a trim): the epoch number alone proves nothing, since a truncated replica that caught up with a
-    newer leader also has a higher head epoch. A missing entry whose range reaches the new head is tail
-    removal (``lineage_truncated``) when every later old entry is missing too, else an interior entry
-    vanished (``lineage_rewritten``); an epoch's start may only move forward, and only for the head.
-
-    ``log_start`` is the new snapshot's log start, when it shows one. A trim re-inserts the epoch in force
-    at the new log start there, so a lineage whose head starts *above* its log start (a non-monotonic
-    checkpoint as the broker loads it: its out-of-order line evicted every entry before it) was not left
-    so by retention: then only entries a later old entry took over from at or below the log start count
-    as trimmed, and the old last entry, still in force at the log start, was removed from the tail.
-    """
-    if prev == new:
-        return [], []
-    head = new[0][0] if new else None
-    head_start = new[0][1] if new else None
-    uncovered = log_start is not None and head_start is not None and head_start > log_start
-    new_map = dict(new)
-    prev_map = dict(prev)
-    rewritten: list[str] = []
-    truncated: list[tuple[int, int]] = []
-    for i, (e, s) in enumerate(prev):
-        end = prev[i + 1][1] if i + 1 < len(prev) else (prev_leo if prev_leo is not None else s)
-        if e in new_map:
-            if new_map[e] != s and not (e == head and new_map[e] > s):
-                rewritten.append(f"epoch {e} moved from {s} to {new_map[e]}")
-        elif uncovered and i + 1 < len(prev) and end <= log_start:
-            continue  # a later old entry took over at or below the log start: retention trimmed this one
-        elif not uncovered and head_start is not None and end <= head_start:
-            continue  # its whole range lies below the new log start: retention trimmed the head
-        elif all(e2 not in new_map for e2, _ in prev[i:]):
-            truncated.append((e, s))
-        else:
-            rewritten.append(f"interior entry ({e}, {s}) vanished")
-    kept = [e for e, _ in prev if e in new_map]
-    for e, s in new:
-        if e not in prev_map and kept and e < max(kept):
-            rewritten.append(f"entry ({e}, {s}) inserted before kept entries")
-    return rewritten, truncated
