@@ -217,7 +217,7 @@ def test_stale_epoch_batch_is_one_regression_finding(demo):
 
 def test_f2_oracle_breaks_leader_ties_as_the_audit_does():
     from epochlib.lineage import LeaderEpochCache
-    from epochlib.sim.engine import Sim
+    from epochlib.sim.oracles import leader_rank
 
     class P:
         segments = False
@@ -225,9 +225,9 @@ def test_f2_oracle_breaks_leader_ties_as_the_audit_does():
     cache = LeaderEpochCache([(0, 0), (5, 100)])
     older = LeaderEpochCache([(0, 0), (4, 90)])
     caps = {4: (cache, 220), 1: (cache, 200), 2: (older, 300)}  # broker 4 is the simulator's leader
-    assert max(caps, key=lambda b: Sim._leader_rank(P, b, *caps[b])) == 1  # LEO unknown: lower broker id
+    assert max(caps, key=lambda b: leader_rank(P, b, *caps[b])) == 1  # LEO unknown: lower broker id
     P.segments = True
-    assert max(caps, key=lambda b: Sim._leader_rank(P, b, *caps[b])) == 4  # segments show the higher LEO
+    assert max(caps, key=lambda b: leader_rank(P, b, *caps[b])) == 4  # segments show the higher LEO
 
 
 def test_possible_topic_recreation_is_in_the_truth_once_per_response(demo):

@@ -1,4 +1,4 @@
-"""The simulator's L5 oracle (``epochlib.sim.engine.lineage_change``) on plain lineages, and its agreement
+"""The simulator's L5 oracle (``epochlib.sim.oracles.lineage_change``) on plain lineages, and its agreement
 with the audit's rule (``check_lineage_history``) on the same snapshots.
 
 The first case is accuracy-3's ``orders``-3 on broker 2: the follower that kept its divergent suffix
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from epochlib.rules import ReplicaSnapshot, check_lineage_history
-from epochlib.sim.engine import lineage_as_loaded, lineage_change
+from epochlib.sim.oracles import lineage_as_loaded, lineage_change
 
 DIVERGENT = ((6, 72000), (7, 103095))  # broker 2 at 08:00:03, LEO 121507, log start 72000
 CAUGHT_UP = ((8, 98000),)  # broker 2 at 10:00:13, log start 98000 (LEO 162713)

@@ -1,5 +1,5 @@
 """The cluster model: partitions with per-replica leader-epoch caches, metadata versions per broker,
-consumer groups. Pure state and small rules; the event loop lives in :mod:`epochlib.sim.engine`.
+consumer groups, metadata clients. Pure state and small rules; the event loop lives in :mod:`epochlib.sim.engine`.
 
 A partition's log grows linearly at ``rate`` records/ms from (``t_base``, ``leo_base``); it is never
 materialised. Replicas in sync follow the leader's LEO; a *frozen* replica keeps its own LEO (out of
@@ -104,6 +104,23 @@ class Part:
         self._refresh()
         return epoch
 
+    def elect_unclean(self, t: int, new_leader: int) -> int:
+        """Unclean election of the out-of-sync replica ``new_leader``: it becomes the sole ISR member and
+        assigns (epoch+1, its own LEO); the log continues from there. Returns that LEO (the truncation point)."""
+        point = self.frozen.pop(new_leader)
+        self.caches[new_leader].assign(self.epoch + 1, point)
+        self.leader, self.isr = new_leader, [new_leader]
+        self.rebase(t, point)
+        self._refresh()
+        return point
+
+    def collapse_lineage(self) -> None:
+        """Every replica's lineage becomes the current epoch alone, from the log start: a partition with a
+        one-epoch history (the stale-metadata incident starts from one)."""
+        for b in list(self.caches):
+            self.caches[b] = LeaderEpochCache([(self.epoch, self.log_start)])
+        self._refresh()
+
     def truncate_start(self, new_start: int) -> None:
         if new_start <= self.log_start:
             return
@@ -114,6 +131,24 @@ class Part:
 
     def view(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         return (self.leader, self.epoch, tuple(self.replicas), tuple(self.isr), tuple(sorted(self.offline)))
+
+
+class Client:
+    """A metadata client (consumer member, producer, scripted tool): what it asks for and how it is captured."""
+
+    __slots__ = ("client_id", "topics", "version", "ip", "port", "style", "corr", "scripted", "group")
+
+    def __init__(self, client_id: str, topics: list[str], version: int, ip: str, port: int, style: str,
+                 group: str | None = None) -> None:  # fmt: skip
+        self.client_id = client_id
+        self.topics = topics
+        self.version = version  # MetadataResponse version it speaks
+        self.ip = ip
+        self.port = port
+        self.style = style  # "a" | "b" (JSONL spellings) | "pcap"
+        self.corr = 0
+        self.scripted = False
+        self.group = group
 
 
 @dataclass

@@ -14,16 +14,8 @@ consequence (including knock-on ones):
   (higher LEO where segments show it, then lower broker id).
 - F4 oracle: every live commit, per (group, topic, partition), epoch below the highest committed before
   (tombstones reset), or -1 after epochs >= 0.
-- L5 oracle (:func:`lineage_change`): every replica's consecutive readable snapshot lineages, each as
-  the broker loads it (:func:`lineage_as_loaded`: a non-monotonic file loses the entries its
-  out-of-order line evicts, a consequence L5 compares with the snapshots before and after it), keyed
-  by topic id, so a re-created topic starts fresh: tail removal = ``lineage_truncated``; an
-  interior entry vanished or moved = ``lineage_rewritten``; a vanished entry is head trimming only when
-  its offsets lie wholly below the new head (by offsets, not epochs: a follower that truncated and caught
-  up from a newer leader also shows only higher epochs).
-- M oracle: every captured response (JSONL and pcap) in capture-time order: M1 per (client, topic id,
-  partition), M2 per (topic id, partition) with the 1 s grace, M3 per (client, topic name): an older
-  topic id, or (without ids) a drop to epoch 0 with a new replica set, once per response and topic.
+- L5 and M oracles, and F2's choice of a round's leader: :mod:`epochlib.sim.oracles`, fed from here
+  (every readable snapshot lineage; every captured response in capture order).
 
 Clean background activity never triggers any of these: clients only take metadata from brokers that
 already serve the latest published state (a stale broker is avoided, as the least-loaded choice would
@@ -37,19 +29,18 @@ import bisect
 import datetime as dt
 import heapq
 import random
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ._codec import COMMIT_V3, need
-from .cluster import Group, LeaderEpochCache, Member, MetaVersion, Part, TopicVersion
+from .cluster import Client, Group, Member, MetaVersion, Part, TopicVersion
 from .incidents import Incidents
+from .oracles import MetadataOracle, leader_rank, lineage_as_loaded, lineage_change
 from .scenario import Scenario
 from .writers import SegmentLog, TruthLog, snapshot_name, write_snapshot_files
 
 MIN = 60_000
 HOUR = 3_600_000
-GRACE_MS = 1000
 INT32_MIN = -(1 << 31)
 RB = 20  # records per data-topic batch
 SEG_RECORDS = 1000  # retention granularity (records per data segment)
@@ -57,23 +48,13 @@ SEG_RECORDS = 1000  # retention granularity (records per data segment)
 SEV = need("rules", "SEVERITY").SEVERITY  # kind -> severity: the rules' own table, so truth and audit agree
 
 
-class Client:
-    __slots__ = ("client_id", "topics", "version", "ip", "port", "style", "corr", "scripted", "group")
+class Sim:
+    """One simulation: the cluster state, the background workload, the writers and the oracles.
 
-    def __init__(self, client_id: str, topics: list[str], version: int, ip: str, port: int, style: str,
-                 group: str | None = None) -> None:  # fmt: skip
-        self.client_id = client_id
-        self.topics = topics
-        self.version = version
-        self.ip = ip
-        self.port = port
-        self.style = style  # "a" | "b" (JSONL spellings) | "pcap"
-        self.corr = 0
-        self.scripted = False
-        self.group = group
+    The injected incidents act on it through :class:`epochlib.sim.incidents.Incidents` (``self.incidents``),
+    which sees only the narrow API of :class:`epochlib.sim.incidents.Engine`.
+    """
 
-
-class Sim(Incidents):
     def __init__(self, sc: Scenario, out: Path) -> None:
         self.sc = sc
         self.out = Path(out)
@@ -124,10 +105,7 @@ class Sim(Incidents):
         self.f2_buffer: list[tuple] = []
         self.last_lineage: dict[tuple, tuple[tuple[tuple[int, int], ...], int]] = {}  # -> (entries, LEO)
         self.round_caps: dict[tuple[str, int, str], dict[int, tuple[Any, int]]] = {}
-        self.m_client: dict[tuple, int] = {}
-        self.m_first: dict[tuple, dict[int, int]] = {}
-        self.m_ids: dict[tuple[str, str], list[str]] = {}
-        self.m_name_replicas: dict[tuple, tuple] = {}
+        self.m_oracle = MetadataOracle(self._truth)
         # incident bookkeeping
         self.overlays: dict[tuple[int, int, tuple[str, int]], str] = {}
         self.d1: dict[tuple[tuple[str, int], int], dict] = {}
@@ -136,6 +114,7 @@ class Sim(Incidents):
         self.counts = {"commits": 0, "commit_batches": 0, "tombstones": 0, "group_metadata": 0, "txn_markers": 0,
                        "metadata_responses": 0, "snapshots": 0, "snapshot_files": 0, "data_batches": 0}  # fmt: skip
         self.srng = random.Random(f"{sc.seed}:jitter")  # per-event jitter, separate from planning draws
+        self.incidents = Incidents(self)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -171,7 +150,7 @@ class Sim(Incidents):
             out.append((e, s))
         return out
 
-    def _make_topic(self, name: str, n: int, t: int, consumed: bool, *, fresh: bool = False,
+    def make_topic(self, name: str, n: int, t: int, consumed: bool, *, fresh: bool = False,
                     avoid: list[list[int]] | None = None) -> list[Part]:  # fmt: skip
         tid = self._topic_id()
         parts = []
@@ -198,7 +177,7 @@ class Sim(Incidents):
         self.topic_versions.setdefault(name, []).append(TopicVersion(t, {b: 0 for b in self.brokers}, parts, tid))
         return parts
 
-    def _group(self, name: str, topics: list[str], *, members: int | None = None, **kw) -> Group:
+    def new_group(self, name: str, topics: list[str], *, members: int | None = None, **kw) -> Group:
         tps = [(tp.topic, tp.index) for t in topics for tp in self.topic_parts[t]]
         nm = members or self.rng.randint(1, 2)
         nm = max(1, min(nm, len(tps)))
@@ -216,29 +195,29 @@ class Sim(Incidents):
         sc, t = self.sc, self.t0
         n = sc.partitions
         small = max(2, n // 2)
-        self._make_topic("orders", n, t, True)
-        self._make_topic("clicks", n, t, True)
-        self._make_topic("payments", n, t, True)
-        self._make_topic("reports", small, t, True)
-        self._make_topic("inventory", small, t, True)
-        self._make_topic("shipments", small, t, True)
+        self.make_topic("orders", n, t, True)
+        self.make_topic("clicks", n, t, True)
+        self.make_topic("payments", n, t, True)
+        self.make_topic("reports", small, t, True)
+        self.make_topic("inventory", small, t, True)
+        self.make_topic("shipments", small, t, True)
         a = sc.anomalies
         lineage_incidents = (a.stale_epoch_batches + a.unknown_epoch_batches + a.corrupt_checkpoints
                              + a.non_monotonic_checkpoints + a.lineage_rewrites + a.replica_conflicts)
-        self._make_topic("audit-trail", max(n, lineage_incidents + 1), t, False)  # no consumers: lineage incidents
+        self.make_topic("audit-trail", max(n, lineage_incidents + 1), t, False)  # no consumers: lineage incidents
         for i in range(sc.bulk_topics):
-            self._make_topic(f"bulk-{i:02d}", n, t, True)
-        self._group("orders-processor", ["orders"])
-        self._group("orders-audit", ["orders"], on_truncation="seek_beginning")
-        self._group("clicks-sessionizer", ["clicks"])
-        self._group("clicks-archiver", ["clicks"])
-        self._group("payments-ledger", ["payments"])
-        self._group("payments-eos", ["payments"], producer_id=self.rng.randint(1000, 90000), members=1)
-        self._group("legacy-billing", ["payments"], epochs=False, members=1)
-        self._group("inventory-sync", ["inventory"])
+            self.make_topic(f"bulk-{i:02d}", n, t, True)
+        self.new_group("orders-processor", ["orders"])
+        self.new_group("orders-audit", ["orders"], on_truncation="seek_beginning")
+        self.new_group("clicks-sessionizer", ["clicks"])
+        self.new_group("clicks-archiver", ["clicks"])
+        self.new_group("payments-ledger", ["payments"])
+        self.new_group("payments-eos", ["payments"], producer_id=self.rng.randint(1000, 90000), members=1)
+        self.new_group("legacy-billing", ["payments"], epochs=False, members=1)
+        self.new_group("inventory-sync", ["inventory"])
         for i in range(sc.bulk_topics):
             for j in range(sc.bulk_groups_per_topic):
-                self._group(f"bulk-{i:02d}-app-{j}", [f"bulk-{i:02d}"], members=self.rng.randint(1, 3))
+                self.new_group(f"bulk-{i:02d}-app-{j}", [f"bulk-{i:02d}"], members=self.rng.randint(1, 3))
         # offsets partitions: a leader broker and leader epoch each
         for p in range(sc.offsets_partitions):
             b = self.rng.choice(self.brokers)
@@ -265,15 +244,15 @@ class Sim(Incidents):
         n = 0
         for g in self.groups.values():
             for m in g.members:
-                self.clients.append(self._client(m.client_id, list(g.topics), n, g.name))
+                self.clients.append(self.new_client(m.client_id, list(g.topics), n, g.name))
                 n += 1
         names = [t for t in self.topic_parts if not t.startswith("bulk-")]
         for i in range(sc.extra_metadata_clients):
             topics = self.rng.sample(names, self.rng.randint(1, 3))
-            self.clients.append(self._client(f"producer-{i + 1}", topics, n))
+            self.clients.append(self.new_client(f"producer-{i + 1}", topics, n))
             n += 1
 
-    def _client(self, cid: str, topics: list[str], n: int, group: str | None = None) -> Client:
+    def new_client(self, cid: str, topics: list[str], n: int, group: str | None = None) -> Client:
         # mostly v12 (topic ids), every 6th client v9 (epochs, no ids), every 9th an old v1/v5 (no epochs)
         version = 9 if n % 6 == 3 else self.rng.choice([1, 5]) if n % 9 == 5 else 12
         style = "pcap" if self.rng.random() < self.sc.pcap_fraction else self.rng.choice("ab")
@@ -292,49 +271,12 @@ class Sim(Incidents):
             g.interval = int(interval * self.rng.uniform(0.9, 1.1))
         # incidents (before the first events so they can claim partitions and groups)
         self.slot_use: dict[int, int] = {}
-        for _ in range(a.unclean_elections):
-            self.plan_unclean(d1=_ < a.unresolved_divergence)
-        for i in range(a.stale_metadata_rewinds):
-            self.plan_stale_rewind(i)
-        for _ in range(a.stale_broker_only):
-            self.plan_stale_broker_only()
-        for i in range(a.topic_recreations):
-            self.plan_recreation(with_m3=i < a.topic_id_regressions)
-        for _ in range(a.spurious_rewinds):
-            self.plan_commit_incident("spurious_rewind")
-        for _ in range(a.spurious_skips):
-            self.plan_commit_incident("spurious_skip")
-        for _ in range(a.stale_epoch_commits):
-            self.plan_commit_incident("stale_epoch_commit")
-        for _ in range(a.epoch_regressions):
-            self.plan_commit_incident("epoch_regression")
-        for _ in range(a.epoch_drops):
-            self.plan_commit_incident("epoch_drop")
-        for i in range(a.unknown_epoch_commits):
-            self.plan_unknown_epoch_commits(i)
-        for i in range(a.retention_resets):
-            self.plan_retention_reset(i)
-        for i in range(a.operator_resets):
-            self.plan_operator_reset(i)
-        for _ in range(a.aborted_txns):
-            self.plan_aborted_txn()
-        for _ in range(a.stale_epoch_batches):
-            self.plan_batch_overlay("stale")
-        for _ in range(a.unknown_epoch_batches):
-            self.plan_batch_overlay("unknown")
-        for _ in range(a.corrupt_checkpoints):
-            self.plan_checkpoint_overlay("corrupt")
-        for _ in range(a.non_monotonic_checkpoints):
-            self.plan_checkpoint_overlay("non_monotonic")
-        for _ in range(a.lineage_rewrites):
-            self.plan_lineage_rewrite()
-        for _ in range(a.replica_conflicts):
-            self.plan_replica_conflict()
+        self.incidents.plan(a)
         for _ in range(sc.clean_elections):
-            p = self._claim(lambda p: True, claim=False)
+            p = self.claim(lambda p: True, claim=False)
             if p is not None:
-                self.at(self._slot_time(self.rng.randrange(len(self.bounds) - 1)), self.clean_election, p)
-        self.plan_console_group()
+                self.at(self.slot_time(self.rng.randrange(len(self.bounds) - 1)), self.clean_election, p)
+        self.incidents.plan_console_group()
         # group metadata at start, commit ticks, rebalances
         for g in self.groups.values():
             if g.dedicated and not g.active:
@@ -356,7 +298,7 @@ class Sim(Incidents):
             self.at(r + 30_000, self.round_end, k)
             self.at(r + 2 * MIN, self.retention)
 
-    def _slot(self, need_after: int = 0, first: int = 0) -> int:
+    def slot(self, need_after: int = 0, first: int = 0) -> int:
         """An interval index (between bounds[i] and bounds[i+1]) with room, least used first."""
         last = len(self.bounds) - 2 - need_after
         cands = list(range(min(first, last), last + 1)) or [0]
@@ -366,11 +308,11 @@ class Sim(Incidents):
         self.slot_use[i] = self.slot_use.get(i, 0) + 1
         return i
 
-    def _slot_time(self, i: int, lo_pad: int = 20 * MIN, hi_pad: int = 25 * MIN) -> int:
+    def slot_time(self, i: int, lo_pad: int = 20 * MIN, hi_pad: int = 25 * MIN) -> int:
         lo, hi = self.bounds[i] + lo_pad, self.bounds[i + 1] - hi_pad
         return self.rng.randrange(lo, max(lo + 1, hi))
 
-    def _claim(self, pred, claim: bool = True, topics: tuple[str, ...] | None = None) -> Part | None:
+    def claim(self, pred, claim: bool = True, topics: tuple[str, ...] | None = None) -> Part | None:
         pool = [p for p in self._all_parts() if not p.claimed and pred(p) and (topics is None or p.topic in topics)]
         if not pool:
             return None
@@ -378,7 +320,7 @@ class Sim(Incidents):
         p.claimed = p.claimed or claim
         return p
 
-    def _groups_on(self, tp: tuple[str, int]) -> list[tuple[Group, Member]]:
+    def groups_on(self, tp: tuple[str, int]) -> list[tuple[Group, Member]]:
         out = []
         for g in self.groups.values():
             for m in g.members:
@@ -386,13 +328,13 @@ class Sim(Incidents):
                     out.append((g, m))
         return out
 
-    def _main_group(self, tp: tuple[str, int]) -> tuple[Group, Member]:
-        for g, m in self._groups_on(tp):
+    def main_group(self, tp: tuple[str, int]) -> tuple[Group, Member]:
+        for g, m in self.groups_on(tp):
             if g.epochs and g.producer_id < 0 and g.on_truncation == "reset_to_end" and not g.dedicated:
                 return g, m
         raise RuntimeError(f"no background group consumes {tp}")
 
-    def _client_of(self, member: Member) -> Client:
+    def client_of(self, member: Member) -> Client:
         return next(c for c in self.clients if c.client_id == member.client_id)
 
     # ------------------------------------------------------------------ commits
@@ -626,65 +568,7 @@ class Sim(Incidents):
         else:
             self.captures.jsonl(t, c.client_id, b, f"broker-{b}.kafka.internal:9092", c.version, resp, style=c.style)
         self.counts["metadata_responses"] += 1
-        self._m_oracle(c, b, t, obs)
-
-    @staticmethod
-    def _leader_rank(p: Part, b: int, cache: Any, leo: int) -> tuple[int, int, int]:
-        """The F2 oracle's leader of a round, as the audit can tell it from the files (``leader_of_round``):
-        the highest epoch, then the higher log end offset — known only where segments were written — then
-        the lower broker id. Not the simulator's actual leader, which the evidence does not show."""
-        latest = cache.latest_epoch
-        return (-1 if latest is None else latest, leo if p.segments else -1, -b)
-
-    def _m_oracle(self, c: Client, b: int, t: int, obs: list) -> None:
-        """M1/M2/M3 by the rule text over every captured response, in capture order."""
-        if c.version < 7:
-            return
-        m3_seen: set[str] = set()
-        recreated: set[str] = set()
-        for name, tid, idx, epoch, replicas in obs:
-            if c.version >= 10:
-                ids = self.m_ids.setdefault((c.client_id, name), [])
-                if ids and tid != ids[-1] and tid in ids:
-                    if name in m3_seen:
-                        continue
-                    m3_seen.add(name)
-                    self._truth("M3", "topic_id_regression", t, f"served topic id {tid} after {ids[-1]}",
-                                topic=name, topic_id=tid, client_id=c.client_id, broker=b, newest_topic_id=ids[-1])
-                    continue
-                if tid not in ids:
-                    ids.append(tid)
-                key = ("id", tid, idx)
-            else:
-                key = ("name", name, idx)
-                prev = self.m_name_replicas.get((c.client_id, key))
-                self.m_name_replicas[(c.client_id, key)] = tuple(sorted(replicas))
-                if prev is not None and epoch == 0 and prev != tuple(sorted(replicas)):
-                    if self.m_client.get((c.client_id, key), -1) > 0 and name not in recreated:
-                        recreated.add(name)  # one finding per (client, response, topic), as the rule
-                        self._truth("M3", "possible_topic_recreation", t, "epoch dropped to 0 with a new replica "
-                                    "set in a response without topic ids", topic=name, client_id=c.client_id,
-                                    broker=b)  # fmt: skip
-                    self.m_client.pop((c.client_id, key), None)  # possible re-creation: new baseline
-                    self.m_first.pop(key, None)
-            ck = (c.client_id, key)
-            mx = self.m_client.get(ck, -1)
-            firsts = self.m_first.setdefault(key, {})
-            if epoch < mx:
-                self._truth("M1", "client_epoch_regression", t, f"served epoch {epoch} after the client saw {mx}",
-                            topic=name, topic_id=tid, partition=idx, client_id=c.client_id, broker=b,
-                            served_epoch=epoch, cached_epoch=mx, staleness_ms=t - firsts.get(mx, t))  # fmt: skip
-            higher = [ts for e, ts in firsts.items() if e > epoch and ts < t - GRACE_MS]
-            if higher:
-                first = min(higher)
-                self._truth("M2", "broker_served_stale", t, f"broker {b} served epoch {epoch} {t - first} ms "
-                            "after a higher epoch was observed", topic=name, topic_id=tid, partition=idx,
-                            client_id=c.client_id, broker=b, served_epoch=epoch,
-                            newest_epoch=max(e for e in firsts if e > epoch), staleness_ms=t - first)  # fmt: skip
-            if epoch > mx:
-                self.m_client[ck] = epoch
-            if epoch not in firsts:
-                firsts[epoch] = t
+        self.m_oracle.observe(c, b, t, obs)
 
     # ------------------------------------------------------------------ elections and retention
 
@@ -758,7 +642,7 @@ class Sim(Incidents):
                                 topic=p.topic, topic_id=p.topic_id, partition=p.index, broker=b,
                                 leader_broker=p.leader, truncation_point=d1["point"], log_end_offset=leo,
                                 records_affected=leo - d1["point"])  # fmt: skip
-                    self.at(t + 5 * MIN, self.resolve_divergence, p, b, d1["point"])
+                    self.at(t + 5 * MIN, self.incidents.resolve_divergence, p, b, d1["point"])
             pend = self.pending.pop(("D2", p.tp, b), None)
             if pend is not None:
                 self._truth("D2", "replica_lineage_conflict", t, pend["note"], topic=p.topic, topic_id=p.topic_id,
@@ -847,7 +731,7 @@ class Sim(Incidents):
             caps = self.round_caps.get((tp[0], tp[1], p.topic_id)) if p else None
             if not caps:
                 continue
-            b = max(caps, key=lambda x: self._leader_rank(p, x, *caps[x]))
+            b = max(caps, key=lambda x: leader_rank(p, x, *caps[x]))
             cache, leo = caps[b]
             ep, end = cache.end_offset_for(e, leo)
             sub = dict(topic=tp[0], topic_id=p.topic_id, partition=tp[1], group_id=group, client_id=cid, offset=o,
@@ -865,65 +749,3 @@ class Sim(Incidents):
 
     def _truth(self, rule: str, kind: str, t: int, note: str, **subject) -> None:
         self.truth.add(rule, kind, SEV[kind], t, note, **subject)
-
-
-def lineage_as_loaded(written: Iterable[tuple[int, int]], log_start: int | None,
-                      log_end: int | None) -> tuple[tuple[int, int], ...]:  # fmt: skip
-    """The lineage a broker holds after loading the checkpoint entries ``written`` (file order).
-
-    The broker feeds each line to its leader-epoch cache (``LeaderEpochCache.assign``), which drops every
-    earlier entry whose epoch or start offset is at or above the new one's, so a non-monotonic file
-    loads as less than it says: ``[(6, 559000), (0, 594623)]`` loads as ``[(0, 594623)]``. LogLoader
-    then repairs the cache against the log: entries at or past ``log_end`` go, entries below
-    ``log_start`` collapse onto it. A bound is ``None`` when the snapshot does not show it (no segments
-    written: the log end is unknown), as the audit, which reads only the files, cannot apply it either.
-    """
-    cache = LeaderEpochCache(written).repaired(log_end, log_start)
-    return tuple((e.epoch, e.start_offset) for e in cache.entries)
-
-
-def lineage_change(prev: tuple[tuple[int, int], ...], prev_leo: int | None, new: tuple[tuple[int, int], ...],
-                   log_start: int | None = None) -> tuple[list[str], list[tuple[int, int]]]:  # fmt: skip
-    """The L5 oracle for one replica's consecutive lineages: ``(rewrites, truncated entries)``.
-
-    ``prev`` held the offsets up to ``prev_leo``; each entry owns its range up to the next entry's start
-    (the last one up to ``prev_leo``). An old entry missing from ``new`` was trimmed by retention
-    (truncateFromStart) only when its whole range lies below the new head's start (which is the log start
-    after a trim): the epoch number alone proves nothing, since a truncated replica that caught up with a
-    newer leader also has a higher head epoch. A missing entry whose range reaches the new head is tail
-    removal (``lineage_truncated``) when every later old entry is missing too, else an interior entry
-    vanished (``lineage_rewritten``); an epoch's start may only move forward, and only for the head.
-
-    ``log_start`` is the new snapshot's log start, when it shows one. A trim re-inserts the epoch in force
-    at the new log start there, so a lineage whose head starts *above* its log start (a non-monotonic
-    checkpoint as the broker loads it: its out-of-order line evicted every entry before it) was not left
-    so by retention: then only entries a later old entry took over from at or below the log start count
-    as trimmed, and the old last entry, still in force at the log start, was removed from the tail.
-    """
-    if prev == new:
-        return [], []
-    head = new[0][0] if new else None
-    head_start = new[0][1] if new else None
-    uncovered = log_start is not None and head_start is not None and head_start > log_start
-    new_map = dict(new)
-    prev_map = dict(prev)
-    rewritten: list[str] = []
-    truncated: list[tuple[int, int]] = []
-    for i, (e, s) in enumerate(prev):
-        end = prev[i + 1][1] if i + 1 < len(prev) else (prev_leo if prev_leo is not None else s)
-        if e in new_map:
-            if new_map[e] != s and not (e == head and new_map[e] > s):
-                rewritten.append(f"epoch {e} moved from {s} to {new_map[e]}")
-        elif uncovered and i + 1 < len(prev) and end <= log_start:
-            continue  # a later old entry took over at or below the log start: retention trimmed this one
-        elif not uncovered and head_start is not None and end <= head_start:
-            continue  # its whole range lies below the new log start: retention trimmed the head
-        elif all(e2 not in new_map for e2, _ in prev[i:]):
-            truncated.append((e, s))
-        else:
-            rewritten.append(f"interior entry ({e}, {s}) vanished")
-    kept = [e for e, _ in prev if e in new_map]
-    for e, s in new:
-        if e not in prev_map and kept and e < max(kept):
-            rewritten.append(f"entry ({e}, {s}) inserted before kept entries")
-    return rewritten, truncated
