@@ -372,8 +372,17 @@ def replay(entries: Iterable[MetadataEntry | MetadataError | tuple[str, Metadata
     return r.finish()
 
 
-def _content(e: MetadataEntry) -> tuple:
-    return (e.timestamp, e.raft_epoch, e.record, e.control)
+def _same(a: MetadataEntry, b: MetadataEntry) -> bool:
+    """Same record at the same offset? Time, Raft epoch and content; a control record whose
+    fields one copy lacks (a dump prints only ``controlType: LEADER_CHANGE(2)``) compares by type."""
+    if (a.timestamp, a.raft_epoch, a.record) != (b.timestamp, b.raft_epoch, b.record):
+        return False
+    ca, cb = a.control, b.control
+    if ca is None or cb is None:
+        return ca is cb
+    if ca.data is None or cb.data is None:
+        return ca.control_type == cb.control_type
+    return ca == cb
 
 
 @dataclass
@@ -403,7 +412,7 @@ def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) 
             have = by_offset.get(e.offset)
             if have is None:
                 by_offset[e.offset] = (src, e)
-            elif _content(have[1]) != _content(e):
+            elif not _same(have[1], e):
                 conflicts.append(Conflict(e.offset, have[0], have[1], src, e))
     return MergeResult([by_offset[o] for o in sorted(by_offset)], conflicts, errors)
 
