@@ -232,7 +232,8 @@ def test_each_snapshot_equals_the_replay_of_the_log_up_to_its_offset(real_data: 
     assert len(from_snap.partitions) == parts
     assert compare_images(from_snap, from_log) == []
     # and a replay started from the snapshot ends where the whole log ends
-    assert compare_images(replay(entries[which], snapshot=snap), replay(entries[which])) == []
+    started = replay(entries[which], snapshot=snap)
+    assert compare_images(started, replay(entries[which])) == [] and not started.issues
     if name.startswith("00000000000000024828"):
         oc = [s for (t, _), s in from_snap.partitions.items() if t == "q78Hxe0QSZyFQ2Zdyc-gIA"]
         assert {(s.leader_epoch, s.partition_epoch) for s in oc} == {(6, 6)}

@@ -175,6 +175,7 @@ class Replayer:
         self._unit_key: tuple | None = None
         self._txn: list[tuple[MetadataEntry, str]] | None = None
         self._txn_unit = 0
+        self._snapshot_end: int | None = None
 
     # -- input
     def load_snapshot(self, snap: Snapshot, source: str = "") -> None:
@@ -188,6 +189,7 @@ class Replayer:
             self._apply(e2, source, self._unit, from_snapshot=True)
         if snap.end_offset is not None:
             self.last_offset = snap.end_offset - 1
+            self._snapshot_end = snap.end_offset
 
     def feed(self, item: MetadataEntry | MetadataError, source: str = "") -> None:
         """Apply one log entry (errors become issues; offsets must increase)."""
@@ -196,10 +198,11 @@ class Replayer:
                                            item.position))
             return
         e = item
+        if self._snapshot_end is not None and e.offset < self._snapshot_end:
+            return  # already in the snapshot's image
         if self.last_offset is not None and e.offset <= self.last_offset:
-            if self.rows or self.partitions or self.topics:  # not a snapshot overlap at the start
-                self.issues.append(ReplayIssue(e.offset, f"offset {e.offset} not after {self.last_offset}: skipped",
-                                               source, e.position))
+            self.issues.append(ReplayIssue(e.offset, f"offset {e.offset} not after {self.last_offset}: skipped",
+                                           source, e.position))
             return
         self.last_offset = e.offset
         key = (source, e.position)
