@@ -15,6 +15,7 @@ from epochlib.kraft.codec import (
     MetadataError,
     encode_control_record_batch,
     encode_metadata_batch,
+    encode_record_value,
     iter_metadata_log,
 )
 from epochlib.kraft.replay import merge_copies, replay
@@ -255,13 +256,18 @@ def _segment() -> bytes:
         log.batch((NOOP, 0, {}))
         log.batch(pcr(T1, i % 2, version=i % 3, leader=i))
     log.batch(pcr(T1, 0, isr=[1, 2]), b"\x01\x63\x00\xaa", (NOOP, 1, {}))  # api key 99: unknown; NoOp "v1"
+    log.batch(pcr(T1, 1, version=1, replicas=[1, 2, 4], adding_replicas=[4], removing_replicas=[3],
+                  directories=[T1, T2, T1]),
+              pcr(T1, 0, version=2, leader=2, isr=[], eligible_leader_replicas=[2, 3], last_known_elr=[1],
+                  leader_recovery_state=1),
+              pcr(T1, 0, version=2, isr=None, replicas=[]), pcr(T1, 1, version=0, leader_recovery_state=0))
     return log.bytes
 
 
 _SEG = _segment()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, len(_SEG) - 1), st.integers(0, 255)), max_size=4), st.integers(0, len(_SEG)))
 def test_arrow_equals_reference_on_mutated_and_truncated_segments(edits, cut) -> None:
     b = bytearray(_SEG[:cut] if cut > len(_SEG) // 2 else _SEG)
@@ -276,10 +282,58 @@ def test_arrow_on_the_clean_segment_takes_every_kind() -> None:
     rows = arrow.metadata_records_arrow(_SEG).to_pylist()
     assert rows == arrow.metadata_records_rows(_SEG)
     kinds = {(r["record_type"], r["version"]) for r in rows}
-    assert {("NoOpRecord", 0), ("PartitionChangeRecord", 0), ("PartitionChangeRecord", 2), ("Unknown", 0),
+    assert {("NoOpRecord", 0), ("PartitionChangeRecord", 0), ("PartitionChangeRecord", 1),
+            ("PartitionChangeRecord", 2), ("Unknown", 0),
             ("LeaderChangeMessage", None)} <= kinds
 
 
 @pytest.mark.parametrize("n", [0, 1, 17, 100])
 def test_arrow_on_prefixes(n: int) -> None:
     assert arrow.metadata_records_arrow(_SEG[:n]).to_pylist() == arrow.metadata_records_rows(_SEG[:n])
+
+
+_PCR_VALUES = [
+    encode_record_value(*pcr(T1, 1, version=1, replicas=[1, 2, 4], adding_replicas=[4], directories=[T1, T2])),
+    encode_record_value(*pcr(T1, 0, version=2, leader=2, isr=[], eligible_leader_replicas=[2, 3], last_known_elr=[1],
+                             leader_recovery_state=1)),
+    encode_record_value(*pcr(T1, 0, version=0, isr=[1, 2, 3], removing_replicas=[3])),
+]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_PCR_VALUES), st.lists(st.tuples(st.integers(0, 120), st.integers(0, 255)), max_size=3),
+       st.integers(0, 3))
+def test_arrow_partition_change_shapes_equal_reference_when_mutated(value: bytes, edits, chop) -> None:
+    """The Arrow path reads PartitionChangeRecords itself: every mutated shape must read as the schema does."""
+    b = bytearray(value[: len(value) - chop])
+    for i, v in edits:
+        b[i % len(b)] = v
+    seg = encode_metadata_batch([bytes(b)], base_offset=0, raft_epoch=1, timestamp=1)
+    assert arrow.metadata_records_arrow(seg).to_pylist() == arrow.metadata_records_rows(seg)
+
+
+def _tagged(version: int, tags: list[tuple[int, bytes]]) -> bytes:
+    body = b"".join(w.write_uvarint(t) + w.write_uvarint(len(p)) + p for t, p in tags)
+    return b"\x01\x05" + bytes([version]) + w.write_int32(0) + bytes(range(1, 17)) + w.write_uvarint(len(tags)) + body
+
+
+I32S = b"\x03" + w.write_int32(1) + w.write_int32(2)  # compact array [1, 2]
+
+
+@pytest.mark.parametrize("value", [
+    _tagged(2, [(1, w.write_int32(2)), (5, b"\xfd")]),  # a negative recovery state
+    _tagged(0, [(0, I32S + b"\x00")]),  # list shorter than its tag
+    _tagged(0, [(0, b"\x00")]),  # null ISR
+    _tagged(0, [(9, b"\x01")]),  # unknown tag: kept in _unknown_tags
+    _tagged(0, [(8, b"\x01")]),  # Directories before v1: unknown there
+    _tagged(1, [(8, b"\x02" + bytes(16))]),
+    _tagged(1, [(6, I32S)]),  # ELR before v2: unknown there
+    _tagged(2, [(6, I32S), (7, b"\x01")]),
+    _tagged(0, [(2, I32S), (0, I32S)]),  # out of order
+    _tagged(0, [(1, b"\x00\x01")]),  # Leader of 2 bytes
+    _tagged(0, [(0, b"\x83\x80\x80\x80\x80\x00")]),  # over-long varint
+    _tagged(0, [(1, w.write_int32(3))]) + b"\x00",  # trailing byte
+], ids=range(12))
+def test_arrow_partition_change_edge_shapes_equal_reference(value: bytes) -> None:
+    seg = encode_metadata_batch([value], base_offset=0, raft_epoch=1, timestamp=1)
+    assert arrow.metadata_records_arrow(seg).to_pylist() == arrow.metadata_records_rows(seg)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._wire import Buffer
+from .._wire import Buffer, uuid_to_str
 from ..errors import DecodeError
 from ..records import BadBatch, batches_arrow, iter_batches
 from .codec import decode_control_value, decode_record_value
@@ -191,7 +192,8 @@ def metadata_records_arrow(buf: Buffer, *, base_position: int = 0) -> pa.RecordB
         vlist = values.take(pa.array(slow)).to_pylist()
         ctypes = recs.column("control_type").take(pa.array(slow)).to_pylist()
         for i, v, ct in zip(slow, vlist, ctypes, strict=True):
-            ref.append(_reference_row(int(rpos[i]), 0, 0, 0, bool(is_control[i]), ct, v))
+            row = _pcr_row(v) if head[i] and b1[i] == PARTITION_CHANGE else None
+            ref.append(row or _reference_row(int(rpos[i]), 0, 0, 0, bool(is_control[i]), ct, v))
     arrays = []
     for f in RECORD_SCHEMA:
         name = f.name
@@ -234,6 +236,71 @@ def metadata_records_arrow(buf: Buffer, *, base_position: int = 0) -> pa.RecordB
         order = np.argsort(t.column("batch_position").to_numpy(), kind="stable")
         table = t.take(pa.array(order)).combine_chunks().to_batches()[0]
     return table
+
+
+_I32 = struct.Struct(">i")
+_LIST_TAGS = {0: "isr", 2: "replicas", 3: "removing_replicas", 4: "adding_replicas",
+              6: "eligible_leader_replicas", 7: "last_known_elr"}
+_PCR_DEFAULTS = {"isr": None, "leader": -2, "replicas": None, "removing_replicas": None, "adding_replicas": None,
+                 "leader_recovery_state": -1, "directories": None, "eligible_leader_replicas": None,
+                 "last_known_elr": None}
+
+
+def _uv(v: bytes, p: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        b = v[p]
+        p += 1
+        out |= (b & 0x7F) << shift
+        if b < 0x80:
+            return out, p
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint too long")
+
+
+def _pcr_row(v: bytes) -> dict[str, Any] | None:
+    """A PartitionChangeRecord row without the generic interpreter, for the well-formed shapes
+    (known tags only, in order, exact sizes); None sends the row to :func:`_reference_row`."""
+    try:
+        version = v[2]
+        if v[0] != 1 or version > 2 or len(v) < 24:
+            return None
+        d: dict[str, Any] = {"partition_id": _I32.unpack_from(v, 3)[0], "topic_id": uuid_to_str(v[7:23]),
+                             **_PCR_DEFAULTS}
+        n, p = _uv(v, 23)
+        last = -1
+        for _ in range(n):
+            tag, p = _uv(v, p)
+            size, p = _uv(v, p)
+            end = p + size
+            if tag <= last or end > len(v):
+                return None
+            last = tag
+            if tag in _LIST_TAGS and (tag < 6 or version >= 2):
+                c1, q = _uv(v, p)
+                if c1 == 0 or q + 4 * (c1 - 1) != end:
+                    return None
+                d[_LIST_TAGS[tag]] = list(struct.unpack_from(f">{c1 - 1}i", v, q))
+            elif tag == 1 and size == 4:
+                d["leader"] = _I32.unpack_from(v, p)[0]
+            elif tag == 5 and size == 1:
+                d["leader_recovery_state"] = struct.unpack_from(">b", v, p)[0]
+            elif tag == 8 and version >= 1:
+                c1, q = _uv(v, p)
+                if c1 == 0 or q + 16 * (c1 - 1) != end:
+                    return None
+                d["directories"] = [uuid_to_str(v[q + 16 * k:q + 16 * k + 16]) for k in range(c1 - 1)]
+            else:
+                return None
+            p = end
+        if p != len(v):
+            return None
+    except (IndexError, ValueError, struct.error):
+        return None
+    return {"api_key": PARTITION_CHANGE, "record_type": "PartitionChangeRecord", "version": version,
+            "topic_id": d["topic_id"], "partition_id": d["partition_id"], "leader": d["leader"],
+            "data_json": _dumps(d), "value": v, "error": None}
 
 
 def _pcr_json(pid: np.ndarray, leader: np.ndarray, tids: np.ndarray) -> np.ndarray:
