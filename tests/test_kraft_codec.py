@@ -262,3 +262,13 @@ def test_bad_value_in_a_good_batch_is_a_record_error_and_the_walk_goes_on() -> N
     (err,) = list(iter_metadata_log(bytes(bad)))
     assert err.unit == "batch" and "crc" in err.reason.lower()
     assert struct.unpack(">i", seg[8:12])[0] + 12 == len(seg)
+
+
+def test_kraft_package_imports_no_spark_or_delta() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport epochlib.kraft, epochlib.kraft.arrow, epochlib.kraft.dumptext\n"
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'deltalake', 'py4j'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
