@@ -317,3 +317,12 @@ def test_decode_cli_on_real_metadata_files(real_data: Path) -> None:
 
 def test_no_decode_errors_anywhere(entries) -> None:
     assert not [e for v in entries.values() for e in v if isinstance(e, MetadataError)]
+
+
+def test_snapshot_dump_text_reads_back_equal(real_data: Path) -> None:
+    name = "00000000000000024828-0000000003.checkpoint"
+    raw = (_dir(real_data, KMS) / name).read_bytes()
+    text = dumptext.format_dump(raw, name, kind="snapshot", snapshot_id=(24828, 3))
+    assert [(f.kind, f.end_offset, f.epoch) for f in dumptext.dump_files(text)] == [("snapshot", 24828, 3)]
+    strip = [dataclasses.replace(e, position=0) for e in dumptext.iter_dump_entries(text)]
+    assert strip == [dataclasses.replace(e, position=0) for e in read_snapshot(raw, name=name).entries]

@@ -312,7 +312,5 @@ def _ctl_enum(t: int) -> str:
 
 
 def _ctl_json(ctl: ControlRecord) -> dict[str, Any]:
-    spec = CONTROL_SPECS[ctl.control_type]
-    data = {("version" if k == "control_version" else k): v for k, v in ctl.data.items()}
-    out = _to_json(spec.fields, 0, {k if k != "version" else "control_version": v for k, v in data.items()})
-    return out
+    """The tool's JSON of a control record (``control_version`` prints as ``version``)."""
+    return _to_json(CONTROL_SPECS[ctl.control_type].fields, 0, ctl.data)
