@@ -197,7 +197,8 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
 @cli.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kind", type=click.Choice(["segment", "leader-epoch-checkpoint", "offset-checkpoint",
-                                           "partition-metadata", "pcap", "jsonl", "parquet", "text-dump"]),
+                                           "partition-metadata", "pcap", "jsonl", "parquet", "text-dump",
+                                           "metadata-log", "metadata-snapshot", "metadata-dump"]),
               help="Force the decoder (default: by file name and content).")
 @click.option("--offsets-decoder/--no-offsets-decoder", default=None,
               help="Decode record keys/values as __consumer_offsets records (default: when the path says so).")

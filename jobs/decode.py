@@ -2,7 +2,9 @@
 
 Like ``kafka-dump-log``, but for everything the audit reads: segments (``*.log``, with the
 ``__consumer_offsets`` key/value decoded), checkpoints, ``partition.metadata``, capture JSONL,
-pcap/pcapng, Parquet/JSONL offset dumps and the tools' text dumps. One JSON object per
+pcap/pcapng, Parquet/JSONL offset dumps and the tools' text dumps, and the KRaft metadata log
+(``__cluster_metadata-0`` segments, ``<end>-<epoch>.checkpoint`` snapshots, ``bootstrap.checkpoint``,
+``--cluster-metadata-decoder`` text: one ``metadata_record``/``control_record`` line per record). One JSON object per
 batch / record / entry / observation; anything undecodable is an ``{"type": "error", ...}``
 line with its position, and decoding goes on.
 """
@@ -20,6 +22,9 @@ from typing import Any
 
 from epochlib import checkpoint, coordinator, dumps, pcap, protocol, records
 from epochlib.errors import DecodeError
+from epochlib.kraft import codec as kraft_codec
+from epochlib.kraft import dumptext as kraft_dump
+from epochlib.kraft import snapshot as kraft_snapshot
 
 __all__ = ["detect_kind", "decode_path", "to_json"]
 
@@ -31,7 +36,7 @@ _OFFSET_CHECKPOINTS = {
     "cleaner-offset-checkpoint",
 }
 KINDS = ("segment", "leader-epoch-checkpoint", "offset-checkpoint", "partition-metadata", "pcap",
-         "jsonl", "parquet", "text-dump")
+         "jsonl", "parquet", "text-dump", "metadata-log", "metadata-snapshot", "metadata-dump")
 
 
 def detect_kind(path: Path, head: bytes) -> str | None:
@@ -43,8 +48,10 @@ def detect_kind(path: Path, head: bytes) -> str | None:
         return "offset-checkpoint"
     if name == "partition.metadata":
         return "partition-metadata"
+    if name == "bootstrap.checkpoint" or kraft_snapshot.parse_snapshot_name(name):
+        return "metadata-snapshot"
     if _SEGMENT.match(name) or name.endswith(".log"):
-        return "segment"
+        return "metadata-log" if "__cluster_metadata" in str(path) else "segment"
     if name.endswith((".pcap", ".pcapng", ".cap")) or head[:4] in (
             b"\xa1\xb2\xc3\xd4", b"\xd4\xc3\xb2\xa1", b"\x0a\x0d\x0d\x0a", b"\xa1\xb2\x3c\x4d", b"\x4d\x3c\xb2\xa1"):
         return "pcap"
@@ -53,6 +60,8 @@ def detect_kind(path: Path, head: bytes) -> str | None:
     if name.endswith((".jsonl", ".json")):
         return "jsonl"
     text = head.decode("utf-8", "replace")
+    if kraft_dump.detect_metadata_dump(text):
+        return "metadata-dump"
     if dumps.detect_dump_format(text):
         return "text-dump"
     return None
@@ -123,8 +132,36 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
                 yield {"type": "error", "unit": item.unit, "position": item.line, "reason": item.reason}
             else:
                 yield {"type": "record", **item}
+    elif kind == "metadata-log":
+        yield from _metadata_entries(kraft_codec.iter_metadata_log(data))
+    elif kind == "metadata-snapshot":
+        snap = kraft_snapshot.read_snapshot(data, name=p.name)
+        yield {"type": "snapshot", "end_offset": snap.end_offset, "epoch": snap.epoch,
+               "last_contained_timestamp": snap.last_contained_timestamp, "complete": snap.complete}
+        yield from _metadata_entries([*snap.entries, *snap.errors])
+    elif kind == "metadata-dump":
+        yield from _metadata_entries(kraft_dump.iter_dump_entries(data))
     else:
         raise ValueError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
+
+
+def _metadata_entries(items) -> Iterator[dict[str, Any]]:
+    for e in items:
+        if isinstance(e, kraft_codec.MetadataError):
+            yield {"type": "error", "unit": e.unit, "position": e.position, "offset": e.offset, "reason": e.reason}
+            continue
+        head = {"offset": e.offset, "timestamp": e.timestamp, "raft_epoch": e.raft_epoch, "position": e.position}
+        if e.control is not None:
+            c = e.control
+            yield {"type": "control_record", **head, "control_type": c.control_type, "name": c.name,
+                   "data": c.data, "raw": c.raw}
+            continue
+        r = e.record
+        row = {"type": "metadata_record", **head, "api_key": r.api_key, "record_type": r.name,
+               "version": r.version, "data": r.data}
+        if r.raw is not None or r.note is not None:
+            row.update(raw=r.raw, note=r.note)
+        yield row
 
 
 def _text_file(data: bytes, parse) -> Iterator[dict[str, Any]]:

@@ -1,0 +1,432 @@
+"""Replay of the KRaft metadata log into per-partition history (kraft-metadata.md §3).
+
+Pure and incremental: feed :class:`~epochlib.kraft.codec.MetadataEntry` objects in offset order
+(from :func:`~epochlib.kraft.codec.iter_metadata_log`, a snapshot, or
+:func:`~epochlib.kraft.dumptext.iter_dump_entries`), get :class:`HistoryRow` rows — the
+``partition_history`` shape: one row per topic change (``partition`` None) or partition change.
+
+State machine (§3.1): TopicRecord names an id; PartitionRecord *sets* the whole state of
+(topic id, partition); PartitionChangeRecord merges (non-null lists replace, ``Leader`` ≠ -2 sets
+the leader and bumps the leader epoch, ``LeaderRecoveryState`` ≠ -1 sets it, every change bumps
+the partition epoch); RemoveTopicRecord drops the topic and its partitions. Records between
+BeginTransactionRecord and EndTransactionRecord are applied at the End (discarded on Abort, §2.5).
+
+``change`` of a row is a comma-joined list of: ``topic_created``, ``topic_recreated`` (a name
+that belonged to a deleted topic id, KAFKA-12257), ``topic_deleted``, ``snapshot`` (state
+loaded from a snapshot), ``created``, ``expanded`` (PartitionRecord for a topic created in an
+earlier batch/transaction, KIP-253), ``replaced`` (PartitionRecord over an existing partition),
+and for PartitionChangeRecords the fields present: ``leader`` (the leader epoch was bumped),
+``isr``, ``replicas``, ``adding_replicas``, ``removing_replicas``, ``leader_recovery_state``,
+``elr``, ``last_known_elr``, ``directories``. ``unclean`` (§3.3): the record sets a leader ≥ 0
+that was neither in the ISR nor in the ELR just before, or sets LeaderRecoveryState RECOVERING.
+
+Problems (a change for an unknown partition, offsets going back within a source, transaction
+inconsistencies, a gap between snapshot and log, undecodable records) are kept as
+:class:`ReplayIssue`, never raised. :func:`merge_copies` merges copies of the log from several
+nodes by metadata offset: identical records are one; differing ones are :class:`Conflict` rows
+(both sources) and the first source's record is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .codec import MetadataEntry, MetadataError
+from .snapshot import Snapshot
+
+__all__ = [
+    "Conflict",
+    "HistoryRow",
+    "MergeResult",
+    "PartitionState",
+    "ReplayIssue",
+    "ReplayResult",
+    "Replayer",
+    "compare_images",
+    "merge_copies",
+    "replay",
+]
+
+TOPIC, PARTITION, CONFIG, PARTITION_CHANGE, REMOVE_TOPIC = 2, 3, 4, 5, 9
+BEGIN_TXN, END_TXN, ABORT_TXN = 23, 24, 25
+RECOVERING = 1
+_Ints = tuple[int, ...]
+
+
+def _t(v) -> _Ints | None:
+    return None if v is None else tuple(v)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """The image of one partition (what a PartitionRecord in a snapshot holds)."""
+
+    topic_id: str
+    partition: int
+    replicas: _Ints
+    isr: _Ints
+    removing_replicas: _Ints
+    adding_replicas: _Ints
+    leader: int
+    leader_recovery_state: int
+    leader_epoch: int
+    partition_epoch: int
+    directories: _Ints | tuple[str, ...] = ()
+    elr: _Ints | None = None
+    last_known_elr: _Ints | None = None
+
+    @classmethod
+    def from_record(cls, d: Mapping[str, Any]) -> PartitionState:
+        return cls(d["topic_id"], d["partition_id"], tuple(d["replicas"]), tuple(d["isr"]),
+                   tuple(d["removing_replicas"]), tuple(d["adding_replicas"]), d["leader"],
+                   d["leader_recovery_state"], d["leader_epoch"], d["partition_epoch"],
+                   tuple(d["directories"]), _t(d["eligible_leader_replicas"]), _t(d["last_known_elr"]))
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    """One row of ``partition_history`` (``partition`` None for a topic-level change).
+
+    ``controller_ts`` is the batch append time (snapshot rows: LastContainedLogTimestamp);
+    ``metadata_offset`` the record's offset (snapshot rows: end offset − 1); ``previous_leader``
+    / ``previous_isr`` the state just before (None at creation); ``source``/``position`` where
+    the record was read (file and batch byte position, or dump line).
+    """
+
+    metadata_offset: int
+    controller_ts: int
+    raft_epoch: int
+    topic: str | None
+    topic_id: str
+    partition: int | None
+    leader: int | None
+    leader_epoch: int | None
+    partition_epoch: int | None
+    replicas: _Ints | None
+    isr: _Ints | None
+    leader_recovery_state: int | None
+    adding_replicas: _Ints | None
+    removing_replicas: _Ints | None
+    elr: _Ints | None
+    last_known_elr: _Ints | None
+    change: str
+    unclean: bool
+    previous_leader: int | None
+    previous_isr: _Ints | None
+    source: str
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayIssue:
+    """Something the replay could not apply (for quarantine/reporting)."""
+
+    offset: int | None
+    reason: str
+    source: str = ""
+    position: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Two copies disagree at one metadata offset (kept: ``first``; quarantine both)."""
+
+    offset: int
+    first_source: str
+    first: MetadataEntry
+    other_source: str
+    other: MetadataEntry
+
+
+@dataclass
+class ReplayResult:
+    """Rows, final image, and what could not be applied."""
+
+    rows: list[HistoryRow]
+    partitions: dict[tuple[str, int], PartitionState]
+    topics: dict[str, str]
+    issues: list[ReplayIssue]
+    raft_epochs: dict[int, int]
+    broker_epochs: dict[int, list[int]]
+    last_offset: int | None
+    conflicts: list[Conflict] = field(default_factory=list)
+
+    def history(self, topic_id: str, partition: int) -> list[HistoryRow]:
+        """The rows of one partition, in offset order."""
+        return [r for r in self.rows if r.topic_id == topic_id and r.partition == partition]
+
+
+class Replayer:
+    """Incremental replay; :func:`replay` is the one-call form."""
+
+    def __init__(self) -> None:
+        self.rows: list[HistoryRow] = []
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.topics: dict[str, str] = {}
+        self.issues: list[ReplayIssue] = []
+        self.raft_epochs: dict[int, int] = {}
+        self.broker_epochs: dict[int, list[int]] = {}
+        self.last_offset: int | None = None
+        self._deleted_names: set[str] = set()
+        self._topic_unit: dict[str, int] = {}
+        self._unit = 0
+        self._unit_key: tuple | None = None
+        self._txn: list[tuple[MetadataEntry, str]] | None = None
+        self._txn_unit = 0
+        self._snapshot_end: int | None = None
+
+    # -- input
+    def load_snapshot(self, snap: Snapshot, source: str = "") -> None:
+        """Start from a snapshot's image: its rows have change ``snapshot``."""
+        offset = -1 if snap.end_offset is None else snap.end_offset - 1
+        for err in snap.errors:
+            self.issues.append(ReplayIssue(None, f"snapshot: {err.reason}", source, err.position))
+        for e in snap.records:
+            e2 = replace(e, offset=offset, timestamp=snap.last_contained_timestamp,
+                         raft_epoch=snap.epoch if snap.epoch is not None else e.raft_epoch)
+            self._apply(e2, source, self._unit, from_snapshot=True)
+        if snap.end_offset is not None:
+            self.last_offset = snap.end_offset - 1
+            self._snapshot_end = snap.end_offset
+
+    def feed(self, item: MetadataEntry | MetadataError, source: str = "") -> None:
+        """Apply one log entry (errors become issues; offsets must increase)."""
+        if isinstance(item, MetadataError):
+            self.issues.append(ReplayIssue(item.offset, f"undecodable {item.unit}: {item.reason}", source,
+                                           item.position))
+            return
+        e = item
+        if self._snapshot_end is not None and e.offset < self._snapshot_end:
+            return  # already in the snapshot's image
+        if self.last_offset is not None and e.offset <= self.last_offset:
+            self.issues.append(ReplayIssue(e.offset, f"offset {e.offset} not after {self.last_offset}: skipped",
+                                           source, e.position))
+            return
+        self.last_offset = e.offset
+        key = (source, e.position)
+        if key != self._unit_key:
+            self._unit_key = key
+            self._unit += 1
+        if e.control is not None:
+            if e.control.control_type == 2:  # LeaderChange: a new Raft epoch starts here
+                self.raft_epochs.setdefault(e.raft_epoch, e.offset)
+            return
+        rec = e.record
+        if rec is None or rec.data is None:
+            if rec is not None and rec.api_key in (TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC):
+                self.issues.append(ReplayIssue(e.offset, f"{rec.note}: partition state may be incomplete",
+                                               source, e.position))
+            return
+        k = rec.api_key
+        if k == BEGIN_TXN:
+            if self._txn is not None:
+                self.issues.append(ReplayIssue(e.offset, "BeginTransaction inside an open transaction", source,
+                                               e.position))
+                return
+            self._txn, self._txn_unit = [], self._unit
+            return
+        if k in (END_TXN, ABORT_TXN):
+            if self._txn is None:
+                self.issues.append(ReplayIssue(e.offset, f"{rec.name} without BeginTransaction", source, e.position))
+                return
+            buffered, self._txn = self._txn, None
+            if k == END_TXN:
+                for be, bsrc in buffered:
+                    self._apply(be, bsrc, self._txn_unit)
+            return
+        if self._txn is not None:
+            self._txn.append((e, source))
+            return
+        self._apply(e, source, self._unit)
+
+    def finish(self) -> ReplayResult:
+        if self._txn is not None:
+            self.issues.append(ReplayIssue(self.last_offset, f"transaction still open at the end: "
+                                           f"{len(self._txn)} record(s) not applied"))
+            self._txn = None
+        return ReplayResult(self.rows, self.partitions, self.topics, self.issues, self.raft_epochs,
+                            self.broker_epochs, self.last_offset)
+
+    # -- state machine
+    def _apply(self, e: MetadataEntry, source: str, unit: int, from_snapshot: bool = False) -> None:
+        rec = e.record
+        d = rec.data
+        k = rec.api_key
+        if k == TOPIC:
+            tid, name = d["topic_id"], d["name"]
+            change = "snapshot" if from_snapshot else (
+                "topic_recreated" if name in self._deleted_names else "topic_created")
+            self.topics[tid] = name
+            self._topic_unit[tid] = -1 if from_snapshot else unit
+            self._row(e, source, tid, None, None, change)
+        elif k == REMOVE_TOPIC:
+            tid = d["topic_id"]
+            name = self.topics.pop(tid, None)
+            if name is None:
+                self.issues.append(ReplayIssue(e.offset, f"RemoveTopicRecord for unknown topic id {tid}", source,
+                                               e.position))
+            else:
+                self._deleted_names.add(name)
+            for key in [key for key in self.partitions if key[0] == tid]:
+                del self.partitions[key]
+            self._row(e, source, tid, None, None, "topic_deleted", topic=name)
+        elif k == PARTITION:
+            st = PartitionState.from_record(d)
+            key = (st.topic_id, st.partition)
+            prev = self.partitions.get(key)
+            if st.topic_id not in self.topics:
+                self.issues.append(ReplayIssue(e.offset, f"PartitionRecord for unknown topic id {st.topic_id}",
+                                               source, e.position))
+            if from_snapshot:
+                change = "snapshot"
+            elif prev is not None:
+                change = "replaced"
+            elif self._topic_unit.get(st.topic_id, unit) != unit:
+                change = "expanded"
+            else:
+                change = "created"
+            self.partitions[key] = st
+            self._row(e, source, st.topic_id, st, prev, change)
+        elif k == PARTITION_CHANGE:
+            key = (d["topic_id"], d["partition_id"])
+            prev = self.partitions.get(key)
+            if prev is None:
+                self.issues.append(ReplayIssue(e.offset, f"PartitionChangeRecord for unknown partition "
+                                               f"{key[0]}-{key[1]}: skipped", source, e.position))
+                return
+            st, change, unclean = _merge(prev, d)
+            self.partitions[key] = st
+            self._row(e, source, key[0], st, prev, change, unclean)
+        elif k == 0:  # RegisterBrokerRecord: the broker epoch is its offset
+            self.broker_epochs.setdefault(d["broker_id"], []).append(d["broker_epoch"])
+
+    def _row(self, e: MetadataEntry, source: str, tid: str, st: PartitionState | None,
+             prev: PartitionState | None, change: str, unclean: bool = False, topic: str | None = None) -> None:
+        name = topic if topic is not None else self.topics.get(tid)
+        if st is None:
+            self.rows.append(HistoryRow(e.offset, e.timestamp, e.raft_epoch, name, tid, None, None, None, None,
+                                        None, None, None, None, None, None, None, change, False, None, None,
+                                        source, e.position))
+            return
+        self.rows.append(HistoryRow(
+            e.offset, e.timestamp, e.raft_epoch, name, tid, st.partition, st.leader, st.leader_epoch,
+            st.partition_epoch, st.replicas, st.isr, st.leader_recovery_state, st.adding_replicas,
+            st.removing_replicas, st.elr, st.last_known_elr, change, unclean,
+            None if prev is None else prev.leader, None if prev is None else prev.isr, source, e.position))
+
+
+_CHANGE_LISTS = (("isr", "isr"), ("replicas", "replicas"), ("adding_replicas", "adding_replicas"),
+                 ("removing_replicas", "removing_replicas"), ("eligible_leader_replicas", "elr"),
+                 ("last_known_elr", "last_known_elr"), ("directories", "directories"))
+
+
+def _merge(prev: PartitionState, d: Mapping[str, Any]) -> tuple[PartitionState, str, bool]:
+    upd: dict[str, Any] = {"partition_epoch": prev.partition_epoch + 1}
+    change: list[str] = []
+    unclean = False
+    leader = d["leader"]
+    if leader != -2:
+        upd["leader"] = leader
+        upd["leader_epoch"] = prev.leader_epoch + 1
+        change.append("leader")
+        if leader >= 0 and leader not in prev.isr and leader not in (prev.elr or ()):
+            unclean = True
+    for rkey, skey in _CHANGE_LISTS:
+        v = d[rkey]
+        if v is not None:
+            upd[skey] = tuple(v)
+            change.append(rkey if rkey != "eligible_leader_replicas" else "elr")
+    lrs = d["leader_recovery_state"]
+    if lrs != -1:
+        upd["leader_recovery_state"] = lrs
+        change.append("leader_recovery_state")
+        if lrs == RECOVERING and prev.leader_recovery_state != RECOVERING:
+            unclean = True
+    order = ["leader", "isr", "replicas", "adding_replicas", "removing_replicas", "leader_recovery_state",
+             "elr", "last_known_elr", "directories"]
+    change.sort(key=order.index)
+    return replace(prev, **upd), ",".join(change) or "partition_epoch", unclean
+
+
+def replay(entries: Iterable[MetadataEntry | MetadataError | tuple[str, MetadataEntry | MetadataError]], *,
+           snapshot: Snapshot | None = None, source: str = "", snapshot_source: str = "",
+           upto: int | None = None) -> ReplayResult:
+    """Replay an optional snapshot then log entries (records below the snapshot's end offset
+    are skipped; a gap between the snapshot and the log is an issue). Entries may be
+    ``(source, entry)`` pairs (as :func:`merge_copies` returns); ``upto`` stops after that offset.
+    """
+    r = Replayer()
+    if snapshot is not None:
+        r.load_snapshot(snapshot, snapshot_source)
+    first = True
+    for item in entries:
+        src, e = item if isinstance(item, tuple) else (source, item)
+        if isinstance(e, MetadataEntry):
+            if upto is not None and e.offset > upto:
+                break
+            end = None if snapshot is None else snapshot.end_offset
+            if first and end is not None and e.offset > end:
+                r.issues.append(ReplayIssue(e.offset, f"gap: snapshot ends at {end}, log resumes at {e.offset}",
+                                            src, e.position))
+            first = False
+        r.feed(e, src)
+    return r.finish()
+
+
+def _same(a: MetadataEntry, b: MetadataEntry) -> bool:
+    """Same record at the same offset? Time, Raft epoch and content; a control record whose
+    fields one copy lacks (a dump prints only ``controlType: LEADER_CHANGE(2)``) compares by type."""
+    if (a.timestamp, a.raft_epoch, a.record) != (b.timestamp, b.raft_epoch, b.record):
+        return False
+    ca, cb = a.control, b.control
+    if ca is None or cb is None:
+        return ca is cb
+    if ca.data is None or cb.data is None:
+        return ca.control_type == cb.control_type
+    return ca == cb
+
+
+@dataclass
+class MergeResult:
+    """``entries``: (source, entry) in offset order, one per offset; ``conflicts``: differing copies;
+    ``errors``: (source, error) of every undecodable unit."""
+
+    entries: list[tuple[str, MetadataEntry]]
+    conflicts: list[Conflict]
+    errors: list[tuple[str, MetadataError]]
+
+
+def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) -> MergeResult:
+    """Merge copies of ``__cluster_metadata-0`` from several nodes by metadata offset.
+
+    The first source (mapping order: put the active controller first) wins a conflict; records
+    equal in time, Raft epoch and content are one.
+    """
+    by_offset: dict[int, tuple[str, MetadataEntry]] = {}
+    conflicts: list[Conflict] = []
+    errors: list[tuple[str, MetadataError]] = []
+    for src, items in copies.items():
+        for e in items:
+            if isinstance(e, MetadataError):
+                errors.append((src, e))
+                continue
+            have = by_offset.get(e.offset)
+            if have is None:
+                by_offset[e.offset] = (src, e)
+            elif not _same(have[1], e):
+                conflicts.append(Conflict(e.offset, have[0], have[1], src, e))
+    return MergeResult([by_offset[o] for o in sorted(by_offset)], conflicts, errors)
+
+
+def compare_images(a: ReplayResult, b: ReplayResult) -> list[str]:
+    """Differences between two final images (partitions and topic names); [] when equal."""
+    out = []
+    for key in sorted(set(a.partitions) | set(b.partitions)):
+        pa_, pb = a.partitions.get(key), b.partitions.get(key)
+        if pa_ != pb:
+            out.append(f"{key[0]}-{key[1]}: {pa_} != {pb}")
+    if a.topics != b.topics:
+        out.append(f"topics: {a.topics} != {b.topics}")
+    return out
