@@ -30,11 +30,14 @@ Common record keys:
                      output) the 0-based character offset instead, with ``unit == "char"``
 ``unit``             ``"line"`` or ``"char"`` (meaning of ``line``)
 
-Offset commits add ``group, topic, partition, offset, leader_epoch`` (-1 when absent or
-``Optional.empty``), ``metadata, commit_timestamp, expire_timestamp`` (-1 when absent); group
+Offset commits add ``group, topic, partition, offset, leader_epoch`` (-1 when the value has none
+or ``Optional.empty``; ``None`` when the tool does not print it: kafka-dump-log ≤3.7),
+``metadata, commit_timestamp, expire_timestamp`` (-1 when absent, ``None`` when not printed); group
 metadata adds ``group, protocol_type, generation, protocol, leader, current_state_timestamp,
 members`` (a list of dicts with ``member_id, group_instance_id, client_id, client_host, …``).
-Value fields are ``None`` on tombstones and absent when the tool printed ``"unknown"``.
+Value fields are ``None`` on tombstones and absent when the tool printed ``"unknown"`` (or, ≤3.7
+``unknown::version=N``, no payload). Other record types carry the key and value fields snake_cased
+as the segment decoder names them (KIP-848 ``group_id`` plus ``group``, the group ``epoch``, …).
 ``dump_log`` records also carry ``log_offset, record_ts, timestamp_type, file, log_partition``
 and the fields of the batch line they follow: ``base_offset, last_offset, batch_leader_epoch,
 position, is_transactional, is_control, producer_id, producer_epoch`` (``None`` when unknown).
@@ -194,6 +197,8 @@ def _record_from_json(key: Any, value: Any, *, tombstone: bool) -> Item:
         if isinstance(kdata, dict):
             for k, v in kdata.items():
                 rec[_snake(str(k))] = v
+            if "group" not in rec and isinstance(rec.get("group_id"), str):
+                rec["group"] = rec["group_id"]  # KIP-848 keys: the segment decoder's record.group
         elif kdata != "unknown":
             raise _Bad("key data is neither an object nor \"unknown\"")
     kind = rec["kind"]
@@ -676,8 +681,11 @@ def _split_key_payload(body: str) -> tuple[str, str | None, str | None]:
     return prefix, rest[:pi], rest[pi + 10 :]
 
 
-def _dump_record(key: str | None, payload: str | None) -> Item:
-    """Decode the key/payload texts of one dump-log record (≥3.8 JSON or ≤3.7 text)."""
+def _dump_record(key: str | None, payload: str | None, value_size: Any = None) -> Item:
+    """Decode the key/payload texts of one dump-log record (≥3.8 JSON or ≤3.7 text).
+
+    ``value_size`` is the line's ``valueSize`` (-1 for a null value) when printed.
+    """
     if key is None:
         raise _Bad("record has no decoded key (dumped without --offsets-decoder?)")
     key = key.strip()
@@ -703,7 +711,11 @@ def _dump_record(key: str | None, payload: str | None) -> Item:
         raise _Bad(key)
     m = _LEGACY_UNKNOWN.fullmatch(key)
     if m:
-        return {"kind": "other", "record_type": int(m[1]), "value_version": None, "is_tombstone": payload is None}
+        # ≤3.7 knows only types 0-2 and never prints a payload for the others: the value was not
+        # decoded, it is not null. Like a console "data":"unknown" value this is a record with an
+        # unknown value (not bad input); only valueSize: -1 says the value is null.
+        return {"kind": "other", "record_type": int(m[1]), "value_version": None,
+                "is_tombstone": value_size == -1}
     m = _LEGACY_KEY.fullmatch(key)
     if m:
         topic, sep, part = m["tp"].rpartition("-")
@@ -720,9 +732,9 @@ def _dump_record(key: str | None, payload: str | None) -> Item:
         vm = _LEGACY_OFFSET_VALUE.fullmatch(payload)
         if not vm:
             raise _Bad("unrecognised offset_commit payload")
-        # ≤3.7 prints neither the leader epoch nor the timestamps: -1 / None
-        rec.update(is_tombstone=False, offset=int(vm[1]), leader_epoch=-1, metadata=vm[2] or "",
-                   commit_timestamp=None, expire_timestamp=-1)
+        # ≤3.7 prints neither the leader epoch nor the timestamps: unknown (None), not -1 ("none")
+        rec.update(is_tombstone=False, offset=int(vm[1]), leader_epoch=None, metadata=vm[2] or "",
+                   commit_timestamp=None, expire_timestamp=None)
         return rec
     m = _LEGACY_GROUP_KEY.fullmatch(key)
     if m:
@@ -828,7 +840,7 @@ def _dump_record_line(body: str, batch: Item) -> Item:
         rec: Item = {"kind": "control", "record_type": None, "value_version": None, "is_tombstone": False,
                      "control_type": control, "coordinator_epoch": tokens.get("coordinatorEpoch")}
     else:
-        rec = _dump_record(key, payload)
+        rec = _dump_record(key, payload, tokens.get("valueSize"))
     rec.update(meta)
     rec.update(ctx)
     return rec
