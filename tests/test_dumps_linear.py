@@ -9,6 +9,7 @@ the time; the quadratic versions took 3-5x per doubling (and minutes at these si
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from epochlib import dumps
 from epochlib.dumps import DumpError, iter_console_json, iter_dump_log, iter_dump_records, iter_scala_lines
 
 REC = "| offset: 0 CreateTime: 1 keySize: 1 valueSize: 1 sequence: -1 headerKeys: [] key: "
@@ -146,3 +148,50 @@ def test_long_adversarial_lines_are_parsed_quickly(parts: list[tuple[str, int]],
                 assert len(item.raw) <= 4096
     # lines up to ~150 KB; the quadratic patterns needed many seconds for lines like these
     assert time.perf_counter() - t0 < 5
+
+
+# ---------------------------------------------------------------- same readings as the former patterns
+
+_OLD_TOKEN = re.compile(r"(\w+): (\S+)")
+_OLD_ASSIGNMENT = re.compile(r"([^{},=\s][^{},=]*)=\[([^\]]*)\]")
+_OLD_GROUP = re.compile(r"(?P<group>.*?)::(?P<value>GroupMetadata\(.*\)|NULL)")
+_OLD_GM = re.compile(
+    r"GroupMetadata\(groupId=(?P<group>.*?), generation=(?P<generation>-?\d+), "
+    r"protocolType=(?:Some\((?P<ptype>.*?)\)|None), currentState=(?P<state>\w+), members=(?P<members>.*)\)"
+)
+
+
+def _short(alphabet: list[str]) -> st.SearchStrategy[str]:
+    return st.lists(st.sampled_from(alphabet), max_size=25).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_short(["a", "b1", ": ", ":", " ", "x: y", "{", "}", ".", "é"]))
+def test_tokens_match_the_former_pattern(text: str) -> None:
+    assert dumps._tokens(text) == {m[1]: dumps._field_value(m[1], m[2].rstrip("}")) for m in _OLD_TOKEN.finditer(text)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_short(["m-1", "=", "[", "]", "t-0", ", ", ",", " ", "{", "}", "\t", "a b"]))
+def test_assignment_scanner_matches_the_former_pattern(text: str) -> None:
+    assert list(dumps._legacy_assignment(text)) == [(m[1], m[2]) for m in _OLD_ASSIGNMENT.finditer(text)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_short(["g", "::", ":", "GroupMetadata(", ")", "(", "NULL", "::NULL", "::GroupMetadata(", "x"]))
+def test_group_split_matches_the_former_pattern(line: str) -> None:
+    m = _OLD_GROUP.fullmatch(line)
+    assert dumps._split_scala_group(line) == (None if m is None else (m["group"], m["value"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_short(["g", ", generation=", "1", "-", ", protocolType=", "Some(", "None", ")", "(",
+               ", currentState=", "Stable", ", members=", "x"]))
+def test_group_fields_match_the_former_pattern(tail: str) -> None:
+    value = "GroupMetadata(groupId=" + tail
+    m, found = _OLD_GM.fullmatch(value), dumps._scala_gm(value)
+    assert (found is None) == (m is None)
+    if m is not None:
+        group, gm = found
+        assert (group, gm["generation"], gm["ptype"], gm["state"], gm["members"]) == (
+            m["group"], m["generation"], m["ptype"], m["state"], m["members"])
