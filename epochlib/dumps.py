@@ -30,11 +30,14 @@ Common record keys:
                      output) the 0-based character offset instead, with ``unit == "char"``
 ``unit``             ``"line"`` or ``"char"`` (meaning of ``line``)
 
-Offset commits add ``group, topic, partition, offset, leader_epoch`` (-1 when absent or
-``Optional.empty``), ``metadata, commit_timestamp, expire_timestamp`` (-1 when absent); group
+Offset commits add ``group, topic, partition, offset, leader_epoch`` (-1 when the value has none
+or ``Optional.empty``; ``None`` when the tool does not print it: kafka-dump-log ≤3.7),
+``metadata, commit_timestamp, expire_timestamp`` (-1 when absent, ``None`` when not printed); group
 metadata adds ``group, protocol_type, generation, protocol, leader, current_state_timestamp,
 members`` (a list of dicts with ``member_id, group_instance_id, client_id, client_host, …``).
-Value fields are ``None`` on tombstones and absent when the tool printed ``"unknown"``.
+Value fields are ``None`` on tombstones and absent when the tool printed ``"unknown"`` (or, ≤3.7
+``unknown::version=N``, no payload). Other record types carry the key and value fields snake_cased
+as the segment decoder names them (KIP-848 ``group_id`` plus ``group``, the group ``epoch``, …).
 ``dump_log`` records also carry ``log_offset, record_ts, timestamp_type, file, log_partition``
 and the fields of the batch line they follow: ``base_offset, last_offset, batch_leader_epoch,
 position, is_transactional, is_control, producer_id, producer_epoch`` (``None`` when unknown).
@@ -194,6 +197,8 @@ def _record_from_json(key: Any, value: Any, *, tombstone: bool) -> Item:
         if isinstance(kdata, dict):
             for k, v in kdata.items():
                 rec[_snake(str(k))] = v
+            if "group" not in rec and isinstance(rec.get("group_id"), str):
+                rec["group"] = rec["group_id"]  # KIP-848 keys: the segment decoder's record.group
         elif kdata != "unknown":
             raise _Bad("key data is neither an object nor \"unknown\"")
     kind = rec["kind"]
@@ -276,8 +281,7 @@ def iter_console_json(text: str | bytes) -> Iterator[Item | DumpError]:
             pos += 1
             continue
         li = bisect.bisect_right(starts, pos) - 1
-        at_line_start = not text[starts[li] : pos].strip()
-        where, unit = (li + 1, "line") if at_line_start else (pos, "char")
+        where, unit = (li + 1, "line") if _at_line_start(text, pos, starts[li]) else (pos, "char")
         if ch != "{":
             m = _CONSOLE_PREFIX.match(text, pos)
             if m:
@@ -292,15 +296,15 @@ def iter_console_json(text: str | bytes) -> Iterator[Item | DumpError]:
                 pos = m.end()
                 continue
             nxt = _resync(text, pos, starts, li)
-            yield _err(where, "not a JSON object", text[pos:nxt], unit)
+            yield _err(where, "not a JSON object", text[pos : min(nxt, pos + MAX_RAW)], unit)
             pending = {}
             pos = nxt
             continue
         try:
-            obj, end = _JSON.raw_decode(text, pos)
+            obj, end = _decode_object_at(text, pos)
         except (ValueError, RecursionError) as e:
-            nxt = _resync(text, pos, starts, li)
-            yield _err(where, f"invalid JSON ({str(e)[:120]})", text[pos:nxt], unit)
+            nxt = _resync(text, pos, starts, li, deep=isinstance(e, RecursionError))
+            yield _err(where, f"invalid JSON ({str(e)[:120]})", text[pos : min(nxt, pos + MAX_RAW)], unit)
             pending = {}
             pos = nxt
             continue
@@ -310,9 +314,10 @@ def iter_console_json(text: str | bytes) -> Iterator[Item | DumpError]:
             value = obj["value"]
             rec = _record_from_json(obj["key"], value, tombstone=value is None)
         except _Bad as e:
-            yield _err(where, str(e), text[pos:end], unit)
+            yield _err(where, str(e), text[pos : min(end, pos + MAX_RAW)], unit)
         except Exception as e:  # noqa: BLE001 - contract: bad input becomes an error item
-            yield _err(where, f"unexpected record shape ({type(e).__name__})", text[pos:end], unit)
+            yield _err(where, f"unexpected record shape ({type(e).__name__})", text[pos : min(end, pos + MAX_RAW)],
+                       unit)
         else:
             rec.update(pending)
             rec["line"], rec["unit"] = where, unit
@@ -321,12 +326,64 @@ def iter_console_json(text: str | bytes) -> Iterator[Item | DumpError]:
         pos = end
 
 
-def _resync(text: str, pos: int, starts: list[int], li: int) -> int:
-    """Where to resume after garbage at ``pos``: the next line or the next glued ``{"key"``."""
+_WINDOW = 2048
+_TAIL = 16  # a window cut this close to an error may have caused it (a cut literal, escape or number)
+
+
+def _decode_object_at(text: str, pos: int) -> tuple[Any, int]:
+    """``raw_decode`` of the JSON object at ``pos``, read through a growing window of the text.
+
+    ``json`` builds its error message by counting the newlines *before* the error from the start
+    of the string, so decoding bad objects in place in one long (glued) line costs O(position)
+    each (quadratic). A window starting at ``pos`` costs O(object) instead. An object that
+    decodes within the window decodes identically in the whole text (it ends at its ``}``); an
+    error is trusted only when it lies well inside the window and is not an unterminated string
+    (reported at the string's start), otherwise the window doubles. ``ValueError`` messages
+    give the absolute character position.
+    """
+    n = len(text)
+    size = _WINDOW
+    while True:
+        window = text[pos : pos + size]
+        try:
+            obj, k = _JSON.raw_decode(window)
+        except json.JSONDecodeError as e:
+            if pos + size >= n or (e.pos < len(window) - _TAIL and not e.msg.startswith("Unterminated string")):
+                raise ValueError(f"{e.msg} at character {pos + e.pos}") from None
+            size *= 2
+            continue
+        return obj, pos + k
+
+
+def _at_line_start(text: str, pos: int, line_start: int) -> bool:
+    """Whether only whitespace precedes ``pos`` on its line.
+
+    Walks back over the whitespace just before ``pos`` only (glued output is one long line, so
+    stripping everything from the line start would make reading quadratic).
+    """
+    i = pos
+    while i > line_start and text[i - 1].isspace():
+        i -= 1
+    return i == line_start
+
+
+def _resync(text: str, pos: int, starts: list[int], li: int, *, deep: bool = False) -> int:
+    """Where to resume after garbage at ``pos``: the next line or the next glued ``{"key"``.
+
+    ``deep``: the object at ``pos`` nests deeper than the recursion limit. Every ``{"key"`` that
+    opens before the first ``}`` is inside that nest, so resuming at each in turn would rescan
+    the nest again and again; resume at the innermost one (the last before the first ``}``),
+    where a real record can start.
+    """
     cands = [len(text)]
     if li + 1 < len(starts):
         cands.append(starts[li + 1])
-    k = text.find('{"key"', pos + 1)
+    k = -1
+    if deep:
+        close = text.find("}", pos + 1)
+        k = text.rfind('{"key"', pos + 1, len(text) if close == -1 else close)
+    if k == -1:
+        k = text.find('{"key"', pos + 1)
     if k != -1:
         cands.append(k)
     return min(cands)
@@ -348,13 +405,18 @@ _SCALA_OLD = re.compile(
     r"\[OffsetMetadata\[(?P<offset>-?\d+),(?P<metadata>.*)\],CommitTime (?P<commit>-?\d+)"
     r",ExpirationTime (?P<expire>-?\d+|None)\]"
 )
-_SCALA_GROUP = re.compile(r"(?P<group>.*?)::(?P<value>GroupMetadata\(.*\)|NULL)")
-_SCALA_GM = re.compile(
-    r"GroupMetadata\(groupId=(?P<group>.*?), generation=(?P<generation>-?\d+), "
+# GroupMetadata(groupId=…, generation=…, protocolType=…, currentState=…, members=…): the fields after
+# the group id, tried at the first few ", generation=" of the value (see _scala_gm).
+_SCALA_GM_REST = re.compile(
+    r", generation=(?P<generation>-?\d+), "
     r"protocolType=(?:Some\((?P<ptype>.*?)\)|None), currentState=(?P<state>\w+), members=(?P<members>.*)\)"
 )
+_SCALA_GM_PREFIX = "GroupMetadata(groupId="
+_SCALA_GM_TRIES = 16
+_SCALA_MEMBER_MARK = "MemberMetadata(memberId="
+# one member, matched on the text between two _SCALA_MEMBER_MARKs (after the mark)
 _SCALA_MEMBER = re.compile(
-    r"MemberMetadata\(memberId=(?P<member_id>[^,]*), groupInstanceId=(?:Some\((?P<instance>[^)]*)\)|None), "
+    r"(?P<member_id>[^,]*), groupInstanceId=(?:Some\((?P<instance>[^)]*)\)|None), "
     r"clientId=(?P<client_id>[^,]*), clientHost=(?P<client_host>[^,]*), sessionTimeoutMs=(?P<session>-?\d+), "
     r"rebalanceTimeoutMs=(?P<rebalance>-?\d+)(?:, supportedProtocols=(?:List|ArrayBuffer|Vector)?\((?P<protocols>[^)]*)\))?"
 )
@@ -396,18 +458,61 @@ def _scala_offset(m: re.Match[str]) -> Item:
     return rec
 
 
-def _scala_group(m: re.Match[str]) -> Item:
-    rec: Item = {"kind": "group_metadata", "record_type": 2, "group": m["group"], "value_version": None}
-    value = m["value"]
+def _split_scala_group(line: str) -> tuple[str, str] | None:
+    """``(group, value)`` of a ``<group>::GroupMetadata(…)`` or ``<group>::NULL`` line, else None.
+
+    The same split as ``fullmatch(r"(.*?)::(GroupMetadata\\(.*\\)|NULL)")`` (the first ``::`` whose
+    rest fits), found with ``str`` searches: the regex rescans the rest of the line at every ``::``
+    (quadratic on a long line of them).
+    """
+    if line.endswith("::NULL"):
+        k = len(line) - 6  # only the last "::" can be followed by exactly "NULL"
+    elif line.endswith(")"):
+        k = line.find("::GroupMetadata(")
+        if k == -1 or k + 16 >= len(line):
+            return None
+    else:
+        return None
+    return line[:k], line[k + 2 :]
+
+
+def _scala_gm(value: str) -> tuple[str, re.Match[str]] | None:
+    """(group id, match of the other fields) of a ``GroupMetadata(…)`` value, else None.
+
+    Like a lazy ``groupId=(.*?), generation=…`` but trying only the first 16 ``, generation=``:
+    each try is linear, so the whole is too (a group id containing ``, generation=`` more often
+    than that is not a real one).
+    """
+    if not value.startswith(_SCALA_GM_PREFIX) or not value.endswith(")"):
+        return None
+    pos = len(_SCALA_GM_PREFIX)
+    for _ in range(_SCALA_GM_TRIES):
+        k = value.find(", generation=", pos)
+        if k == -1:
+            return None
+        m = _SCALA_GM_REST.fullmatch(value, k)
+        if m:
+            return value[len(_SCALA_GM_PREFIX) : k], m
+        pos = k + 1
+    return None
+
+
+def _scala_group(group: str, value: str) -> Item:
+    rec: Item = {"kind": "group_metadata", "record_type": 2, "group": group, "value_version": None}
     if value == "NULL":
         rec["is_tombstone"] = True
         rec.update(dict.fromkeys(_GROUP_VALUE_KEYS))
         return rec
-    gm = _SCALA_GM.fullmatch(value)
-    if not gm:
+    found = _scala_gm(value)
+    if not found:
         raise _Bad("unrecognised GroupMetadata value")
+    _, gm = found
     members = []
-    for mm in _SCALA_MEMBER.finditer(gm["members"]):
+    # one anchored match per member: a search would rescan the rest from every mark (quadratic)
+    for chunk in gm["members"].split(_SCALA_MEMBER_MARK)[1:]:
+        mm = _SCALA_MEMBER.match(chunk)
+        if mm is None:
+            continue
         protocols = mm["protocols"]
         members.append({
             "member_id": mm["member_id"],
@@ -447,10 +552,10 @@ def iter_scala_lines(text: str | bytes) -> Iterator[Item | DumpError]:
             if m and (m["value"] == "NULL" or m["value"].startswith(("OffsetAndMetadata(", "[OffsetMetadata["))):
                 rec = _scala_offset(m)
             else:
-                g = _SCALA_GROUP.fullmatch(line)
+                g = _split_scala_group(line)
                 if not g:
                     raise _Bad("not a formatter line")
-                rec = _scala_group(g)
+                rec = _scala_group(*g)
         except _Bad as e:
             yield _err(i, str(e), line)
             continue
@@ -471,7 +576,10 @@ def _split_lines(text: str) -> list[str]:
 # ---------------------------------------------------------------- kafka-dump-log
 
 
-_TOKEN = re.compile(r"(\w+): (\S+)")
+# ``(?<!\w)``: a name starts only where a word starts. Without it a long word that is not followed by
+# ": " is rescanned from each of its characters (quadratic); the matches are the same, since a match
+# found from inside a word would have been found from the word's first character already.
+_TOKEN = re.compile(r"(?<!\w)(\w+): (\S+)")
 _TS_TYPES = ("CreateTime", "LogAppendTime", "NoTimestampType")
 _BATCH_FIELDS = {
     "baseOffset": "base_offset",
@@ -490,7 +598,32 @@ _LEGACY_KEY = re.compile(r"offset_commit::group=(?P<group>.*),partition=(?P<tp>.
 _LEGACY_GROUP_KEY = re.compile(r"group_metadata::group=(?P<group>.*)")
 _LEGACY_UNKNOWN = re.compile(r"unknown::version=(-?\d+)")
 _LEGACY_OFFSET_VALUE = re.compile(r"offset=(-?\d+)(?:,metadata=(.*))?")
-_LEGACY_ASSIGNMENT = re.compile(r"([^{},=\s][^{},=]*)=\[([^\]]*)\]")
+_ASSIGNMENT_RUN = re.compile(r"[^{},=]+")
+
+
+def _legacy_assignment(text: str) -> Iterator[tuple[str, str]]:
+    """``(member id, "t-0, t-1")`` pairs of a ≤3.7 ``assignment`` string ``{m-1=[t-0, t-1], m-2=[]}``.
+
+    A scanner rather than ``finditer(r"([^{},=\\s][^{},=]*)=\\[([^\\]]*)\\]")``, with the same
+    matches: that pattern restarts at every character of a run with no ``=[…]`` after it
+    (quadratic). A run of non-separators either ends in ``=[…]`` from its first non-space character
+    or from none of its characters, so one attempt per run suffices.
+    """
+    pos = 0
+    while True:
+        m = _ASSIGNMENT_RUN.search(text, pos)
+        if m is None:
+            return
+        end = m.end()
+        start = m.start() + len(m[0]) - len(m[0].lstrip())
+        if start < end and text.startswith("=[", end):
+            close = text.find("]", end + 2)
+            if close == -1:  # no "]" here means none later either
+                return
+            yield text[start:end], text[end + 2 : close]
+            pos = close + 1
+        else:
+            pos = end
 
 
 def _field_value(name: str, text: str) -> Any:
@@ -548,8 +681,11 @@ def _split_key_payload(body: str) -> tuple[str, str | None, str | None]:
     return prefix, rest[:pi], rest[pi + 10 :]
 
 
-def _dump_record(key: str | None, payload: str | None) -> Item:
-    """Decode the key/payload texts of one dump-log record (≥3.8 JSON or ≤3.7 text)."""
+def _dump_record(key: str | None, payload: str | None, value_size: Any = None) -> Item:
+    """Decode the key/payload texts of one dump-log record (≥3.8 JSON or ≤3.7 text).
+
+    ``value_size`` is the line's ``valueSize`` (-1 for a null value) when printed.
+    """
     if key is None:
         raise _Bad("record has no decoded key (dumped without --offsets-decoder?)")
     key = key.strip()
@@ -575,7 +711,11 @@ def _dump_record(key: str | None, payload: str | None) -> Item:
         raise _Bad(key)
     m = _LEGACY_UNKNOWN.fullmatch(key)
     if m:
-        return {"kind": "other", "record_type": int(m[1]), "value_version": None, "is_tombstone": payload is None}
+        # ≤3.7 knows only types 0-2 and never prints a payload for the others: the value was not
+        # decoded, it is not null. Like a console "data":"unknown" value this is a record with an
+        # unknown value (not bad input); only valueSize: -1 says the value is null.
+        return {"kind": "other", "record_type": int(m[1]), "value_version": None,
+                "is_tombstone": value_size == -1}
     m = _LEGACY_KEY.fullmatch(key)
     if m:
         topic, sep, part = m["tp"].rpartition("-")
@@ -592,9 +732,9 @@ def _dump_record(key: str | None, payload: str | None) -> Item:
         vm = _LEGACY_OFFSET_VALUE.fullmatch(payload)
         if not vm:
             raise _Bad("unrecognised offset_commit payload")
-        # ≤3.7 prints neither the leader epoch nor the timestamps: -1 / None
-        rec.update(is_tombstone=False, offset=int(vm[1]), leader_epoch=-1, metadata=vm[2] or "",
-                   commit_timestamp=None, expire_timestamp=-1)
+        # ≤3.7 prints neither the leader epoch nor the timestamps: unknown (None), not -1 ("none")
+        rec.update(is_tombstone=False, offset=int(vm[1]), leader_epoch=None, metadata=vm[2] or "",
+                   commit_timestamp=None, expire_timestamp=None)
         return rec
     m = _LEGACY_GROUP_KEY.fullmatch(key)
     if m:
@@ -614,14 +754,14 @@ def _dump_record(key: str | None, payload: str | None) -> Item:
         members = []
         assignment = obj.get("assignment")
         if isinstance(assignment, str):
-            for mm in _LEGACY_ASSIGNMENT.finditer(assignment):
+            for member_id, assigned in _legacy_assignment(assignment):
                 parts: dict[str, list[int]] = {}
-                for tp in mm[2].split(","):
+                for tp in assigned.split(","):
                     topic, sep, part = tp.strip().rpartition("-")
                     if sep and topic and re.fullmatch(r"-?\d+", part):
                         parts.setdefault(topic, []).append(int(part))
                 # same shape as the ≥3.8 decoded assignment object
-                members.append({"member_id": mm[1].strip(), "assignment": {"assigned_partitions": [
+                members.append({"member_id": member_id.strip(), "assignment": {"assigned_partitions": [
                     {"topic": t, "partitions": p} for t, p in parts.items()], "user_data": None}})
         rec.update(is_tombstone=False, protocol_type=obj.get("protocolType"),
                    generation=_opt_int(obj.get("generationId"), "generationId"),
@@ -700,7 +840,7 @@ def _dump_record_line(body: str, batch: Item) -> Item:
         rec: Item = {"kind": "control", "record_type": None, "value_version": None, "is_tombstone": False,
                      "control_type": control, "coordinator_epoch": tokens.get("coordinatorEpoch")}
     else:
-        rec = _dump_record(key, payload)
+        rec = _dump_record(key, payload, tokens.get("valueSize"))
     rec.update(meta)
     rec.update(ctx)
     return rec

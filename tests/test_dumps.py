@@ -212,7 +212,7 @@ baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerI
 def test_dump_log_37_text() -> None:
     a, b, tomb, group, unknown = list(iter_dump_log(DUMP_37))
     assert (a["group"], a["topic"], a["partition"], a["offset"]) == ("g", "my-topic", 0, 42)
-    assert a["leader_epoch"] == -1 and a["metadata"] == "" and a["batch_leader_epoch"] == 2
+    assert a["leader_epoch"] is None and a["metadata"] == "" and a["batch_leader_epoch"] == 2
     assert a["log_partition"] == 3 and a["value_version"] is None
     assert b["metadata"] == "hello, world" and b["partition"] == 1
     assert tomb["is_tombstone"]
@@ -312,3 +312,60 @@ def test_iterators_only_yield_records_or_errors(data: str | bytes) -> None:
     text = data if isinstance(data, str) else data.decode("utf-8", "replace")
     assert detect_dump_format(text) in (None, "console_json", "scala", "dump_log")
     list(resolve_txn_states(iter_dump_log(data)))
+
+
+# ---------------------------------------------------------------- readings (issue 12 item 6)
+
+REC37 = "| offset: {o} CreateTime: 1700000000000 keySize: 5 valueSize: {vs} sequence: -1 headerKeys: [] key: {key}"
+
+
+def test_dump_log_37_unknown_key_with_a_value_is_not_a_tombstone() -> None:
+    """``unknown::version=N`` never prints a payload (the ≤3.7 decoder only knows types 0-2): the
+    record has a value unless ``valueSize: -1``; the value is unknown, not null."""
+    text = "\n".join([
+        "Dumping /logs/__consumer_offsets-3/00000000000000000000.log",
+        REC37.format(o=0, vs=14, key="unknown::version=3"),
+        REC37.format(o=1, vs=-1, key="unknown::version=3"),
+        "| offset: 2 CreateTime: 1700000000002 key: unknown::version=8",  # no sizes printed
+    ])
+    live, tomb, nosize = list(iter_dump_log(text))
+    assert live["record_type"] == 3 and live["kind"] == "other" and live["is_tombstone"] is False
+    assert live["value_version"] is None and "epoch" not in live
+    assert tomb["is_tombstone"] is True
+    assert nosize["record_type"] == 8 and nosize["is_tombstone"] is False
+
+
+def test_dump_log_37_commit_has_unknown_leader_epoch() -> None:
+    """``payload: offset=42`` prints no leader epoch (nor expire timestamp): unknown (None), not -1,
+    which would claim the commit carried no epoch."""
+    a, b, *_ = list(iter_dump_log(DUMP_37))
+    assert a["offset"] == 42 and a["leader_epoch"] is None and a["expire_timestamp"] is None
+    assert b["offset"] == 43 and b["leader_epoch"] is None and b["commit_timestamp"] is None
+    # formats that do print it keep it, and the Scala Optional.empty stays -1 (stored as -1)
+    assert next(iter_dump_log(DUMP_38))["leader_epoch"] == 7
+    scala = [r for r in iter_scala_lines(SCALA) if isinstance(r, dict)]
+    assert scala[0]["leader_epoch"] == 7 and scala[2]["leader_epoch"] == -1
+
+
+@pytest.mark.parametrize(("rtype", "name"), [(3, "ConsumerGroupMetadata"), (11, "ShareGroupMetadata"),
+                                             (17, "StreamsGroupMetadata")])
+def test_kip848_group_epoch_reads_like_the_segment_decoder(rtype: int, name: str) -> None:
+    """The group epoch of a KIP-848 ``…GroupMetadataValue`` from console JSON and dump-log ≥3.8
+    comes out under the segment decoder's keys (``epoch``, ``group``), tombstones included."""
+    from epochlib import coordinator
+
+    key, value = coordinator.encode_key(rtype, {"group_id": "cg"}), coordinator.encode_value(rtype, 0, {"epoch": 12})
+    seg = coordinator.decode_record(key, value)
+    assert seg.type_name == name
+    console = (f'{{"key":{{"type":{rtype},"data":{{"groupId":"cg"}}}},"value":{{"version":0,"data":{{"epoch":12}}}}}}'
+               f'{{"key":{{"type":{rtype},"data":{{"groupId":"cg"}}}},"value":null}}')
+    dump = "\n".join([
+        REC37.format(o=0, vs=7, key=f'{{"type":"{rtype}","data":{{"groupId":"cg"}}}} payload: '
+                                    '{"version":"0","data":{"epoch":12}}'),
+        REC37.format(o=1, vs=-1, key=f'{{"type":"{rtype}","data":{{"groupId":"cg"}}}} payload: <DELETE>'),
+    ])
+    for live, tomb in (list(iter_console_json(console)), list(iter_dump_log(dump))):
+        assert live["record_type"] == seg.record_type and live["value_version"] == seg.value_version
+        assert live["group"] == seg.group == "cg" and live["epoch"] == seg.value["epoch"] == 12
+        assert not live["is_tombstone"]
+        assert tomb["is_tombstone"] and tomb["group"] == "cg" and tomb.get("epoch") is None
