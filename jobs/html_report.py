@@ -30,10 +30,13 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+from epochlib.rules import ReplicaSnapshot, SnapshotRounds, epoch_disagreements, held_end, to_ms
 
 from .config import Config, parse_date_range
 from .summary import REPORT_TABLES, SEVERITIES
@@ -408,6 +411,8 @@ def _sev(severity: Any) -> str:
 
 @dataclass
 class _Lane:
+    """One lane of the lineage chart: a replica snapshot as drawn (broker as an int, time as a datetime)."""
+
     broker: int
     snapshot: dt.datetime
     entries: list[tuple[int, int]]  # (epoch, start_offset), file order
@@ -416,56 +421,32 @@ class _Lane:
     high_watermark: int | None
     source: str
 
-    def known_end(self) -> int:
-        """The highest offset this replica is known to hold + 1 (at least its last epoch's start + 1)."""
-        last = max((s for _e, s in self.entries), default=0)
-        return max(self.end, last) if self.end is not None else last + 1
+    @cached_property
+    def replica(self) -> ReplicaSnapshot:
+        """The lane as the :mod:`epochlib.rules` value (``end`` is its log end: LEO, else HW)."""
+        return ReplicaSnapshot(broker=str(self.broker), snapshot_ts=to_ms(self.snapshot) or 0, topic="", partition=0,
+                               entries=tuple(self.entries), log_start_offset=self.log_start, log_end_offset=self.end,
+                               high_watermark=self.high_watermark, source=self.source)  # fmt: skip
 
-    def epoch_at(self, offset: int) -> int | None:
-        """Epoch of ``offset`` per this replica's checkpoint (the last entry starting at or before it)."""
-        found = None
-        for epoch, start in sorted(self.entries, key=lambda es: es[1]):
-            if start <= offset:
-                found = epoch
-        return found
+    def known_end(self) -> int:
+        """The highest offset this replica is known to hold + 1 (:func:`epochlib.rules.held_end`)."""
+        return held_end(self.replica)
 
 
 def _snapshot_groups(lanes: list[_Lane], tolerance: dt.timedelta) -> list[list[_Lane]]:
-    """Lanes grouped by snapshot time: a group holds snapshots within ``tolerance`` of its first one."""
-    groups: list[list[_Lane]] = []
-    for lane in sorted(lanes, key=lambda ln: (ln.snapshot, ln.broker)):
-        if groups and lane.snapshot - groups[-1][0].snapshot <= tolerance:
-            groups[-1].append(lane)
-        else:
-            groups.append([lane])
-    return groups
+    """Lanes grouped by the rounds of :class:`epochlib.rules.SnapshotRounds` (snapshots within ``tolerance``
+    of a round's first one), each group in (time, broker) order."""
+    by_replica = {id(ln.replica): ln for ln in lanes}
+    rounds = SnapshotRounds([ln.replica for ln in lanes], tolerance // dt.timedelta(milliseconds=1))
+    return [sorted((by_replica[id(s)] for s in r.members), key=lambda ln: (ln.snapshot, ln.broker)) for r in rounds]
 
 
 def divergences(group: Sequence[_Lane]) -> list[tuple[int, int, str]]:
-    """Offset ranges ``[lo, hi)`` that replicas of one snapshot group assign different epochs to.
-
-    Only offsets both replicas of a pair hold are compared (a lagging follower is not divergent). Returns
-    merged ranges with a description naming the brokers and their epochs.
-    """
-    found: list[tuple[int, int, str]] = []
-    for i, a in enumerate(group):
-        for b in group[i + 1:]:
-            if not a.entries or not b.entries:
-                continue
-            lo = max(min(s for _e, s in a.entries), min(s for _e, s in b.entries))
-            hi = min(a.known_end(), b.known_end())
-            if hi <= lo:
-                continue
-            points = sorted({lo, hi, *(s for _e, s in a.entries + b.entries if lo < s < hi)})
-            for p, q in zip(points, points[1:], strict=False):
-                ea, eb = a.epoch_at(p), b.epoch_at(p)
-                if ea != eb:
-                    what = f"broker {a.broker}: epoch {ea}, broker {b.broker}: epoch {eb}"
-                    if found and found[-1][1] == p and found[-1][2] == what:
-                        found[-1] = (found[-1][0], q, what)
-                    else:
-                        found.append((p, q, what))
-    return found
+    """Offset ranges ``[lo, hi)`` that replicas of one snapshot group assign different epochs to
+    (:func:`epochlib.rules.epoch_disagreements`: only offsets both replicas of a pair hold), with a
+    description naming the brokers and their epochs."""
+    return [(d.lo, d.hi, f"broker {d.broker_a}: epoch {d.epoch_a}, broker {d.broker_b}: epoch {d.epoch_b}")
+            for d in epoch_disagreements([ln.replica for ln in group])]
 
 
 def _lineage_section(config: Config, start: dt.date, end: dt.date, topic: str, partition: int,

@@ -9,6 +9,7 @@ import pytest
 
 from epochlib.lineage import EpochEntry
 from epochlib.rules import (
+    SEVERITY,
     BatchHeader,
     Commit,
     Finding,
@@ -121,8 +122,8 @@ def test_finding_id_is_deterministic_and_ignores_wording_and_correlation():
     f = Finding(
         "F2",
         "commit_beyond_epoch_end",
-        "error",
-        1000,
+        severity="error",
+        event_ts=1000,
         topic="t",
         partition=0,
         group_id="g",
@@ -133,8 +134,8 @@ def test_finding_id_is_deterministic_and_ignores_wording_and_correlation():
     same = Finding(
         "F2",
         "commit_beyond_epoch_end",
-        "warning",
-        1000,
+        severity="warning",
+        event_ts=1000,
         topic="t",
         partition=0,
         group_id="g",
@@ -150,8 +151,7 @@ def test_finding_id_is_deterministic_and_ignores_wording_and_correlation():
             Finding(
                 "F2",
                 "commit_beyond_epoch_end",
-                "error",
-                1001,
+                event_ts=1001,
                 topic="t",
                 partition=0,
                 group_id="g",
@@ -164,4 +164,14 @@ def test_finding_id_is_deterministic_and_ignores_wording_and_correlation():
     assert hash(f) == hash(same)
     row = f.to_row()
     assert row["finding_id"] == f.id and row["a"] == 1 and row["evidence"] == ["x"]
-    assert Finding("S1e", "spurious_rewind", "error", 0).to_row()["classification"] == "spurious_rewind"
+    assert Finding("S1e", "spurious_rewind", event_ts=0).to_row()["classification"] == "spurious_rewind"
+
+
+def test_severity_comes_from_the_kind_unless_a_rule_overrides_it():
+    assert Finding("S1e", "spurious_rewind", event_ts=0).severity == SEVERITY["spurious_rewind"] == "error"
+    assert Finding("F4", "commit_epoch_dropped", event_ts=0).severity == "info"
+    assert Finding("M2", "broker_served_stale", severity="error", event_ts=0).severity == "error"
+    with pytest.raises(ValueError, match="no severity"):
+        Finding("X1", "not_a_kind", event_ts=0)
+    with pytest.raises(TypeError):
+        Finding("S1e", "spurious_rewind", "error", 0)  # type: ignore[misc]  # severity, event_ts: keyword only

@@ -320,8 +320,7 @@ def _meta(ts, client="c1", rule="M2", partition=0):
     return Finding(
         rule,
         "broker_served_stale",
-        "warning",
-        ts,
+        event_ts=ts,
         topic="t",
         topic_id="X",
         partition=partition,

@@ -1,8 +1,10 @@
 """Detection rules of spec/detection-rules.md as pure functions over sorted sequences.
 
-Inputs are the frozen dataclasses of :mod:`epochlib.rules._model` (each with ``from_row``); outputs
-are :class:`Finding` values with a deterministic :func:`finding_id`. No Spark, no I/O, no clock.
-Judgement calls where the spec is silent are listed in ``epochlib/rules/README.md``.
+Inputs are the frozen dataclasses exported here (each with ``from_row``); outputs are :class:`Finding`
+values with a deterministic :func:`finding_id`. No Spark, no I/O, no clock. Snapshot rounds and "the
+leader at a time" live in :mod:`.rounds`; the columnar pass over a partition's commits (F2/F4 + S1/S2)
+in :mod:`.commit_pass`. ``epochlib/rules/README.md`` names the one module that decides each rule and the
+judgement calls where the spec is silent.
 """
 
 from ..lineage import EpochEntry, LeaderEpochCache
@@ -20,15 +22,22 @@ from ._model import (
     MetadataObservation,
     QuarantineRecord,
     ReplicaSnapshot,
+    capture_pointer,
     finding_id,
     to_ms,
 )
-from .divergence import check_replica_divergence, snapshot_rounds
+from .commit_pass import COMMIT_COLUMNS, CommitFinding, check_partition_commits, commit_log_order
+from .divergence import (
+    EpochDisagreement,
+    check_replica_divergence,
+    epoch_disagreements,
+    held_end,
+    snapshot_rounds,
+)
 from .fencing import (
     FenceResult,
     check_commit_fencing,
     fence_check,
-    leader_of_round,
     leader_snapshot_at,
     make_lineage_lookup,
 )
@@ -42,14 +51,17 @@ from .lineage_rules import (
 from .metadata import check_broker_staleness, check_client_metadata, stale_rates
 from .resets import (
     CORRELATED_KINDS,
-    LogEndEstimate,
     OffsetsSeen,
     ResetContext,
     check_offset_resets,
+    classify_jump,
+    classify_rewind,
     correlate_resets,
 )
+from .rounds import LogEndEstimate, Round, SnapshotRounds, leader_of_round, log_end_of, log_start_of
 
 __all__ = [
+    "COMMIT_COLUMNS",
     "CORRELATED_KINDS",
     "CRITICAL",
     "ERROR",
@@ -59,6 +71,8 @@ __all__ = [
     "WARNING",
     "BatchHeader",
     "Commit",
+    "CommitFinding",
+    "EpochDisagreement",
     "EpochEntry",
     "FenceResult",
     "Finding",
@@ -70,6 +84,9 @@ __all__ = [
     "QuarantineRecord",
     "ReplicaSnapshot",
     "ResetContext",
+    "Round",
+    "SnapshotRounds",
+    "capture_pointer",
     "check_batch_epochs",
     "check_broker_staleness",
     "check_checkpoint_unreadable",
@@ -78,12 +95,20 @@ __all__ = [
     "check_lineage_history",
     "check_lineage_monotonic",
     "check_offset_resets",
+    "check_partition_commits",
     "check_replica_divergence",
+    "classify_jump",
+    "classify_rewind",
+    "commit_log_order",
     "correlate_resets",
+    "epoch_disagreements",
     "fence_check",
     "finding_id",
+    "held_end",
     "leader_of_round",
     "leader_snapshot_at",
+    "log_end_of",
+    "log_start_of",
     "make_lineage_lookup",
     "parse_logdir_path",
     "snapshot_rounds",

@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import Any
 
 from ..lineage import EpochEntry, LeaderEpochCache, as_entry
@@ -35,6 +35,7 @@ __all__ = [
     "MetadataObservation",
     "QuarantineRecord",
     "ReplicaSnapshot",
+    "capture_pointer",
     "finding_id",
     "to_ms",
 ]
@@ -473,11 +474,15 @@ class Finding:
     """One finding row (DESIGN.md "Outputs"). ``numbers`` uses the gold tables' column names
     (``jobs/schemas.py``) where one exists, e.g. committed_offset, leader_epoch, expected_epoch,
     end_offset, records_affected, served_epoch, cached_epoch, staleness_ms, previous_offset,
-    new_offset, records_reread, records_skipped, log_start_offset, truncation_point."""
+    new_offset, records_reread, records_skipped, log_start_offset, truncation_point.
+
+    ``severity`` comes from :data:`SEVERITY` by ``kind`` unless given: pass it only where a rule really
+    decides it otherwise. Every field after ``kind`` is keyword-only."""
 
     rule: str
     kind: str
-    severity: str
+    _: KW_ONLY
+    severity: str = ""
     event_ts: int
     topic: str | None = None
     topic_id: str | None = None
@@ -490,6 +495,12 @@ class Finding:
     detail: str = ""
     correlated_finding_id: str | None = None
     cause: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.severity:
+            if self.kind not in SEVERITY:
+                raise ValueError(f"finding kind {self.kind!r} has no severity in SEVERITY; pass severity=")
+            object.__setattr__(self, "severity", SEVERITY[self.kind])
 
     def __hash__(self) -> int:
         return hash(finding_id(self))

@@ -7,25 +7,21 @@ round keeps its later snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
-from ._model import SEVERITY, Finding, ReplicaSnapshot
-from .fencing import _rounds, leader_key, leader_of_round
+from ._model import Finding, ReplicaSnapshot
+from .rounds import SnapshotRounds, leader_key, leader_of_round, log_end_of
 
-__all__ = ["check_replica_divergence", "snapshot_rounds"]
+__all__ = ["EpochDisagreement", "check_replica_divergence", "epoch_disagreements", "held_end", "snapshot_rounds"]
 
 
 def snapshot_rounds(
     snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int
 ) -> list[tuple[int, dict[str, ReplicaSnapshot]]]:
-    """(round start ts, broker -> snapshot) in time order."""
-    out = []
-    for start, members in _rounds(snapshots, tolerance_ms):
-        by_broker: dict[str, ReplicaSnapshot] = {}
-        for s in members:  # sorted by time: the later one wins
-            by_broker[s.broker] = s
-        out.append((start, by_broker))
-    return out
+    """(round start ts, broker -> snapshot) in time order (:class:`~epochlib.rules.rounds.SnapshotRounds`;
+    a broker seen twice in one round keeps its later snapshot)."""
+    return [(r.start, r.by_broker()) for r in SnapshotRounds(snapshots, tolerance_ms)]
 
 
 def _same_topic(a: ReplicaSnapshot, b: ReplicaSnapshot) -> bool:
@@ -91,7 +87,6 @@ def _d2_round(replicas: list[ReplicaSnapshot]) -> list[tuple[tuple, Finding]]:
                     Finding(
                         rule="D2",
                         kind="replica_lineage_conflict",
-                        severity=SEVERITY["replica_lineage_conflict"],
                         event_ts=x.snapshot_ts,
                         topic=x.topic,
                         topic_id=x.topic_id or r.topic_id,
@@ -201,7 +196,6 @@ def check_replica_divergence(
                     Finding(
                         rule="D1",
                         kind="replica_divergence_unresolved",
-                        severity=SEVERITY["replica_divergence_unresolved"],
                         event_ts=f.snapshot_ts,
                         topic=f.topic,
                         topic_id=f.topic_id or leader.topic_id,
@@ -231,3 +225,67 @@ def check_replica_divergence(
                 open_d1.discard(key)
         pending = now
     return out
+
+
+class EpochDisagreement(NamedTuple):
+    """Offsets ``[lo, hi)`` that replica ``broker_a`` assigns to ``epoch_a`` and ``broker_b`` to ``epoch_b``
+    (None: before the replica's first entry)."""
+
+    lo: int
+    hi: int
+    broker_a: str
+    epoch_a: int | None
+    broker_b: str
+    epoch_b: int | None
+
+
+def _file_epoch_at(entries: Sequence[tuple[int, int]], offset: int) -> int | None:
+    """The epoch of ``offset`` as the checkpoint file states it: the last entry (by start, stable) starting
+    at or before it."""
+    found = None
+    for epoch, start in entries:
+        if start > offset:
+            break
+        found = epoch
+    return found
+
+
+def held_end(s: ReplicaSnapshot) -> int:
+    """The highest offset the replica is known to hold + 1: its log end (:func:`~epochlib.rules.rounds.log_end_of`)
+    but at least its last entry's start; without a log end, its last entry's start + 1."""
+    last = max((e.start_offset for e in s.entries), default=0)
+    end = log_end_of(s)
+    return max(end, last) if end is not None else last + 1
+
+
+def epoch_disagreements(replicas: Sequence[ReplicaSnapshot]) -> list[EpochDisagreement]:
+    """For each pair of replicas (in the given order) of one round, the offset ranges both hold (from the
+    later first entry to the smaller :func:`_held_end`) to which their checkpoints assign different
+    epochs; adjacent ranges of the same pair and epochs are merged.
+
+    A picture of the files, not a rule (D1/D2 decide findings): entries are taken as the files state them
+    (sorted by start, not repaired, as the HTML report draws them), so a lagging follower is not
+    divergent but any fork of the offset -> epoch map is shown."""
+    found: list[EpochDisagreement] = []
+    spans = [sorted(((e.epoch, e.start_offset) for e in s.entries), key=lambda es: es[1]) for s in replicas]
+    for i, a in enumerate(replicas):
+        for j in range(i + 1, len(replicas)):
+            b = replicas[j]
+            ea_s, eb_s = spans[i], spans[j]
+            if not ea_s or not eb_s:
+                continue
+            lo = max(ea_s[0][1], eb_s[0][1])
+            hi = min(held_end(a), held_end(b))
+            if hi <= lo:
+                continue
+            points = sorted({lo, hi, *(s for _e, s in ea_s + eb_s if lo < s < hi)})
+            for p, q in zip(points, points[1:], strict=False):
+                xa, xb = _file_epoch_at(ea_s, p), _file_epoch_at(eb_s, p)
+                if xa == xb:
+                    continue
+                last = found[-1] if found else None
+                if last is not None and last.hi == p and last[2:] == (a.broker, xa, b.broker, xb):
+                    found[-1] = last._replace(hi=q)
+                else:
+                    found.append(EpochDisagreement(p, q, a.broker, xa, b.broker, xb))
+    return found

@@ -1,23 +1,23 @@
 """Fencing of commits, KIP-320 applied after the fact: F2, F4 (and F5, the epoch -1 filter).
 
-The leader lineage at a commit's time: the first snapshot round taken at or after the commit (the
-newest round when none is later), and in it the replica whose lineage holds the highest epoch.
+The leader lineage at a commit's time is :meth:`SnapshotRounds.leader_at
+<epochlib.rules.rounds.SnapshotRounds.leader_at>`: the first snapshot round taken at or after the commit
+(the newest round when none is later), and in it the replica whose lineage holds the highest epoch.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ._model import SEVERITY, Commit, Finding, ReplicaSnapshot
+from ._model import Commit, Finding, ReplicaSnapshot
+from .rounds import SnapshotRounds
 
 __all__ = [
     "FenceResult",
     "LineageLookup",
     "check_commit_fencing",
     "fence_check",
-    "leader_of_round",
     "leader_snapshot_at",
     "make_lineage_lookup",
 ]
@@ -25,68 +25,19 @@ __all__ = [
 LineageLookup = Callable[[int], "ReplicaSnapshot | None"]
 
 
-def _broker_order(b: str) -> tuple:
-    return (0, int(b), "") if b.isdigit() else (1, 0, b)
-
-
-def leader_key(s: ReplicaSnapshot) -> tuple:
-    """Sort key of :func:`leader_of_round`: highest repaired epoch, then higher LEO, then lower broker id."""
-    latest = s.repaired_cache().latest_epoch
-    return (
-        -(-1 if latest is None else latest),
-        -(-1 if s.log_end_offset is None else s.log_end_offset),
-        _broker_order(s.broker),
-    )
-
-
-def leader_of_round(snapshots: Iterable[ReplicaSnapshot]) -> ReplicaSnapshot | None:
-    """The replica whose (repaired) lineage holds the highest epoch; ties go to the higher log end
-    offset, then the lower broker id (so the choice is deterministic)."""
-    ordered = sorted(snapshots, key=leader_key)
-    return ordered[0] if ordered else None
-
-
-def _rounds(
-    snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int
-) -> list[tuple[int, list[ReplicaSnapshot]]]:
-    """Snapshot rounds: sorted by time, a round starts at a snapshot and takes every later one within
-    ``tolerance_ms`` of that start. Returns (round start ts, members)."""
-    ordered = sorted(snapshots, key=lambda s: (s.snapshot_ts, s.broker))
-    rounds: list[tuple[int, list[ReplicaSnapshot]]] = []
-    for s in ordered:
-        if rounds and s.snapshot_ts - rounds[-1][0] <= tolerance_ms:
-            rounds[-1][1].append(s)
-        else:
-            rounds.append((s.snapshot_ts, [s]))
-    return rounds
-
-
 def leader_snapshot_at(
     snapshots: Sequence[ReplicaSnapshot], ts: int, tolerance_ms: int = 0
 ) -> ReplicaSnapshot | None:
-    """The leader's snapshot for an event at ``ts``: the first snapshot round at or after ``ts``, else
-    the newest round; in it the replica with the highest epoch (:func:`leader_of_round`).
-
-    A round is the snapshots taken within ``tolerance_ms`` of the round's first one (0: identical
-    ``snapshot_ts``, as the ``snapshot=<time>`` directory gives). None when there are no snapshots."""
-    return make_lineage_lookup(snapshots, tolerance_ms)(ts)
+    """The leader's snapshot for an event at ``ts``: :meth:`SnapshotRounds.leader_at
+    <epochlib.rules.rounds.SnapshotRounds.leader_at>` (the first round at or after ``ts``, else the
+    newest; in it the replica with the highest epoch). None when there are no snapshots."""
+    return SnapshotRounds(snapshots, tolerance_ms).leader_at(ts)
 
 
 def make_lineage_lookup(snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0) -> LineageLookup:
-    """A ``lineage_lookup(ts)`` over a fixed set of snapshots of one partition (rounds and leaders are
-    computed once; each lookup is a bisection)."""
-    rounds = _rounds(snapshots, tolerance_ms)
-    # a round is "at or after ts" when its last member is
-    ends = [max(s.snapshot_ts for s in members) for _, members in rounds]
-    leaders = [leader_of_round(members) for _, members in rounds]
-
-    def lookup(ts: int) -> ReplicaSnapshot | None:
-        if not rounds:
-            return None
-        i = bisect.bisect_left(ends, ts)
-        return leaders[i] if i < len(rounds) else leaders[-1]
-
-    return lookup
+    """A ``lineage_lookup(ts)`` over a fixed set of snapshots of one partition (the rounds are built
+    once, :class:`~epochlib.rules.rounds.SnapshotRounds`; each lookup is a bisection)."""
+    return SnapshotRounds(snapshots, tolerance_ms).leader_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +131,6 @@ def check_commit_fencing(
                     Finding(
                         rule="F4",
                         kind="commit_epoch_dropped",
-                        severity=SEVERITY["commit_epoch_dropped"],
                         numbers={
                             "committed_offset": c.committed_offset,
                             "leader_epoch": -1,
@@ -203,7 +153,6 @@ def check_commit_fencing(
                 Finding(
                     rule="F4",
                     kind="commit_epoch_regression",
-                    severity=SEVERITY["commit_epoch_regression"],
                     numbers={
                         "committed_offset": c.committed_offset,
                         "leader_epoch": e,
@@ -239,7 +188,6 @@ def check_commit_fencing(
                 Finding(
                     rule="F2",
                     kind="commit_unknown_epoch",
-                    severity=SEVERITY["commit_unknown_epoch"],
                     numbers={**nums, "records_affected": None},
                     evidence=ev,
                     detail=(
@@ -256,7 +204,6 @@ def check_commit_fencing(
                 Finding(
                     rule="F2",
                     kind="commit_beyond_epoch_end",
-                    severity=SEVERITY["commit_beyond_epoch_end"],
                     numbers={**nums, "records_affected": c.committed_offset - r.end_offset},  # type: ignore[operator]
                     evidence=ev,
                     detail=(

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..lineage import EpochEntry
 from ._model import (
-    SEVERITY,
     BatchHeader,
     Finding,
     QuarantineRecord,
@@ -75,7 +74,6 @@ def check_checkpoint_unreadable(
         Finding(
             rule="L1",
             kind="checkpoint_unreadable",
-            severity=SEVERITY["checkpoint_unreadable"],
             event_ts=ts,
             topic=where["topic"],
             partition=where["partition"],
@@ -120,7 +118,6 @@ def check_lineage_monotonic(snapshot: ReplicaSnapshot) -> list[Finding]:
         Finding(
             rule="L2",
             kind="lineage_not_monotonic",
-            severity=SEVERITY["lineage_not_monotonic"],
             event_ts=snapshot.snapshot_ts,
             topic=snapshot.topic,
             topic_id=snapshot.topic_id,
@@ -195,7 +192,6 @@ def check_batch_epochs(snapshot: ReplicaSnapshot, batches_sorted: Iterable[Batch
                 Finding(
                     rule="L3",
                     kind="batch_epoch_regression",
-                    severity=SEVERITY["batch_epoch_regression"],
                     numbers={
                         **nums,
                         "expected_epoch": best.partition_leader_epoch,
@@ -215,7 +211,6 @@ def check_batch_epochs(snapshot: ReplicaSnapshot, batches_sorted: Iterable[Batch
                 Finding(
                     rule="L3",
                     kind="batch_epoch_unknown",
-                    severity=SEVERITY["batch_epoch_unknown"],
                     numbers={**nums, "expected_epoch": expected},
                     evidence=(b.pointer(), snapshot.pointer(latest)),
                     detail=(
@@ -230,7 +225,6 @@ def check_batch_epochs(snapshot: ReplicaSnapshot, batches_sorted: Iterable[Batch
                 Finding(
                     rule="L3",
                     kind="batch_epoch_mismatch",
-                    severity=SEVERITY["batch_epoch_mismatch"],
                     numbers=nums,
                     evidence=(b.pointer(), snapshot.pointer(expected)),
                     detail=(
@@ -313,7 +307,6 @@ def _history_step(prev: ReplicaSnapshot, cur: ReplicaSnapshot) -> Finding | None
         return Finding(
             rule="L5",
             kind="lineage_rewritten",
-            severity=SEVERITY["lineage_rewritten"],
             numbers={
                 "leader_epoch": epoch,
                 "previous_start_offset": p[p_idx[epoch]].start_offset if epoch in p_idx else None,
@@ -379,7 +372,6 @@ def _history_step(prev: ReplicaSnapshot, cur: ReplicaSnapshot) -> Finding | None
     return Finding(
         rule="L5",
         kind="lineage_truncated",
-        severity=SEVERITY["lineage_truncated"],
         numbers={
             "truncation_point": point,
             "records_affected": discarded,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
-from ._model import SEVERITY, Finding, MetadataObservation
+from ._model import Finding, MetadataObservation
 
 __all__ = ["check_broker_staleness", "check_client_metadata", "stale_rates", "token_frontier"]
 
@@ -85,7 +85,6 @@ def _recreation_finding(items: list[tuple[MetadataObservation, _Baseline]], rule
     return Finding(
         rule=rule,
         kind="possible_topic_recreation",
-        severity=SEVERITY["possible_topic_recreation"],
         numbers={"served_epoch": 0, "cached_epoch": cached, "correlation_id": o.correlation_id},
         evidence=tuple(evidence),
         detail=(
@@ -105,7 +104,6 @@ def _id_regression_finding(
     return Finding(
         rule="M3",
         kind="topic_id_regression",
-        severity=SEVERITY["topic_id_regression"],
         numbers={
             "staleness_ms": o.capture_ts - newest[1],
             "correlation_id": o.correlation_id,
@@ -173,7 +171,6 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
                         Finding(
                             rule="M1",
                             kind="client_epoch_regression",
-                            severity=SEVERITY["client_epoch_regression"],
                             numbers={
                                 "served_epoch": o.epoch,
                                 "cached_epoch": base.highest,
@@ -285,7 +282,6 @@ def check_broker_staleness(
                 finding = Finding(
                     rule="M2",
                     kind="broker_served_stale",
-                    severity=SEVERITY["broker_served_stale"],
                     numbers={
                         "served_epoch": o.epoch,
                         "cached_epoch": max(x[1] for x in older),
@@ -308,7 +304,6 @@ def check_broker_staleness(
                 finding = Finding(
                     rule="M2",
                     kind="broker_served_stale",
-                    severity=SEVERITY["broker_served_stale"],
                     numbers={
                         "served_epoch": o.leader_epoch,
                         "cached_epoch": None,

@@ -14,33 +14,26 @@ from typing import Any
 
 import numpy as np
 
-from ._model import SEVERITY, Commit, Finding, GroupState, ReplicaSnapshot
-from .fencing import LineageLookup, _rounds, fence_check, leader_of_round, make_lineage_lookup
+from ._model import Commit, Finding, GroupState, ReplicaSnapshot
+from .fencing import LineageLookup, fence_check
+from .rounds import LogEndEstimate, SnapshotRounds, log_start_of
 
 __all__ = [
     "CORRELATED_KINDS",
+    "MIN_PACE_ELAPSED_MS",
     "LogEndEstimate",
     "OffsetsSeen",
     "ResetContext",
     "check_offset_resets",
+    "classify_jump",
+    "classify_rewind",
     "correlate_resets",
+    "pace_rate",
 ]
 
 
 MIN_PACE_ELAPSED_MS = 1000
 """S2b pace: the time between two commits is counted as at least this long."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogEndEstimate:
-    """A known log end (next offset) of the partition at a time: from segments, the
-    replication-offset-checkpoint (high watermark), or the highest offset seen anywhere."""
-
-    ts: int
-    offset: int
-    evidence: str = ""
-    from_commits: bool = False
-    """True for "the highest offset seen" (:class:`OffsetsSeen`), False for snapshots and extra estimates."""
 
 
 class OffsetsSeen:
@@ -121,29 +114,12 @@ class OffsetsSeen:
         )
 
 
-def snapshot_log_ends(
-    snapshots: Sequence[ReplicaSnapshot], tolerance_ms: int, extra: Iterable[LogEndEstimate] = ()
-) -> list[LogEndEstimate]:
-    """``extra`` plus the log end (LEO, else high watermark) of each snapshot round's leader, sorted by
-    (time, offset): the estimates :meth:`ResetContext.log_end_before` takes the newest of."""
-    ests = list(extra)
-    for _, members in _rounds(snapshots, tolerance_ms):
-        lead = leader_of_round(members)
-        if lead is None:
-            continue
-        end = lead.log_end_offset if lead.log_end_offset is not None else lead.high_watermark
-        if end is not None:
-            ests.append(LogEndEstimate(lead.snapshot_ts, end, lead.pointer() + f" (log end {end})"))
-    ests.sort(key=lambda e: (e.ts, e.offset))
-    return ests
-
-
 @dataclass(frozen=True)
 class ResetContext:
     """What S1/S2 may consult besides the commits, all for the commits' (topic, partition) and group.
 
     - ``snapshots``: lineage snapshots of the partition (all brokers); the leader lineage at a time is
-      :func:`~epochlib.rules.fencing.leader_snapshot_at` over them (``tolerance_ms`` groups rounds);
+      :meth:`~epochlib.rules.rounds.SnapshotRounds.leader_at` of their rounds (``tolerance_ms``);
       ``lineage_lookup`` overrides that choice when given;
     - ``group_states``: the group's metadata records (any order);
     - ``log_end_estimates``: extra log-end estimates; the snapshots' LEO (else high watermark) of the
@@ -162,29 +138,31 @@ class ResetContext:
     lineage_lookup: LineageLookup | None = None
     tolerance_ms: int = 0
     skip_pace_factor: float = 10.0
+    snapshot_rounds: SnapshotRounds | None = field(default=None, repr=False, compare=False)
+    """The rounds of ``snapshots`` within ``tolerance_ms`` when the caller built them already (shared by
+    the groups of a partition); built on first use otherwise."""
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- derived lookups (computed once, on first use) ---------------------------------------------
 
+    def rounds(self) -> SnapshotRounds:
+        """The snapshots' rounds (:class:`~epochlib.rules.rounds.SnapshotRounds`), built on first use."""
+        if self.snapshot_rounds is not None:
+            return self.snapshot_rounds
+        if "rounds" not in self._cache:
+            self._cache["rounds"] = SnapshotRounds(self.snapshots, self.tolerance_ms)
+        return self._cache["rounds"]
+
     def leader_at(self, ts: int) -> ReplicaSnapshot | None:
-        """The leader snapshot for an event at ``ts`` (first round at/after, else newest)."""
+        """The leader snapshot for an event at ``ts`` (first round at/after, else newest), or
+        ``lineage_lookup(ts)`` when one was given."""
         if self.lineage_lookup is not None:
             return self.lineage_lookup(ts)
-        if "lookup" not in self._cache:
-            self._cache["lookup"] = make_lineage_lookup(self.snapshots, self.tolerance_ms)
-        return self._cache["lookup"](ts)
+        return self.rounds().leader_at(ts)
 
     def leader_before(self, ts: int) -> ReplicaSnapshot | None:
         """The leader snapshot of the newest round taken at or before ``ts``."""
-        if "before" not in self._cache:
-            rounds = _rounds(self.snapshots, self.tolerance_ms)
-            self._cache["before"] = (
-                [max(s.snapshot_ts for s in m) for _, m in rounds],
-                [leader_of_round(m) for _, m in rounds],
-            )
-        ends, leaders = self._cache["before"]
-        i = bisect.bisect_right(ends, ts) - 1
-        return leaders[i] if i >= 0 else None
+        return self.rounds().leader_before(ts)
 
     def group_state_at(self, ts: int) -> GroupState | None:
         """The group's last metadata record at or before ``ts``."""
@@ -203,7 +181,7 @@ class ResetContext:
         truncation an older commit may overshoot the shorter log: then no jump reaches the estimate, a
         miss rather than a false skip."""
         if "ends" not in self._cache:
-            ests = snapshot_log_ends(self.snapshots, self.tolerance_ms, self.log_end_estimates)
+            ests = self.rounds().log_end_estimates(self.log_end_estimates)
             self._cache["ends"] = ([e.ts for e in ests], ests)
         times, ests = self._cache["ends"]
         i = bisect.bisect_right(times, ts) - 1
@@ -212,18 +190,6 @@ class ResetContext:
         if seen is not None and (best is None or seen.offset > best.offset):
             return seen
         return best
-
-
-def _log_start(snap: ReplicaSnapshot | None) -> tuple[int | None, str]:
-    """Log start of a snapshot: the log-start-offset checkpoint, else the repaired lineage head."""
-    if snap is None:
-        return None, ""
-    if snap.log_start_offset is not None:
-        return snap.log_start_offset, f"{snap.pointer()} (log start offset {snap.log_start_offset})"
-    head = snap.repaired_cache().earliest_entry
-    if head is None:
-        return None, ""
-    return head.start_offset, f"{snap.pointer(head.epoch)} (lineage head ({head.epoch}, {head.start_offset}))"
 
 
 def _subject(c: Commit) -> dict[str, Any]:
@@ -245,7 +211,6 @@ def _finding(rule, kind, c: Commit, prev: Commit, nums: dict, evidence, detail, 
     return Finding(
         rule=rule,
         kind=kind,
-        severity=SEVERITY[kind],
         numbers=base,
         evidence=(c.pointer(), prev.pointer(), *[e for e in evidence if e]),
         detail=detail,
@@ -255,7 +220,10 @@ def _finding(rule, kind, c: Commit, prev: Commit, nums: dict, evidence, detail, 
     )
 
 
-def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
+def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
+    """S1: the finding for a rewind ``prev -> c`` (``c``'s offset below ``prev``'s) of one sequence, in
+    the order S1a, S1b, S1c, S1d, S1e (:func:`check_offset_resets` has the judgement calls). Every rewind
+    is a finding."""
     o, po = c.committed_offset, prev.committed_offset
     assert o is not None and po is not None
     snap = ctx.leader_at(c.ts)
@@ -317,7 +285,7 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
             "(kafka-consumer-groups --reset-offsets).",
             snap,
         )
-    ls, ls_ev = _log_start(snap)
+    ls, ls_ev = log_start_of(snap)
     cache = snap.repaired_cache() if snap is not None else None
     head = cache.earliest_entry if cache is not None else None
     # (c) a commit carries an epoch below the lineage head (KAFKA-19902)
@@ -368,21 +336,24 @@ def _classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
     )
 
 
-def _rate(records: int, elapsed_ms: int) -> float:
+def pace_rate(records: int, elapsed_ms: int) -> float:
     """Records per ms between two commits; the elapsed time is floored at 1 s (commit timestamps are
     coarse and two commits of one batch can share a millisecond)."""
     return records / max(elapsed_ms, MIN_PACE_ELAPSED_MS)
 
 
-def _classify_jump(
+def classify_jump(
     c: Commit, prev: Commit, ctx: ResetContext, max_step: int | None, max_rate: float | None, since: int
 ) -> Finding | None:
+    """S2: the finding for a forward move ``prev -> c``, or None for an ordinary one. The loop state of
+    :func:`check_offset_resets`: ``max_step`` / ``max_rate`` of the sequence's earlier forward moves that
+    were not findings (None: none yet), ``since`` the time the previous offset was first committed."""
     o, po = c.committed_offset, prev.committed_offset
     assert o is not None and po is not None
     jump = o - po
     # (a) retention: the previous offset had fallen below the log start and the new one is the log start
     for snap in (ctx.leader_at(c.ts), ctx.leader_before(c.ts)):
-        ls, ls_ev = _log_start(snap)
+        ls, ls_ev = log_start_of(snap)
         if ls is not None and po < ls and o == ls:
             return _finding(
                 "S2a",
@@ -398,7 +369,7 @@ def _classify_jump(
     # (b) a jump to the log end: a jump far faster than the sequence's own pace, reaching a log-end estimate
     if max_step is None or max_rate is None:
         return None
-    rate = _rate(jump, c.ts - since)
+    rate = pace_rate(jump, c.ts - since)
     if rate <= ctx.skip_pace_factor * max_rate:
         return None
     est = ctx.log_end_before(c.ts, c.group_id)
@@ -417,7 +388,7 @@ def _classify_jump(
     r = fence_check(replace(prev, event_ts=c.ts), snap)
     if r.status == "beyond_epoch_end":
         return None  # a truncation explains a reset of the position
-    ls, ls_ev = _log_start(snap)
+    ls, ls_ev = log_start_of(snap)
     if ls is None or po < ls:
         return None  # retention cannot be excluded
     return _finding(
@@ -506,14 +477,14 @@ def check_offset_resets(
                 prev = c
                 continue
             if o < po:
-                out.append(_classify_rewind(c, prev, ctx))
+                out.append(classify_rewind(c, prev, ctx))
             else:
-                f = _classify_jump(c, prev, ctx, max_step, max_rate, since)
+                f = classify_jump(c, prev, ctx, max_step, max_rate, since)
                 if f is not None:
                     out.append(f)
                 else:
                     max_step = o - po if max_step is None else max(max_step, o - po)
-                    r = _rate(o - po, c.ts - since)
+                    r = pace_rate(o - po, c.ts - since)
                     max_rate = r if max_rate is None else max(max_rate, r)
         prev, since = c, c.ts
     return out

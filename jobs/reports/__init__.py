@@ -159,7 +159,7 @@ def run_reports(
             t0 = time.perf_counter()
             tol = int(config.rules.snapshot_tolerance_seconds) * 1000
             lin = keep(fencing.lineage(spark, config, cluster, window))
-            commits = fencing.commits(spark, config, cluster, window)
+            commits = commit_pass.read_commits(spark, config, cluster, window)
             groups = fr.read_silver(spark, config, "group_metadata", cluster, window) if want_s else None
             # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
             commit_found = keep(

@@ -27,12 +27,11 @@ from epochlib.rules import (
     BatchHeader,
     Commit,
     Finding,
-    GroupState,
     MetadataObservation,
     QuarantineRecord,
     ReplicaSnapshot,
+    finding_id,
 )
-from epochlib.rules._model import finding_id
 
 from .. import schemas
 
@@ -49,7 +48,6 @@ __all__ = [
     "dedupe",
     "findings_spark_schema",
     "findings_table",
-    "group_states_from_arrow",
     "in_range",
     "ms_columns",
     "observations_from_arrow",
@@ -177,19 +175,8 @@ def observations_from_arrow(table: pa.Table) -> list[MetadataObservation]:
     return _from_rows(MetadataObservation, table)
 
 
-def group_states_from_arrow(table: pa.Table) -> list[GroupState]:
-    return _from_rows(GroupState, table)
-
-
 def quarantine_from_arrow(table: pa.Table) -> list[QuarantineRecord]:
     return _from_rows(QuarantineRecord, table)
-
-
-def commit_log_order(c: Commit) -> tuple:
-    """``__consumer_offsets`` log order of one group's commits (all in one log partition): the log
-    offset; rows without one (text dumps without offsets) by commit time, after, then input position."""
-    lo = c.log_offset
-    return (lo is None, lo if lo is not None else 0, c.ts, c.source or "", c.position or 0)
 
 
 def snapshot_order(s: ReplicaSnapshot) -> tuple:

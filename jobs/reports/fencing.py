@@ -18,11 +18,11 @@ L3        ``epoch_lineage`` cogrouped with ``record_batches`` by           ``che
           when its checkpoint was unreadable: only the regression check)
 D1, D2    ``epoch_lineage.groupBy(topic, partition).applyInArrow``,        ``check_replica_divergence``
           rounds within ``snapshot_tolerance_seconds``
-F2, F4    ``offset_commits`` (txn_state none/committed, tombstones kept)   ``check_commit_fencing`` +
-          cogrouped with ``epoch_lineage`` by (topic, partition) in the    ``make_lineage_lookup``
+F2, F4    ``offset_commits`` (txn_state none/committed, tombstones kept)   ``check_partition_commits``
+          cogrouped with ``epoch_lineage`` by (topic, partition) in the    (``check_commit_fencing``)
           commit pass (:mod:`.commit_pass`, shared with S1/S2); inside,
           one sequence per group in ``__consumer_offsets`` log order and
-          one lineage lookup per partition (rounds within the tolerance)
+          one ``SnapshotRounds`` per partition (rounds within the tolerance)
 ========  ===============================================================  ==============================
 
 L3 sees one batch in every snapshot whose segments still hold it: it is reported once, from the
@@ -56,16 +56,11 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["commits", "fencing_findings", "fencing_frame", "lineage"]
+__all__ = ["fencing_findings", "fencing_frame", "lineage"]
 
 _LINEAGE_COLUMNS = (
     "broker", "snapshot_ts", "topic", "partition", "topic_id", "entries", "checkpoint_version",
     "log_start_offset", "high_watermark", "recovery_point", "log_end_offset", "source",
-)  # fmt: skip
-_COMMIT_COLUMNS = (
-    "group_id", "topic", "partition", "committed_offset", "leader_epoch", "commit_ts", "event_ts",
-    "is_tombstone", "txn_state", "log_partition", "log_offset", "producer_id", "source_kind", "source",
-    "position",
 )  # fmt: skip
 _BATCH_COLUMNS = (
     "broker", "snapshot_ts", "topic", "partition", "source", "position", "base_offset", "last_offset",
@@ -81,16 +76,6 @@ def lineage(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.
     """``epoch_lineage`` rows of the window, ``snapshot_ts`` as epoch ms."""
     df = fr.read_silver(spark, config, "epoch_lineage", cluster, window).select(*_LINEAGE_COLUMNS)
     return fr.ms_columns(df, ("snapshot_ts",))
-
-
-def commits(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> DataFrame:
-    """Live ``offset_commits`` rows of the window (txn_state none/committed; tombstones kept: they end
-    sequences), times as epoch ms."""
-    from pyspark.sql import functions as F
-
-    df = fr.read_silver(spark, config, "offset_commits", cluster, window).select(*_COMMIT_COLUMNS)
-    live = F.coalesce(F.col("txn_state"), F.lit("none")).isin("none", "committed")
-    return fr.ms_columns(df.where(live), ("commit_ts", "event_ts"))
 
 
 # --------------------------------------------------------------------------------- executor functions
@@ -216,7 +201,7 @@ def fencing_findings(
     if commit_findings_df is not None:
         f24 = commit_findings_df.where(F.col("rule").startswith("F"))
     else:
-        com = commits_df if commits_df is not None else commits(spark, config, cluster, window)
+        com = commits_df if commits_df is not None else commit_pass.read_commits(spark, config, cluster, window)
         f24 = commit_pass.commit_findings(com, lin, None, tolerance_ms=tol, fencing=True, resets=False)
     return l1.unionByName(l2).unionByName(l5).unionByName(l3).unionByName(d12).unionByName(f24)
 

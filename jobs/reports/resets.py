@@ -30,20 +30,12 @@ from typing import TYPE_CHECKING
 from epochlib.rules import CORRELATED_KINDS
 
 from . import _frames as fr
-from . import commit_pass
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-__all__ = ["correlate", "reset_findings", "resets_frame", "resets_in_range"]
-
-def reset_findings(
-    commits: DataFrame, lineage_df: DataFrame, groups: DataFrame | None, tolerance_ms: int
-) -> DataFrame:
-    """Every S1/S2 finding (FINDINGS schema) over the window, in range or not, uncorrelated (a resets-only
-    commit pass; :func:`jobs.reports.run_reports` shares one pass with F2/F4 when both reports run)."""
-    return commit_pass.commit_findings(commits, lineage_df, groups, tolerance_ms=tolerance_ms, fencing=False, resets=True)
+__all__ = ["correlate", "resets_frame", "resets_in_range"]
 
 
 def correlate(resets: DataFrame, metadata: DataFrame, window_ms: int) -> DataFrame:

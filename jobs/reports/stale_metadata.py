@@ -42,8 +42,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from epochlib.rules import check_broker_staleness, check_client_metadata
-from epochlib.rules._model import capture_pointer
+from epochlib.rules import capture_pointer, check_broker_staleness, check_client_metadata
 from epochlib.rules.metadata import TokenSighting, token_frontier
 
 from . import _frames as fr
@@ -153,7 +152,7 @@ def stale_metadata_frame(findings: DataFrame, date_range: tuple[dt.date, dt.date
 
 
 def capture_pointer_col() -> Column:
-    """Spark form of :func:`epochlib.rules._model.capture_pointer` (how M2 evidence names a response)."""
+    """Spark form of :func:`epochlib.rules.capture_pointer` (how M2 evidence names a response)."""
     from pyspark.sql import functions as F
 
     src = F.coalesce(F.col("source"), F.lit("?"))

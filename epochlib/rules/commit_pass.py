@@ -1,0 +1,328 @@
+"""The commit pass: F2/F4 and S1/S2 over one (topic, partition)'s commits, columnar, in one call.
+
+Why: the commits are by far the largest input (10^8-10^9 a day on a busy cluster), and both rule
+families read them the same way — one sequence per (group, topic, partition) in ``__consumer_offsets``
+log order, against the partition's lineage snapshots. :func:`check_partition_commits` takes the
+partition's commits as one Arrow table (what a Spark cogroup hands over) and gives exactly the findings
+of :func:`~epochlib.rules.check_commit_fencing` and :func:`~epochlib.rules.check_offset_resets` run on
+every group's sequence (``tests/test_rules_commit_pass.py`` checks it on random sequences, so a rule
+change the candidate filters below do not cover fails there).
+
+The work is numpy over the Arrow columns; the reference rules run only where a finding is possible:
+
+- F2/F4: a sequence with no tombstone, no null offset, no epoch -1 and epochs that never go down cannot
+  give F4, and F2 is decided per commit by :func:`~epochlib.rules.fence_check`, whose answer depends on
+  the commit only through (leader snapshot, epoch, snapshot older than the commit) and the comparison of
+  the offset with the epoch's end: it is evaluated once per distinct triple and the offsets are compared
+  vectorised. Only flagged commits become :class:`~epochlib.rules.Commit` values and go through
+  ``check_commit_fencing`` (a one-commit sequence gives exactly its F2 finding). Any other sequence runs
+  the rule on the whole sequence.
+- S1/S2: every rewind is a finding; a forward move can only be one when its new offset equals a leader's
+  log start (S2a) or, at a rate above the pace factor times the highest earlier rate, reaches the newest
+  snapshot log-end estimate or has none to reach (then the other groups' commits, "the highest offset
+  seen", may still give one) (S2b). Those candidates are classified by
+  :func:`~epochlib.rules.classify_rewind` / :func:`~epochlib.rules.classify_jump` with the exact loop
+  state (previous commit, since, largest step and rate of the earlier forward moves that were not
+  findings). Sequences with a tombstone or a null offset run ``check_offset_resets`` whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ._model import Commit, Finding, GroupState, ReplicaSnapshot
+from .fencing import LineageLookup, check_commit_fencing, fence_check
+from .resets import (
+    MIN_PACE_ELAPSED_MS,
+    OffsetsSeen,
+    ResetContext,
+    check_offset_resets,
+    classify_jump,
+    classify_rewind,
+)
+from .rounds import SnapshotRounds, log_start_of
+
+__all__ = ["COMMIT_COLUMNS", "CommitFinding", "check_partition_commits", "commit_log_order"]
+
+#: What the pass reads of a commit, besides ``topic`` and ``partition`` (``ts`` = the commit's
+#: :attr:`~epochlib.rules.Commit.ts`: event time, else commit time, epoch ms).
+COMMIT_COLUMNS = ("group_id", "committed_offset", "leader_epoch", "ts", "is_tombstone", "log_offset", "source", "position")
+#: Sequences shorter than this run the plain rules (numpy's per-call cost exceeds the loop's).
+SHORT = 8
+_NO_LS = np.iinfo(np.int64).min  # "no log start" in the vectorised arrays
+
+
+class CommitFinding(NamedTuple):
+    """A finding of the pass and, for S1/S2, the client ids of the group's last record at or before the
+    commit (None when the group has no record then, and for F2/F4): what M4 correlates with."""
+
+    finding: Finding
+    group_clients: tuple[str, ...] | None = None
+
+
+def commit_log_order(c: Commit) -> tuple:
+    """``__consumer_offsets`` log order of one group's commits (all in one log partition): the log
+    offset; rows without one (text dumps without offsets) by commit time, after, then input position."""
+    lo = c.log_offset
+    return (lo is None, lo if lo is not None else 0, c.ts, c.source or "", c.position or 0)
+
+
+class _Commits:
+    """One (topic, partition)'s commits sorted per group in log order (:func:`commit_log_order`), as
+    numpy columns; builds :class:`Commit` values only for the rows asked for."""
+
+    def __init__(self, table: pa.Table, topic: str, partition: int) -> None:
+        n = table.num_rows
+        gid = pc.fill_null(table.column("group_id").cast(pa.string()), "None")  # Commit: str(None)
+        lo = table.column("log_offset")
+        keys = pa.table(
+            {
+                "g": gid,
+                "lo_null": pc.is_null(lo),
+                "lo": pc.fill_null(lo, 0),
+                "ts": pc.fill_null(table.column("ts"), 0),
+                "src": pc.fill_null(table.column("source"), ""),
+                "pos": pc.fill_null(table.column("position"), 0),
+            }
+        )
+        # commit_log_order per group, groups by id (a stable sort, as Python's)
+        order = pc.sort_indices(
+            keys, sort_keys=[("g", "ascending"), ("lo_null", "ascending"), ("lo", "ascending"),
+                             ("ts", "ascending"), ("src", "ascending"), ("pos", "ascending")],  # fmt: skip
+        )
+        t = table.take(order)
+        self.topic, self.partition, self.n = topic, partition, n
+        self.gid = gid.take(order)
+        codes = self.gid.combine_chunks().dictionary_encode()
+        ids = codes.indices.to_numpy(zero_copy_only=False)
+        self.codes, self.names = ids, codes.dictionary.to_pylist()
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if n else np.array([], dtype=np.int64)
+        self.bounds = list(zip(starts.tolist(), np.r_[starts[1:], n].tolist(), strict=True))
+        off = t.column("committed_offset")
+        ep = t.column("leader_epoch")
+        tomb = t.column("is_tombstone")
+        self.off_null = pc.is_null(off).to_numpy()
+        self.off = pc.fill_null(off, 0).to_numpy().astype(np.int64)
+        self.ep_raw_null = pc.is_null(ep).to_numpy()
+        raw = pc.fill_null(ep, -1).to_numpy().astype(np.int64)
+        self.epoch = np.where(raw < 0, -1, raw)  # Commit.epoch
+        self.tomb = pc.fill_null(tomb, False).to_numpy().astype(bool)
+        self.ts = pc.fill_null(t.column("ts"), 0).to_numpy().astype(np.int64)
+        self._cols: dict[str, pa.ChunkedArray] = {c: t.column(c) for c in ("leader_epoch", "log_offset", "source", "position", "ts")}
+
+    def group_id(self, start: int) -> str:
+        return self.gid[start].as_py()
+
+    def commit(self, i: int, group_id: str) -> Commit:
+        c = self._cols
+        return Commit(
+            group_id, self.topic, self.partition,
+            None if self.off_null[i] else int(self.off[i]),
+            c["leader_epoch"][i].as_py(), None, c["ts"][i].as_py(), bool(self.tomb[i]), "none", None,
+            c["log_offset"][i].as_py(), None, None, c["source"][i].as_py(), c["position"][i].as_py(),
+        )  # fmt: skip
+
+    def offsets_seen(self) -> OffsetsSeen:
+        """Every group's commits with an offset (no tombstones) as :class:`OffsetsSeen`, keyed by group id."""
+        rows = np.flatnonzero(~self.tomb & ~self.off_null)
+        return OffsetsSeen(
+            self.ts[rows], self.off[rows], [self.names[k] for k in self.codes[rows].tolist()],
+            lambda i: self.commit(int(rows[i]), self.gid[int(rows[i])].as_py()).pointer(),
+        )  # fmt: skip
+
+    def commits(self, a: int, b: int, group_id: str) -> list[Commit]:
+        cols = {k: v.slice(a, b - a).to_pylist() for k, v in self._cols.items()}
+        offs = [None if self.off_null[i] else int(self.off[i]) for i in range(a, b)]
+        tombs = self.tomb[a:b].tolist()
+        return [
+            Commit(group_id, self.topic, self.partition, o, e, None, ts, tb, "none", None, lo, None, None, src, pos)
+            for o, e, ts, tb, lo, src, pos in zip(offs, cols["leader_epoch"], cols["ts"], tombs, cols["log_offset"],
+                                                  cols["source"], cols["position"], strict=True)  # fmt: skip
+        ]
+
+
+class _RoundArrays:
+    """Per round of :class:`SnapshotRounds`: the leader's snapshot time and log start, as arrays."""
+
+    def __init__(self, rounds: SnapshotRounds) -> None:
+        self.rounds = rounds
+        self.snap_ts = np.array([s.snapshot_ts for s in rounds.leaders], dtype=np.int64)
+        ls = [log_start_of(s)[0] for s in rounds.leaders]
+        self.log_start = np.array([_NO_LS if v is None else v for v in ls], dtype=np.int64)
+
+
+def _f2_flags(cm: _Commits, a: int, b: int, ra: _RoundArrays, gid: str) -> np.ndarray:
+    """Commits of ``[a, b)`` for which :func:`fence_check` gives unknown_epoch or beyond_epoch_end."""
+    ts, e, o = cm.ts[a:b], cm.epoch[a:b], cm.off[a:b]
+    li = ra.rounds.indices_at(ts)
+    older = ra.snap_ts[li] < ts
+    combo = (li.astype(np.int64) * 2 + older) * (1 << 32) + e
+    uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+    unknown = np.zeros(len(uniq), dtype=bool)
+    end = np.full(len(uniq), -1, dtype=np.int64)  # end offset where the comparison decides; -1: never
+    for k, i in enumerate(first.tolist()):
+        r = fence_check(cm.commit(a + i, gid), ra.rounds.leaders[li[i]])
+        if r.status == "unknown_epoch":
+            unknown[k] = True
+        elif r.status in ("ok", "beyond_epoch_end"):
+            end[k] = r.end_offset
+    ends = end[inv]
+    return unknown[inv] | ((ends >= 0) & (ends < o))
+
+
+def _fencing(cm: _Commits, a: int, b: int, gid: str, ra: _RoundArrays, lookup: LineageLookup | None) -> list[Finding]:
+    e = cm.epoch[a:b]
+    plain = (
+        b - a >= SHORT
+        and not cm.tomb[a:b].any()
+        and not cm.off_null[a:b].any()
+        and not cm.ep_raw_null[a:b].any()
+        and (e >= 0).all()
+        and not (np.diff(e) < 0).any()
+    )
+    if not plain:
+        return check_commit_fencing(cm.commits(a, b, gid), lookup)
+    if not len(ra.rounds):
+        return []  # no lineage: F2 is skipped for every commit, and F4 cannot fire
+    flags = _f2_flags(cm, a, b, ra, gid)
+    o = cm.off[a:b]
+    new_key = np.r_[True, (o[1:] != o[:-1]) | (e[1:] != e[:-1])]  # the rule skips a repeated (offset, epoch)
+    out: list[Finding] = []
+    for i in np.flatnonzero(flags & new_key).tolist():
+        out += check_commit_fencing([cm.commit(a + i, gid)], lookup)
+    return out
+
+
+def _reset_candidates(
+    o: np.ndarray, fwd: np.ndarray, rates: np.ndarray, s2a: np.ndarray, reach: np.ndarray, factor: float, start: int,
+) -> np.ndarray:
+    """Indices >= ``start`` that may give a finding: rewinds, S2a-shaped moves, and forward moves reaching
+    the log-end estimate faster than ``factor`` x the highest earlier rate (``rates``: -inf for moves that
+    do not count)."""
+    n = len(o)
+    prev_max = np.full(n, -np.inf)
+    if n > 1:
+        prev_max[1:] = np.maximum.accumulate(rates)[:-1]
+    rewind = np.zeros(n, dtype=bool)
+    rewind[1:] = o[1:] < o[:-1]
+    fast = fwd & reach & np.isfinite(prev_max) & (rates > factor * prev_max * (1 - 1e-9))
+    cand = rewind | (fwd & s2a) | fast
+    cand[:start] = False
+    return np.flatnonzero(cand)
+
+
+def _resets(
+    cm: _Commits, a: int, b: int, gid: str, ctx: ResetContext, ra: _RoundArrays,
+    est_ts: np.ndarray, est_off: np.ndarray,
+) -> list[Finding]:
+    if b - a < SHORT or cm.tomb[a:b].any() or cm.off_null[a:b].any():
+        return check_offset_resets(cm.commits(a, b, gid), ctx)
+    n = b - a
+    o, ts = cm.off[a:b], cm.ts[a:b]
+    # loop state of check_offset_resets, vectorised: ``since`` of commit k is the time of the last commit
+    # before k that was not a repeat of its predecessor's offset
+    moved = np.r_[True, o[1:] != o[:-1]]
+    last_moved = np.maximum.accumulate(np.where(moved, np.arange(n), 0))
+    since = np.zeros(n, dtype=np.int64)
+    since[1:] = ts[last_moved[:-1]]
+    fwd = np.zeros(n, dtype=bool)
+    fwd[1:] = o[1:] > o[:-1]
+    step = np.zeros(n, dtype=np.int64)
+    step[1:] = o[1:] - o[:-1]
+    rates = np.where(fwd, step / np.maximum(ts - since, MIN_PACE_ELAPSED_MS), -np.inf)  # pace_rate
+    steps = np.where(fwd, step, np.iinfo(np.int64).min)
+    po = np.r_[o[:1], o[:-1]]
+    if len(ra.rounds):
+        ls_at = ra.log_start[ra.rounds.indices_at(ts)]
+        bi = ra.rounds.indices_before(ts)
+        ls_before = np.where(bi >= 0, ra.log_start[np.maximum(bi, 0)], _NO_LS)
+        s2a = ((ls_at != _NO_LS) & (po < ls_at) & (o == ls_at)) | ((ls_before != _NO_LS) & (po < ls_before) & (o == ls_before))
+    else:
+        s2a = np.zeros(n, dtype=bool)
+    # a superset of "reaches ctx.log_end_before": the estimate is at least the newest snapshot estimate,
+    # and without one only the other groups' commits (ctx.offsets_seen) can give it; classify_jump decides
+    ei = np.searchsorted(est_ts, ts, side="right") - 1
+    reach = (ei >= 0) & (o >= est_off[np.maximum(ei, 0)]) if len(est_ts) else np.zeros(n, dtype=bool)
+    if ctx.offsets_seen is not None:
+        reach |= ei < 0
+    factor = float(ctx.skip_pace_factor)
+
+    out: list[Finding] = []
+    cands = _reset_candidates(o, fwd, rates, s2a, reach, factor, 1)
+    j = 0
+    while j < len(cands):
+        k = int(cands[j])
+        c, prev = cm.commit(a + k, gid), cm.commit(a + k - 1, gid)
+        if o[k] < o[k - 1]:
+            out.append(classify_rewind(c, prev, ctx))
+            j += 1
+            continue
+        counted = rates[:k][np.isfinite(rates[:k])]
+        max_rate = float(counted.max()) if len(counted) else None
+        max_step = int(steps[:k].max()) if len(counted) else None
+        f = classify_jump(c, prev, ctx, max_step, max_rate, int(since[k]))
+        if f is None:
+            j += 1
+            continue
+        out.append(f)
+        # a jump that is a finding does not count towards the pace: later candidates change
+        rates[k], steps[k] = -np.inf, np.iinfo(np.int64).min
+        cands = _reset_candidates(o, fwd, rates, s2a, reach, factor, k + 1)
+        j = 0
+    return out
+
+
+def check_partition_commits(
+    commits: pa.Table,
+    snapshots: Sequence[ReplicaSnapshot],
+    group_states: Mapping[str, Sequence[GroupState]] | None = None,
+    *,
+    tolerance_ms: int = 0,
+    fencing: bool = True,
+    resets: bool = True,
+) -> list[CommitFinding]:
+    """F2/F4 (``fencing``) and S1/S2 (``resets``) findings of one (topic, partition)'s commits.
+
+    ``commits``: the partition's *live* commits (txn_state none/committed; tombstones kept, they end a
+    sequence), any order, with ``topic``, ``partition`` and :data:`COMMIT_COLUMNS`; each group's sequence
+    is taken in :func:`commit_log_order`. ``snapshots``: the partition's lineage snapshots, any order
+    (rounds within ``tolerance_ms``). ``group_states``: each group's metadata records, any order (ties in
+    time go to the later log offset). The result equals ``check_commit_fencing(seq, lookup)`` and
+    ``check_offset_resets(seq, ResetContext(snapshots, the group's records, OffsetsSeen of every group's
+    commits, tolerance_ms))`` on every group's sequence, groups in id order, F before S per group.
+    """
+    if commits.num_rows == 0:
+        return []
+    topic = str(commits.column("topic")[0].as_py())
+    partition = int(commits.column("partition")[0].as_py())
+    snaps = sorted(snapshots, key=lambda s: (s.snapshot_ts, s.broker, s.source or ""))
+    cm = _Commits(commits, topic, partition)
+    rounds = SnapshotRounds(snaps, tolerance_ms)
+    ra = _RoundArrays(rounds)
+    out: list[CommitFinding] = []
+    if fencing:
+        lookup = rounds.leader_at if snaps else None
+        for a, b in cm.bounds:
+            out += [CommitFinding(f) for f in _fencing(cm, a, b, cm.group_id(a), ra, lookup)]
+    if resets:
+        states = {
+            g: sorted(v, key=lambda s: (s.event_ts, s.log_offset if s.log_offset is not None else -1))
+            for g, v in (group_states or {}).items()
+        }
+        ests = rounds.log_end_estimates()
+        est_ts = np.array([e.ts for e in ests], dtype=np.int64)
+        est_off = np.array([e.offset for e in ests], dtype=np.int64)
+        seen = cm.offsets_seen() if len(cm.bounds) > 1 else None  # one group: nobody else's offsets to see
+        for a, b in cm.bounds:
+            gid = cm.group_id(a)
+            ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), offsets_seen=seen,
+                               tolerance_ms=tolerance_ms, snapshot_rounds=rounds)  # fmt: skip
+            for f in _resets(cm, a, b, gid, ctx, ra, est_ts, est_off):
+                g = ctx.group_state_at(f.event_ts)
+                out.append(CommitFinding(f, tuple(g.client_ids) if g is not None else None))
+    return out

@@ -1,0 +1,184 @@
+"""Snapshot rounds of one partition: the one place that groups replica snapshots by time and names
+the leader of a round, the leader at / before a time, and a snapshot's log start and log end.
+
+Every rule that needs "the leader lineage at time t" (F2, S1/S2, D1/D2), the commit pass and the HTML
+report build one :class:`SnapshotRounds` from a partition's snapshots and ask it; none groups snapshots
+on its own.
+
+- A **round**: snapshots sorted by (time, broker); a round starts at a snapshot and takes every later
+  one within ``tolerance_ms`` of that start (config ``snapshot_tolerance_seconds``; 0 = identical
+  ``snapshot=`` time).
+- The **leader** of a round: the replica whose repaired lineage holds the highest epoch; ties go to the
+  higher log end offset, then the lower broker id (deterministic).
+- The round **at** ``ts``: the first round whose last member is at or after ``ts``, else the newest
+  round. The round **before** ``ts``: the newest round whose last member is at or before ``ts``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._model import ReplicaSnapshot
+
+__all__ = [
+    "LogEndEstimate",
+    "Round",
+    "SnapshotRounds",
+    "leader_key",
+    "leader_of_round",
+    "log_end_of",
+    "log_start_of",
+]
+
+
+def _broker_order(b: str) -> tuple:
+    return (0, int(b), "") if b.isdigit() else (1, 0, b)
+
+
+def leader_key(s: ReplicaSnapshot) -> tuple:
+    """Sort key of :func:`leader_of_round`: highest repaired epoch, then higher LEO, then lower broker id."""
+    latest = s.repaired_cache().latest_epoch
+    return (
+        -(-1 if latest is None else latest),
+        -(-1 if s.log_end_offset is None else s.log_end_offset),
+        _broker_order(s.broker),
+    )
+
+
+def leader_of_round(snapshots: Iterable[ReplicaSnapshot]) -> ReplicaSnapshot | None:
+    """The replica whose (repaired) lineage holds the highest epoch; ties go to the higher log end
+    offset, then the lower broker id (so the choice is deterministic). None for no snapshots."""
+    ordered = sorted(snapshots, key=leader_key)
+    return ordered[0] if ordered else None
+
+
+def log_start_of(snap: ReplicaSnapshot | None) -> tuple[int | None, str]:
+    """(log start, evidence) of a snapshot: the log-start-offset checkpoint, else the repaired lineage
+    head's start; (None, "") when neither is known (or no snapshot)."""
+    if snap is None:
+        return None, ""
+    if snap.log_start_offset is not None:
+        return snap.log_start_offset, f"{snap.pointer()} (log start offset {snap.log_start_offset})"
+    head = snap.repaired_cache().earliest_entry
+    if head is None:
+        return None, ""
+    return head.start_offset, f"{snap.pointer(head.epoch)} (lineage head ({head.epoch}, {head.start_offset}))"
+
+
+def log_end_of(snap: ReplicaSnapshot) -> int | None:
+    """What a snapshot says of its log end: the log end offset (segments), else the high watermark
+    (replication-offset-checkpoint, a lower bound of the LEO); None when neither is known."""
+    return snap.log_end_offset if snap.log_end_offset is not None else snap.high_watermark
+
+
+@dataclass(frozen=True, slots=True)
+class LogEndEstimate:
+    """A known log end (next offset) of the partition at a time: from segments, the
+    replication-offset-checkpoint (high watermark), or the highest offset seen anywhere."""
+
+    ts: int
+    offset: int
+    evidence: str = ""
+    from_commits: bool = False
+    """True for "the highest offset seen" (:class:`~epochlib.rules.OffsetsSeen`), False for snapshots and
+    extra estimates."""
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One snapshot round: its members in (time, broker) order and its leader."""
+
+    start: int
+    """``snapshot_ts`` of the first member."""
+    end: int
+    """``snapshot_ts`` of the last member (a round is "at or after t" when its end is)."""
+    members: tuple[ReplicaSnapshot, ...]
+    leader: ReplicaSnapshot
+
+    def by_broker(self) -> dict[str, ReplicaSnapshot]:
+        """broker -> snapshot; a broker seen twice in the round keeps its later snapshot."""
+        out: dict[str, ReplicaSnapshot] = {}
+        for s in self.members:
+            out[s.broker] = s
+        return out
+
+
+class SnapshotRounds:
+    """The rounds of one partition's replica snapshots, built once; every lookup is a bisection.
+
+    ``ends`` (numpy, int64) and ``leaders`` are aligned with ``rounds``; the ``indices_*`` methods answer
+    many times at once (the columnar commit pass)."""
+
+    __slots__ = ("ends", "leaders", "rounds", "tolerance_ms", "_ends_list")
+
+    def __init__(self, snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0) -> None:
+        ordered = sorted(snapshots, key=lambda s: (s.snapshot_ts, s.broker))
+        groups: list[list[ReplicaSnapshot]] = []
+        for s in ordered:
+            if groups and s.snapshot_ts - groups[-1][0].snapshot_ts <= tolerance_ms:
+                groups[-1].append(s)
+            else:
+                groups.append([s])
+        self.tolerance_ms = tolerance_ms
+        self.rounds: tuple[Round, ...] = tuple(
+            Round(g[0].snapshot_ts, max(s.snapshot_ts for s in g), tuple(g), leader_of_round(g))  # type: ignore[arg-type]
+            for g in groups
+        )
+        self._ends_list = [r.end for r in self.rounds]
+        self.ends = np.array(self._ends_list, dtype=np.int64)
+        self.leaders: tuple[ReplicaSnapshot, ...] = tuple(r.leader for r in self.rounds)
+
+    def __len__(self) -> int:
+        return len(self.rounds)
+
+    def __iter__(self):
+        return iter(self.rounds)
+
+    # -- one time ---------------------------------------------------------------------------------
+
+    def index_at(self, ts: int) -> int | None:
+        """Index of the first round ending at or after ``ts``, else of the newest; None without rounds."""
+        if not self.rounds:
+            return None
+        return min(bisect.bisect_left(self._ends_list, ts), len(self.rounds) - 1)
+
+    def index_before(self, ts: int) -> int | None:
+        """Index of the newest round ending at or before ``ts``; None when there is none."""
+        i = bisect.bisect_right(self._ends_list, ts) - 1
+        return i if i >= 0 else None
+
+    def leader_at(self, ts: int) -> ReplicaSnapshot | None:
+        """The leader's snapshot for an event at ``ts`` (the round at ``ts``); None without snapshots."""
+        i = self.index_at(ts)
+        return None if i is None else self.leaders[i]
+
+    def leader_before(self, ts: int) -> ReplicaSnapshot | None:
+        """The leader's snapshot of the newest round taken at or before ``ts``."""
+        i = self.index_before(ts)
+        return None if i is None else self.leaders[i]
+
+    # -- many times (numpy) -----------------------------------------------------------------------
+
+    def indices_at(self, ts: np.ndarray) -> np.ndarray:
+        """:meth:`index_at` for every element of ``ts`` (needs at least one round)."""
+        return np.minimum(np.searchsorted(self.ends, ts, side="left"), len(self.rounds) - 1)
+
+    def indices_before(self, ts: np.ndarray) -> np.ndarray:
+        """:meth:`index_before` for every element of ``ts``; -1 where there is none."""
+        return np.searchsorted(self.ends, ts, side="right") - 1
+
+    # -- log bounds -------------------------------------------------------------------------------
+
+    def log_end_estimates(self, extra: Iterable[LogEndEstimate] = ()) -> list[LogEndEstimate]:
+        """``extra`` plus each round leader's log end (:func:`log_end_of`), sorted by (time, offset)."""
+        ests = list(extra)
+        for lead in self.leaders:
+            end = log_end_of(lead)
+            if end is not None:
+                ests.append(LogEndEstimate(lead.snapshot_ts, end, lead.pointer() + f" (log end {end})"))
+        ests.sort(key=lambda e: (e.ts, e.offset))
+        return ests

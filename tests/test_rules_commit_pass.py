@@ -1,0 +1,238 @@
+"""``check_partition_commits`` (F2/F4 + S1/S2 over one partition's commits, columnar fast paths)
+against the reference rules.
+
+No Spark: one (topic, partition)'s commits as an Arrow table, as the report's cogroup hands them over,
+are built from random sequences (rewinds, repeats, jumps to the log start and to the log end, epoch
+regressions and -1s, tombstones, missing log offsets, snapshots with and without log bounds), and the
+pass must give exactly the findings of ``check_commit_fencing`` / ``check_offset_resets`` run on every
+sequence in ``__consumer_offsets`` log order with the group's records.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import pyarrow as pa
+import pytest
+
+from epochlib.rules import (
+    Commit,
+    Finding,
+    GroupState,
+    OffsetsSeen,
+    ReplicaSnapshot,
+    ResetContext,
+    check_commit_fencing,
+    check_offset_resets,
+    check_partition_commits,
+    commit_log_order,
+    make_lineage_lookup,
+)
+
+TOL = 300_000
+T0 = 1_709_510_400_000
+COMMIT_SCHEMA = pa.schema(
+    [("topic", pa.string()), ("partition", pa.int32()), ("group_id", pa.string()), ("committed_offset", pa.int64()),
+     ("leader_epoch", pa.int32()), ("ts", pa.int64()), ("is_tombstone", pa.bool_()), ("log_offset", pa.int64()),
+     ("source", pa.string()), ("position", pa.int64())]  # fmt: skip
+)
+ENTRY = pa.struct([("epoch", pa.int32()), ("start_offset", pa.int64())])
+#: The report's side table (lineage rows ``_k`` = 0, group records ``_k`` = 1), for tests of its Arrow glue.
+SIDE_SCHEMA = pa.schema(
+    [("broker", pa.string()), ("snapshot_ts", pa.int64()), ("topic", pa.string()), ("partition", pa.int32()),
+     ("topic_id", pa.string()), ("entries", pa.list_(ENTRY)), ("checkpoint_version", pa.int32()),
+     ("log_start_offset", pa.int64()), ("high_watermark", pa.int64()), ("recovery_point", pa.int64()),
+     ("log_end_offset", pa.int64()), ("source", pa.string()), ("_k", pa.int32()), ("group_id", pa.string()),
+     ("g_event_ts", pa.int64()), ("g_member_count", pa.int32()), ("g_client_ids", pa.list_(pa.string())),
+     ("g_is_tombstone", pa.bool_()), ("g_generation", pa.int32()), ("g_protocol_type", pa.string()),
+     ("g_log_offset", pa.int64()), ("g_source", pa.string()), ("g_position", pa.int64())]  # fmt: skip
+)
+
+
+def _sequence(rng: random.Random, gid: str, n: int, t0: int, lo0: int, end: int) -> list[dict]:
+    rows, off, ep, t = [], rng.randrange(0, 200), rng.choice([0, 1, 2]), t0
+    for i in range(n):
+        r = rng.random()
+        t += rng.choice([0, 1000, 5000, 60_000, 600_000, 3_600_000])
+        tomb = False
+        if r < 0.03:
+            tomb = True
+        elif r < 0.10:
+            off = max(0, off - rng.randrange(1, 400))  # rewind
+        elif r < 0.14:
+            off = rng.choice([0, 40, 100, 1000, 2000])  # a log start
+        elif r < 0.18:
+            off = end + rng.randrange(0, 3000)  # towards / past the log end
+        elif r < 0.25:
+            pass  # repeat
+        else:
+            off += rng.randrange(1, 60)
+        q = rng.random()
+        if q < 0.05:
+            ep = max(0, ep - 1)  # regression
+        elif q < 0.12:
+            ep += 1
+        epoch = ep
+        if q > 0.97:
+            epoch = -1
+        elif q > 0.95:
+            epoch = None
+        rows.append(dict(topic="t", partition=0, group_id=gid, committed_offset=None if tomb else off,
+                         leader_epoch=epoch, ts=t, is_tombstone=tomb,
+                         log_offset=None if rng.random() < 0.02 else lo0 + i * rng.choice([1, 1, 1, 2]),
+                         source="/o/00000000000000000000.log", position=(lo0 + i) * 100))  # fmt: skip
+    return rows
+
+
+def _clean_sequence(rng: random.Random, gid: str, n: int, t0: int, lo0: int) -> list[dict]:
+    """Steady progress with non-decreasing epochs (the fast path), a few rewinds."""
+    rows, off, ep, t = [], 0, 0, t0
+    for i in range(n):
+        t += rng.choice([1000, 5000, 10_000])
+        off = off - 300 if rng.random() < 0.01 else off + rng.randrange(0, 50)
+        if rng.random() < 0.01:
+            ep += 1
+        rows.append(dict(topic="t", partition=0, group_id=gid, committed_offset=max(off, 0), leader_epoch=ep, ts=t,
+                         is_tombstone=False, log_offset=lo0 + i, source="/o/00000000000000000000.log",
+                         position=(lo0 + i) * 100))  # fmt: skip
+    return rows
+
+
+def _snapshots(rng: random.Random) -> list[dict]:
+    out = []
+    for k in range(rng.choice([0, 1, 2, 3, 5])):
+        t = T0 + (k + 1) * 4 * 3_600_000 + rng.randrange(0, 5) * 60_000
+        for b in rng.sample([1, 2, 3], rng.choice([1, 2, 3])):
+            n_ep = rng.randrange(0, 5)
+            starts = sorted(rng.sample(range(0, 3000), n_ep))
+            ents = [{"epoch": e + rng.choice([0, 0, 1]), "start_offset": s} for e, s in enumerate(starts)]
+            leo = rng.choice([None, 500, 1500, 2500, 4000])
+            out.append(dict(broker=str(b), snapshot_ts=t + b, topic="t", partition=0, topic_id="T", entries=ents,
+                            checkpoint_version=0, log_start_offset=rng.choice([None, 0, 40, 100, 1000]),
+                            high_watermark=leo, recovery_point=None, log_end_offset=leo,
+                            source=f"/l/broker={b}/snapshot={k}/t-0/leader-epoch-checkpoint", _k=0))  # fmt: skip
+    return out
+
+
+def _groups(rng: random.Random, gids: list[str]) -> list[dict]:
+    out = []
+    for gid in gids:
+        for j in range(rng.choice([0, 1, 2, 3])):
+            clients = [] if rng.random() < 0.3 else [f"c-{gid}"]
+            out.append(dict(topic="t", partition=0, _k=1, group_id=gid,
+                            g_event_ts=T0 + rng.randrange(0, 20) * 3_600_000, g_member_count=len(clients),
+                            g_client_ids=clients, g_is_tombstone=rng.random() < 0.1, g_generation=j,
+                            g_protocol_type="consumer", g_log_offset=rng.choice([None, j]), g_source="/o/x.log",
+                            g_position=j))  # fmt: skip
+    return out
+
+
+def _snaps_and_states(side: list[dict]) -> tuple[list[ReplicaSnapshot], dict[str, list[GroupState]]]:
+    snaps = [ReplicaSnapshot.from_row(r) for r in side if r["_k"] == 0]
+    states: dict[str, list[GroupState]] = defaultdict(list)
+    for r in side:
+        if r["_k"] == 1:
+            states[r["group_id"]].append(
+                GroupState(group_id=r["group_id"], event_ts=r["g_event_ts"], member_count=r["g_member_count"],
+                           client_ids=tuple(r["g_client_ids"]), is_tombstone=r["g_is_tombstone"],
+                           generation=r["g_generation"], protocol_type=r["g_protocol_type"],
+                           log_offset=r["g_log_offset"], source=r["g_source"], position=r["g_position"])  # fmt: skip
+            )
+    return snaps, states
+
+
+def _reference(commits: list[dict], side: list[dict], fencing: bool, resets: bool) -> list[tuple]:
+    snaps, states = _snaps_and_states(side)
+    snaps.sort(key=lambda s: (s.snapshot_ts, s.broker, s.source or ""))
+    for v in states.values():  # ties in time: the later log offset wins, as the report's as-of join did
+        v.sort(key=lambda g: (g.event_ts, g.log_offset if g.log_offset is not None else -1))
+    seqs: dict[str, list[Commit]] = defaultdict(list)
+    for r in commits:
+        seqs[str(r["group_id"])].append(
+            Commit(str(r["group_id"]), "t", 0, r["committed_offset"], r["leader_epoch"], None, r["ts"],
+                   r["is_tombstone"], "none", None, r["log_offset"], None, None, r["source"], r["position"])  # fmt: skip
+        )
+    lookup = make_lineage_lookup(snaps, TOL) if snaps else None
+    seen = OffsetsSeen.from_commits(c for seq in seqs.values() for c in seq)
+    rows = []
+    for gid in sorted(seqs):
+        seq = sorted(seqs[gid], key=commit_log_order)
+        if fencing:
+            rows += [(f, None) for f in check_commit_fencing(seq, lookup)]
+        if resets:
+            ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), offsets_seen=seen, tolerance_ms=TOL)
+            for f in check_offset_resets(seq, ctx):
+                g = ctx.group_state_at(f.event_ts)
+                rows.append((f, g.client_ids if g is not None else None))
+    return rows
+
+
+def _table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+
+
+def _key(found: list[tuple[Finding, tuple[str, ...] | None]]) -> list[tuple]:
+    return sorted((f.id, f.severity, f.detail, tuple(sorted(f.numbers.items())), f.evidence, f.topic_id, f.broker,
+                   None if clients is None else tuple(clients)) for f, clients in found)  # fmt: skip
+
+
+def _check(commits: list[dict], side: list[dict], fencing: bool = True, resets: bool = True) -> int:
+    rng = random.Random(len(commits))
+    shuffled = commits[:]
+    rng.shuffle(shuffled)  # the cogroup hands rows over in any order
+    snaps, states = _snaps_and_states(side)
+    snaps.reverse()  # any order
+    got = check_partition_commits(
+        _table(shuffled, COMMIT_SCHEMA), snaps, states, tolerance_ms=TOL, fencing=fencing, resets=resets
+    )
+    want = _reference(commits, side, fencing, resets)
+    assert _key(got) == _key(want)
+    return len(want)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_commit_pass_matches_the_rules_on_random_sequences(seed: int) -> None:
+    rng = random.Random(seed)
+    found = 0
+    for _ in range(25):
+        gids = [f"g{i}" for i in range(rng.randrange(1, 4))]
+        commits, lo = [], 0
+        for gid in gids:
+            n = rng.choice([0, 1, 3, 7, 8, 20, 60, 150])
+            make = _clean_sequence if rng.random() < 0.4 else _sequence
+            args = (rng, gid, n, T0 + rng.randrange(0, 10) * 3_600_000, lo)
+            commits += make(*args) if make is _clean_sequence else make(*args, end=rng.choice([500, 1500, 2500]))
+            lo += n * 3
+        side = _snapshots(rng) + _groups(rng, gids)
+        found += _check(commits, side)
+        _check(commits, side, fencing=True, resets=False)
+        _check(commits, side, fencing=False, resets=True)
+    assert found > 0
+
+
+def test_bench_shaped_partition_takes_the_fast_paths() -> None:
+    """Long steady sequences with periodic rewinds and snapshots that follow the epochs (bench shape)."""
+    import math
+
+    per_seq, epochs = 3000, 4
+    span = 2 * 86_400_000
+    commits = []
+    for g in range(2):
+        for j in range(per_seq):
+            t = T0 + j * span // per_seq + g
+            commits.append(dict(topic="t", partition=0, group_id=f"g{g}", committed_offset=j * 100 - (5000 if j % 500 == 250 else 0),
+                                leader_epoch=1 + j * epochs // per_seq, ts=t, is_tombstone=False, log_offset=j * 2 + g,
+                                source="/o/0.log", position=j))  # fmt: skip
+    side = []
+    for rnd in range(12):
+        for b in (1, 2, 3):
+            t = T0 + (rnd + 1) * 4 * 3_600_000 - 1000 + b
+            j_at = (t - T0) * per_seq // span
+            cur = min(1 + j_at * epochs // per_seq, epochs)
+            ents = [{"epoch": e, "start_offset": math.ceil((e - 1) * per_seq / epochs) * 100} for e in range(1, cur + 1)]
+            side.append(dict(broker=str(b), snapshot_ts=t, topic="t", partition=0, topic_id="T", entries=ents,
+                             log_start_offset=0, high_watermark=j_at * 100 + 100, log_end_offset=j_at * 100 + 100,
+                             source=f"/l/{b}/{rnd}", _k=0))  # fmt: skip
+    side += _groups(random.Random(1), ["g0", "g1"])
+    assert _check(commits, side) > 0
