@@ -16,6 +16,7 @@ segment -> one row per record, CRC-32C verified), and its per-record reference f
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
@@ -24,13 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from epochlib import _wire as w  # noqa: E402
 from epochlib.kraft import arrow  # noqa: E402
 from epochlib.kraft.codec import encode_metadata_batch  # noqa: E402
 
 TARGET = 500_000
 REAL = Path(os.environ.get("EPOCH_AUDIT_REAL_DATA", Path(__file__).resolve().parents[2] / "shared" / "real-kafka-data"))
-TOPICS = [w.uuid_to_str(bytes([i]) * 16) for i in range(1, 21)]
+# Kafka's Uuid text form: URL-safe base64 without padding
+TOPICS = [base64.urlsafe_b64encode(bytes([i]) * 16).rstrip(b"=").decode() for i in range(1, 21)]
 
 
 def make_log(n: int, noop: float, leader: float) -> bytes:
