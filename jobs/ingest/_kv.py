@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from epochlib import coordinator
 
-from ._rows import COMMITS, OFFSETS_WORK, RAW_MAX, RowBuffer, commit_batch, make_batch, repeat, side_row
+from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, commit_batch, make_batch, repeat, side_row
 
 __all__ = ["COMMIT_PASS", "SIDE_PASS", "Pass", "decode_kv", "group_row"]
 
@@ -50,11 +50,6 @@ class Pass:
 
     side: bool
     """True for the side pass: quarantine, stats, markers and groups are produced (and counted)."""
-
-    @property
-    def schema(self) -> pa.Schema:
-        """What this pass emits."""
-        return OFFSETS_WORK if self.side else COMMITS
 
     def commit_mask(self, is_commit: pa.Array, is_tx: pa.Array) -> pa.Array:
         """The commits this pass keeps: transactional ones on the side, the others in the commit pass."""
