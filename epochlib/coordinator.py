@@ -23,6 +23,7 @@ reason in the ``error`` column.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,8 @@ __all__ = [
     "encode_offset_commit_key",
     "encode_offset_commit_value",
     "encode_value",
+    "snake_type_name",
+    "type_name",
 ]
 
 # ------------------------------------------------------------------ tables (spec §1.2–1.5)
@@ -252,6 +255,15 @@ def _wrap(fn, *args):
 def type_name(record_type: int) -> str:
     """The record kind for a key's record type ("Unknown" for types this codec does not know)."""
     return TYPE_NAMES.get(record_type, UNKNOWN_TYPE_NAME)
+
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake_type_name(record_type: int) -> str:
+    """:func:`type_name` in snake case (``GroupMetadata`` -> ``group_metadata``): the ``record_type``
+    column of the ``group_metadata`` table, shared by every input form that yields group records."""
+    return _CAMEL.sub("_", type_name(record_type)).lower()
 
 
 def decode_key(key: Buffer) -> dict[str, Any]:

@@ -237,7 +237,9 @@ def test_a_legacy_wrapper_bomb_is_one_bad_entry(monkeypatch):
 
 
 def test_ingestion_quarantines_the_bomb_batch_and_keeps_the_good_ones(tmp_path, monkeypatch):
-    from jobs.ingest import offsets as off
+    from jobs.ingest._rows import COMMITS, OFFSETS_WORK
+    from jobs.ingest.offsets_segments import decode_segment_commits, decode_segment_side
+    from jobs.ingest.ranges import RANGE_SCHEMA
 
     cap = 256 * 1024
     seg, bomb_pos, last = _bomb_segment("zstd", cap)
@@ -247,10 +249,10 @@ def test_ingestion_quarantines_the_bomb_batch_and_keeps_the_good_ones(tmp_path, 
     monkeypatch.setattr(comp, "MAX_DECOMPRESSED_SIZE", cap)
     row = {"source": str(p), "size": len(seg), "start": 0, "end": len(seg), "target": 1 << 30, "broker": "1",
            "log_partition": 0, "topic": None, "partition": None, "snapshot_ms": None}
-    ranges = pa.RecordBatch.from_pylist([row], schema=off.RANGE_SCHEMA)
-    work = pa.Table.from_batches(list(off.decode_segment_ranges(iter([ranges]))), schema=off.WORK)
+    ranges = pa.RecordBatch.from_pylist([row], schema=RANGE_SCHEMA)
+    commits = pa.Table.from_batches(list(decode_segment_commits(iter([ranges]))), schema=COMMITS)
+    work = pa.Table.from_batches(list(decode_segment_side(iter([ranges]))), schema=OFFSETS_WORK)
     kind = work["row_kind"]
-    commits = work.filter(pc.equal(kind, "commit"))
     assert sorted(commits["committed_offset"].to_pylist()) == [0, last]
     q = work.filter(pc.equal(kind, "quarantine")).to_pylist()
     assert len(q) == 1 and q[0]["unit"] == "batch" and q[0]["position"] == bomb_pos

@@ -8,11 +8,14 @@ import pyarrow as pa
 import pytest
 from fixtures_ingest import T1, build_inputs, commit_kv
 
-from epochlib import records
+from epochlib import coordinator, records
 from epochlib.records import NewRecord
 from jobs.errors import InputError
+from jobs.ingest import _rows as rows
 from jobs.ingest import discover as disc
-from jobs.ingest import offsets as off
+from jobs.ingest import kvdumps, ranges, textdumps
+from jobs.ingest import offsets_segments as segs
+from jobs.ingest._kv import COMMIT_PASS, SIDE_PASS
 
 
 @pytest.fixture(scope="module")
@@ -62,92 +65,96 @@ def _segment(tmp_path: Path, n_batches: int) -> Path:
 def _range_rows(p: Path, target: int) -> pa.RecordBatch:
     row = {"source": str(p), "size": p.stat().st_size, "start": 0, "end": 0, "target": target, "broker": None,
            "log_partition": 0, "topic": "__consumer_offsets", "partition": 0, "snapshot_ms": None}
-    return pa.RecordBatch.from_pylist([row], schema=off.RANGE_SCHEMA)
+    return pa.RecordBatch.from_pylist([row], schema=ranges.RANGE_SCHEMA)
 
 
 def test_big_segments_are_split_on_batch_boundaries_and_decode_to_the_same_rows(tmp_path):
     p = _segment(tmp_path, 50)
-    ranges = pa.Table.from_batches(list(off.plan_segment_ranges(iter([_range_rows(p, 1000)]))))
-    starts, ends = ranges["start"].to_pylist(), ranges["end"].to_pylist()
+    planned = pa.Table.from_batches(list(ranges.plan_segment_ranges(iter([_range_rows(p, 1000)]))))
+    starts, ends = planned["start"].to_pylist(), planned["end"].to_pylist()
     assert len(starts) > 3 and starts[0] == 0 and ends[-1] == p.stat().st_size
     assert starts[1:] == ends[:-1]
     bounds = {pos for pos, _ in records.scan_batch_boundaries(p.read_bytes())}
     assert set(starts) <= bounds
-    work = pa.Table.from_batches(list(off.decode_segment_ranges(iter(ranges.to_batches()))))
-    commits = work.filter(pa.compute.equal(work["row_kind"], "commit"))
+    commits = pa.Table.from_batches(list(segs.decode_segment_commits(iter(planned.to_batches()))),
+                                    schema=rows.COMMITS)
     assert sorted(commits["committed_offset"].to_pylist()) == list(range(50))
-    stats = work.filter(pa.compute.equal(work["row_kind"], "stats")).to_pylist()
+    side = pa.Table.from_batches(list(segs.decode_segment_side(iter(planned.to_batches()))),
+                                 schema=rows.OFFSETS_WORK)
+    stats = side.filter(pa.compute.equal(side["row_kind"], "stats")).to_pylist()
     assert sum(s["n_read"] for s in stats if s["unit"] == "batch") == 50
+    assert sum(s["n_out"] for s in stats if s["unit"] == "record") == 50
 
 
 def test_small_segments_are_one_range_without_being_opened(tmp_path):
     row = {"source": str(tmp_path / "missing.log"), "size": 100, "start": 0, "end": 0, "target": 1 << 20,
            "broker": None, "log_partition": 0, "topic": None, "partition": None, "snapshot_ms": None}
-    out = pa.Table.from_batches(list(off.plan_segment_ranges(iter([pa.RecordBatch.from_pylist(
-        [row], schema=off.RANGE_SCHEMA)]))))
+    out = pa.Table.from_batches(list(ranges.plan_segment_ranges(iter([pa.RecordBatch.from_pylist(
+        [row], schema=ranges.RANGE_SCHEMA)]))))
     assert out.select(["start", "end"]).to_pylist() == [{"start": 0, "end": 100}]
 
 
-def _sorted_rows(table: pa.Table) -> list[str]:
-    return sorted(map(str, table.to_pylist()))
-
-
-def _passes(fn, rows: pa.RecordBatch) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """(reference work rows, commit pass, side pass) of one offsets decode function over ``rows``."""
-    def run(emit):
-        return list(fn(iter([rows])) if emit == "work" else fn(iter([rows]), emit=emit))
-
-    work = pa.Table.from_batches(run("work"), schema=off.WORK)
-    commits = pa.Table.from_batches(run("commits"), schema=off.COMMITS)
-    side = pa.Table.from_batches(run("side"), schema=off.WORK)
-    return work, commits, side
-
-
-def test_commit_and_side_passes_split_the_work_rows_exactly(inputs):
-    """The commit pass gives exactly the non-transactional commits of the reference work rows (already in
-    the offset_commits shape) and the side pass exactly everything else, for every offsets input form."""
+def test_commit_and_side_passes_split_the_rows_exactly(inputs):
+    """For every offsets input form, the commit pass gives the non-transactional commits (already in the
+    offset_commits shape) and the side pass everything else: no row in both, none in neither (the side
+    pass counts every decoded row, commit-pass rows included)."""
     paths, _ = inputs
     inv = disc.discover(paths["offsets"], None, None)
-    segs = inv.of("offsets", "segment")
     seg_rows = pa.RecordBatch.from_pylist(
         [{"source": f.source, "size": f.size, "start": 0, "end": f.size, "target": 1 << 30, "broker": f.broker,
-          "log_partition": f.log_partition, "topic": None, "partition": None, "snapshot_ms": None} for f in segs],
-        schema=off.RANGE_SCHEMA)
+          "log_partition": f.log_partition, "topic": None, "partition": None, "snapshot_ms": None}
+         for f in inv.of("offsets", "segment")], schema=ranges.RANGE_SCHEMA)
     file_rows = {form: pa.RecordBatch.from_pylist(
         [{"source": f.source, "size": f.size, "broker": f.broker} for f in inv.of("offsets", *forms)],
-        schema=off.FILE_SCHEMA) for form, forms in (("dumps", ("parquet", "jsonl")), ("text", ("text",)))}
-
-    def seg_fn(batches, emit="work"):
-        return {"work": off.decode_segment_ranges, "commits": off.decode_segment_commits,
-                "side": off.decode_segment_side}[emit](batches)
+        schema=rows.FILE_SCHEMA) for form, forms in (("dumps", ("parquet", "jsonl")), ("text", ("text",)))}
 
     kinds = set()
-    for fn, rows in ((seg_fn, seg_rows), (off.decode_dump_files, file_rows["dumps"]),
-                     (off.decode_text_files, file_rows["text"])):
-        work, commits, side = _passes(fn, rows)
+    for commit_fn, side_fn, batch in (
+        (segs.decode_segment_commits, segs.decode_segment_side, seg_rows),
+        (kvdumps.decode_dump_commits, kvdumps.decode_dump_side, file_rows["dumps"]),
+        (textdumps.decode_text_commits, textdumps.decode_text_side, file_rows["text"]),
+    ):
+        commits = pa.Table.from_batches(list(commit_fn(iter([batch]))), schema=rows.COMMITS)
+        side = pa.Table.from_batches(list(side_fn(iter([batch]))), schema=rows.OFFSETS_WORK)
         assert commits.num_rows > 0
-        expect_commits = [off.work_to_commits(b) for b in work.to_batches()]
-        expect_commits = pa.Table.from_batches([b for b in expect_commits if b is not None], schema=off.COMMITS)
-        assert _sorted_rows(commits) == _sorted_rows(expect_commits)
         assert set(commits["txn_state"].to_pylist()) == {"none"}
-        expect_side = [off.work_side(b) for b in work.to_batches()]
-        expect_side = pa.Table.from_batches([b for b in expect_side if b is not None], schema=off.WORK)
-        assert _sorted_rows(side) == _sorted_rows(expect_side)
-        assert side.num_rows + commits.num_rows == work.num_rows
+        side_commits = side.filter(pa.compute.equal(side["row_kind"], "commit"))
+        assert set(side_commits["is_transactional"].to_pylist()) <= {True}
+        decoded = side.filter(pa.compute.is_in(side["row_kind"], pa.array(["commit", "group"]))).num_rows
+        stats = side.filter(pa.compute.equal(side["row_kind"], "stats"))
+        assert pa.compute.sum(stats["n_out"]).as_py() == commits.num_rows + decoded
+        keys = {(r["source"], r["position"], r["log_offset"]) for r in commits.to_pylist()}
+        assert len(keys) == commits.num_rows
+        assert not keys & {(r["source"], r["position"], r["log_offset"]) for r in side_commits.to_pylist()}
         kinds |= set(side["row_kind"].to_pylist())
     assert {"commit", "marker", "group", "quarantine", "stats"} <= kinds  # transactional commits stay on the side
 
 
+def test_text_dump_rows_split_by_pass_select():
+    """Pass.select (the text dumps' split of rows of every kind) keeps the non-transactional commits for
+    the commit pass, in the silver shape, and the rest for the side pass."""
+    work = rows.make_batch(rows.OFFSETS_WORK, {
+        "row_kind": ["commit", "commit", "commit", "group", "stats"], "is_transactional": [False, True, None, None,
+                                                                                         None],
+        "committed_offset": [1, 2, 3, None, None], "commit_ms": [T1, T1, T1, None, None],
+        "record_type": [None, None, None, coordinator.snake_type_name(2), None]}, 5)
+    committed = COMMIT_PASS.select(work)
+    assert committed.schema == rows.COMMITS and committed["committed_offset"].to_pylist() == [1, 3]
+    assert SIDE_PASS.select(work)["row_kind"].to_pylist() == ["commit", "group", "stats"]
+    assert SIDE_PASS.select(work)["record_type"].to_pylist()[1] == "group_metadata"
+    assert COMMIT_PASS.select(work.slice(3)) is None
+
+
 def test_commit_rows_take_their_times_as_the_spark_expressions_did():
     ms = pa.array([T1, None, -1, T1], pa.int64())
-    batch = off.commit_batch({
+    batch = rows.commit_batch({
         "commit_ms": ms, "record_ms": pa.array([T1 + 5, T1 + 6, T1 + 7, -3], pa.int64()),
         "expire_ms": pa.array([-1, T1, None, 0], pa.int64()),
         "is_tombstone": pa.array([False, False, False, True]), "source": pa.array(["s"] * 4)}, 4)
-    rows = batch.to_pylist()
+    got = batch.to_pylist()
     to_ms = lambda t: None if t is None else int(t.timestamp() * 1000)  # noqa: E731
-    assert [to_ms(r["commit_ts"]) for r in rows] == [T1, None, -1, T1]
-    assert [to_ms(r["event_ts"]) for r in rows] == [T1, T1 + 6, T1 + 7, -3]  # record time when no usable commit time
-    assert [to_ms(r["expire_ts"]) for r in rows] == [None, T1, None, 0]
-    assert [to_ms(r["record_ts"]) for r in rows] == [T1 + 5, T1 + 6, T1 + 7, None]
-    assert {r["txn_state"] for r in rows} == {"none"} and {r["source_kind"] for r in rows} == {"offsets"}
+    assert [to_ms(r["commit_ts"]) for r in got] == [T1, None, -1, T1]
+    assert [to_ms(r["event_ts"]) for r in got] == [T1, T1 + 6, T1 + 7, -3]  # record time when no usable commit time
+    assert [to_ms(r["expire_ts"]) for r in got] == [None, T1, None, 0]
+    assert [to_ms(r["record_ts"]) for r in got] == [T1 + 5, T1 + 6, T1 + 7, None]
+    assert {r["txn_state"] for r in got} == {"none"} and {r["source_kind"] for r in got} == {"offsets"}

@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 from jobs import runlog, schemas, sink
 from jobs.config import parse_config
 from jobs.errors import CommitError, ConfigError, SchemaMismatchError, SinkError
-from jobs.sink import SinkOptions, read_table, read_table_arrow, write_small, write_table
+from jobs.sink import SinkOptions, _staged, read_table, read_table_arrow, write_small, write_table
 
 D1, D2, D3 = dt.date(2024, 3, 1), dt.date(2024, 3, 2), dt.date(2024, 3, 3)
 UTC = dt.timezone.utc
@@ -134,8 +134,8 @@ def _stage_like_a_killed_run(spark, config, rows, monkeypatch) -> None:
         raise KeyboardInterrupt("killed")
 
     with monkeypatch.context() as m:
-        m.setattr(sink, "_commit", die)
-        m.setattr(sink, "_discard_staging", lambda *a, **k: None)
+        m.setattr(_staged, "_commit", die)
+        m.setattr(_staged, "_discard_staging", lambda *a, **k: None)
         with pytest.raises(KeyboardInterrupt):
             write_table(rates(spark, rows), RATES, config=config, date_range=(D1, D2))
 
@@ -176,7 +176,7 @@ def test_failed_commit_raises_and_leaves_no_files(spark, tmp_path, monkeypatch) 
     def boom(*args, **kwargs):
         raise CommitError("simulated conflict")
 
-    monkeypatch.setattr(sink, "_commit", boom)
+    monkeypatch.setattr(_staged, "_commit", boom)
     with pytest.raises(CommitError, match="simulated conflict"):
         write_table(rates(spark, [("c1", D1, "new", 2)]), RATES, config=config, date_range=(D1, D1))
     assert sorted(p.relative_to(path) for p in path.rglob("*.parquet")) == before
@@ -374,3 +374,18 @@ def test_quarantine_frame_through_spark(spark, tmp_path) -> None:
     assert [len(r["raw"]) for r in got] == [4096, 1]
     assert [r["event_date"] for r in got] == [D1, D1]  # none / outside the range -> the run's from date
     assert {r["source_kind"] for r in got} == {"offsets"} and got[1]["position"] == 12
+
+
+def test_targets_resolve_through_the_one_filesystem_layer(tmp_path) -> None:
+    """Spark keeps the location as written (s3a), delta-rs gets its own dialect (s3), local paths are
+    absolute, catalog names stay names."""
+    from jobs.sink._target import resolve_target
+
+    s3 = resolve_target(RATES, None, "s3a://bucket/out/rates/", "c1", None)
+    assert (s3.location, s3.spark, s3.native, s3.is_catalog) == (
+        "s3a://bucket/out/rates", "s3a://bucket/out/rates", "s3://bucket/out/rates", False)
+    local = resolve_target(RATES, cfg(tmp_path), None, None, None)
+    assert local.location == local.native == str(tmp_path / "out" / RATES) and local.cluster == "c1"
+    assert sink.table_location(RATES, target=f"file://{tmp_path}/x/") == str(tmp_path / "x")
+    cat = resolve_target(RATES, None, "main.audit.rates", "c1", None)
+    assert cat.is_catalog and cat.location == cat.spark == cat.native == "main.audit.rates"

@@ -5,8 +5,9 @@
     result = run_ingestion(spark, config, "2024-05-01", "2024-05-01")
 
 1. discovery lists the configured input roots (driver: names and sizes only, :mod:`.discover`);
-2. executors decode the files through ``mapInArrow`` into per-kind *work* rows (:mod:`.offsets`,
-   :mod:`.textdumps`, :mod:`.logdirs`, :mod:`.metadata`), which are persisted once and shaped into
+2. executors decode the files through ``mapInArrow`` into per-kind *work* rows (:mod:`.offsets` with
+   :mod:`.offsets_segments`, :mod:`.kvdumps` and :mod:`.textdumps`; :mod:`.logdirs`; :mod:`.metadata`;
+   large segments in byte ranges, :mod:`.ranges`), which are persisted once and shaped into
    ``group_metadata``, ``record_batches``, ``epoch_lineage`` and ``metadata_observations``. The
    high-volume ``offset_commits`` do not go through the work rows: a separate commit pass decodes them
    straight into their silver shape and streams them to the sink, while the offsets work rows keep only
@@ -142,8 +143,9 @@ def run_ingestion(
     from . import logdirs as ld
     from . import metadata as md
     from . import offsets as off
-    from ._spark import default_parallelism, files_frame, ranges_frame, to_spark_schema
+    from ._spark import default_parallelism, files_frame, to_spark_schema
     from .discover import LEC, PMETA, ROOT_CKPT, SEGMENT, Inventory, discover
+    from .ranges import ranges_frame
 
     if run is None:
         run = RunContext.start(config, date_from, date_to)
@@ -168,8 +170,7 @@ def run_ingestion(
             parts.append(files_frame(spark, logdir_files, ld.FILE_SCHEMA, par).mapInArrow(
                 ld.decode_logdir_files, wschema))
         if logdir_segs:
-            parts.append(ranges_frame(spark, logdir_segs, split_bytes=split_bytes, parallelism=par,
-                                      plan=off.plan_segment_ranges, schema=off.RANGE_SCHEMA)
+            parts.append(ranges_frame(spark, logdir_segs, split_bytes=split_bytes, parallelism=par)
                          .mapInArrow(ld.decode_logdir_segments, wschema))
         w = parts[0]
         for p in parts[1:]:

@@ -10,16 +10,39 @@ columns of that kind plus the side columns below, and a ``row_kind`` saying what
   and how many silver rows came out (``n_out``). Spark sums these; the driver never loops over data.
 
 Times stay epoch milliseconds (int64) here; the Spark side turns them into timestamps and dates.
+
+The ``__consumer_offsets`` inputs (segments, key/value dumps, text dumps) share their row shapes,
+defined here so that no input module imports another: :data:`OFFSETS_WORK` (every row kind),
+:data:`COMMITS` (the commit pass: ``offset_commits`` rows as they are written) and :data:`FILE_SCHEMA`
+(one input file per row); :func:`commit_batch` is the one place commit columns take their silver form.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["RAW_MAX", "SIDE_FIELDS", "RowBuffer", "make_batch", "side_row", "stats_row"]
+from jobs.schemas import arrow_schema
+
+__all__ = [
+    "COMMITS",
+    "FILE_SCHEMA",
+    "OFFSETS_WORK",
+    "RAW_MAX",
+    "SIDE_FIELDS",
+    "RowBuffer",
+    "commit_batch",
+    "make_batch",
+    "repeat",
+    "side_row",
+    "stats_row",
+    "ts_ms",
+]
 
 RAW_MAX = 4096
 
@@ -88,3 +111,130 @@ def stats_row(source: str, unit: str, n_read: int, n_bad: int, n_out: int) -> di
     """A ``stats`` work row: units read / quarantined, silver rows produced."""
     return {"row_kind": "stats", "source": source, "unit": unit, "n_read": n_read, "n_bad": n_bad,
             "n_out": n_out}
+
+
+def repeat(value: Any, n: int, type_: pa.DataType) -> pa.Array:
+    """``value`` ``n`` times (nulls when ``value`` is None)."""
+    return pa.nulls(n, type_) if value is None else pa.repeat(pa.scalar(value, type_), n)
+
+
+def ts_ms(value: Any) -> int | None:
+    """Epoch ms from an ISO-8601 string or a number (epoch ms); None when absent or unparseable
+    (the ``timestamp`` of JSONL dump and capture lines)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        s = value.strip()
+        if re.fullmatch(r"-?\d+", s):
+            return int(s)
+        try:
+            dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            return None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return int(dt.timestamp() * 1000)
+    return None
+
+
+# ------------------------------------------------------------------------ __consumer_offsets shapes
+
+_ASSIGNED = pa.struct([pa.field("topic", pa.string()), pa.field("partitions", pa.list_(pa.int32()))])
+_MEMBER = pa.struct([
+    pa.field("member_id", pa.string()),
+    pa.field("group_instance_id", pa.string()),
+    pa.field("client_id", pa.string()),
+    pa.field("client_host", pa.string()),
+    pa.field("assigned_partitions", pa.list_(_ASSIGNED)),
+])
+
+#: The work schema of every ``__consumer_offsets`` decode function (the side pass emits it).
+OFFSETS_WORK = pa.schema([
+    *SIDE_FIELDS,
+    pa.field("broker", pa.string()),
+    pa.field("log_partition", pa.int32()),
+    pa.field("log_offset", pa.int64()),
+    pa.field("record_ms", pa.int64()),
+    pa.field("batch_leader_epoch", pa.int32()),
+    pa.field("producer_id", pa.int64()),
+    pa.field("is_transactional", pa.bool_()),
+    pa.field("control_type", pa.string()),
+    pa.field("key_type", pa.int16()),
+    pa.field("value_version", pa.int16()),
+    pa.field("is_tombstone", pa.bool_()),
+    pa.field("group_id", pa.string()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("committed_offset", pa.int64()),
+    pa.field("leader_epoch", pa.int32()),
+    pa.field("metadata", pa.string()),
+    pa.field("commit_ms", pa.int64()),
+    pa.field("expire_ms", pa.int64()),
+    pa.field("record_type", pa.string()),
+    pa.field("protocol_type", pa.string()),
+    pa.field("generation", pa.int32()),
+    pa.field("protocol", pa.string()),
+    pa.field("leader", pa.string()),
+    pa.field("state_ms", pa.int64()),
+    pa.field("member_count", pa.int32()),
+    pa.field("members", pa.list_(_MEMBER)),
+])
+
+#: What the *commit* pass emits: the ``offset_commits`` columns minus ``cluster``/``event_date`` (Spark adds
+#: those), for the non-transactional commits only (``txn_state`` = ``none``). Everything else a decoder
+#: finds (transactional commits, markers, group records, quarantine and stats rows) goes to the *side*
+#: pass in the :data:`OFFSETS_WORK` schema, which stays small.
+COMMITS = pa.schema([f for f in arrow_schema("offset_commits") if f.name not in ("cluster", "event_date")])
+_TS = COMMITS.field("commit_ts").type
+
+#: Input of the per-file decode functions (key/value dumps, text dumps).
+FILE_SCHEMA = pa.schema([
+    pa.field("source", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("broker", pa.string()),
+])
+
+
+def _arr(a: Any) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def _ms_to_ts(ms: pa.Array) -> pa.Array:
+    """Epoch ms -> ``timestamp[us, UTC]`` (as Spark's ``timestamp_millis``; overflow is an error)."""
+    return pc.multiply_checked(ms, 1000).cast(_TS)
+
+
+def commit_batch(cols: Mapping[str, Any], n: int) -> pa.RecordBatch:
+    """:data:`COMMITS` rows (``txn_state`` = ``none``) from :data:`OFFSETS_WORK`-named commit columns;
+    absent columns are null. The same column rules as the Spark expressions of
+    :func:`jobs.ingest.offsets.commits_frame`."""
+    def col(name: str, type_: pa.DataType) -> pa.Array:
+        a = cols.get(name)
+        if a is None:
+            return pa.nulls(n, type_)
+        a = _arr(a)
+        return a if a.type == type_ else a.cast(type_)
+
+    i64 = pa.int64()
+    commit_ms, record_ms, expire_ms = col("commit_ms", i64), col("record_ms", i64), col("expire_ms", i64)
+    tomb = col("is_tombstone", pa.bool_())
+    null_ms = pa.scalar(None, i64)
+    use_record = pc.or_kleene(tomb, pc.or_kleene(pc.is_null(commit_ms), pc.less(commit_ms, 0))).fill_null(False)
+    out = {
+        "group_id": col("group_id", pa.string()), "topic": col("topic", pa.string()),
+        "partition": col("partition", pa.int32()), "committed_offset": col("committed_offset", i64),
+        "leader_epoch": col("leader_epoch", pa.int32()), "metadata": col("metadata", pa.string()),
+        "commit_ts": _ms_to_ts(commit_ms),
+        "expire_ts": _ms_to_ts(pc.if_else(pc.greater_equal(expire_ms, 0), expire_ms, null_ms)),
+        "is_tombstone": tomb, "key_type": col("key_type", pa.int16()),
+        "value_version": col("value_version", pa.int16()),
+        "event_ts": _ms_to_ts(pc.if_else(use_record, record_ms, commit_ms)),
+        "log_partition": col("log_partition", pa.int32()), "log_offset": col("log_offset", i64),
+        "record_ts": _ms_to_ts(pc.if_else(pc.greater_equal(record_ms, 0), record_ms, null_ms)),
+        "batch_leader_epoch": col("batch_leader_epoch", pa.int32()), "producer_id": col("producer_id", i64),
+        "txn_state": repeat("none", n, pa.string()), "source_kind": repeat("offsets", n, pa.string()),
+        "source": col("source", pa.string()), "position": col("position", i64),
+    }
+    return pa.RecordBatch.from_arrays([out[f.name] for f in COMMITS], schema=COMMITS)

@@ -6,7 +6,7 @@ the executor functions that ``mapInArrow`` runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from .discover import InputFile
 
-__all__ = ["default_parallelism", "files_frame", "ranges_frame", "to_spark_schema"]
+__all__ = ["default_parallelism", "files_frame", "frame", "rows_of", "to_spark_schema"]
 
 
 def to_spark_schema(schema: pa.Schema) -> StructType:
@@ -36,7 +36,9 @@ def default_parallelism(spark: SparkSession) -> int:
         return 8
 
 
-def _rows(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict]:
+def rows_of(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict]:
+    """One dict per file: the columns of ``schema`` taken from :class:`InputFile` (absent: None),
+    then ``extra``."""
     out = []
     for f in files:
         row = {name: getattr(f, name, None) for name in schema.names}
@@ -45,7 +47,8 @@ def _rows(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict]:
     return out
 
 
-def _frame(spark: SparkSession, rows: list[dict], schema: pa.Schema, partitions: int) -> DataFrame:
+def frame(spark: SparkSession, rows: list[dict], schema: pa.Schema, partitions: int) -> DataFrame:
+    """``rows`` as a DataFrame of ``schema`` spread over up to ``partitions`` tasks."""
     table = pa.Table.from_pylist(rows, schema=schema)
     sschema = to_spark_schema(schema)
     df = spark.createDataFrame([tuple(r.values()) for r in table.to_pylist()], sschema)
@@ -55,32 +58,4 @@ def _frame(spark: SparkSession, rows: list[dict], schema: pa.Schema, partitions:
 def files_frame(spark: SparkSession, files: Sequence[InputFile], schema: pa.Schema, parallelism: int,
                 **extra) -> DataFrame:
     """One row per file (the columns of ``schema`` taken from :class:`InputFile`), spread over tasks."""
-    return _frame(spark, _rows(files, schema, **extra), schema, parallelism * 2)
-
-
-def ranges_frame(
-    spark: SparkSession, files: Sequence[InputFile], *, split_bytes: int, parallelism: int,
-    plan: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], schema: pa.Schema,
-) -> DataFrame:
-    """One row per byte range of the segment files, ranges on batch boundaries.
-
-    Files up to ``split_bytes`` are one range, decided here from their size alone; larger ones are split
-    by ``plan`` in executors (one task per large file). The ranges are then spread over about one task
-    per ``split_bytes`` of input, so a 1 GiB segment is decoded by ~16 tasks.
-    """
-    small = [f for f in files if f.size <= split_bytes]
-    big = [f for f in files if f.size > split_bytes]
-    rows = _rows(small, schema, target=split_bytes)
-    for r in rows:
-        r["start"], r["end"] = 0, r["size"]
-    parts = []
-    if rows:
-        parts.append(_frame(spark, rows, schema, parallelism))
-    if big:
-        big_rows = _rows(big, schema, target=split_bytes)
-        parts.append(_frame(spark, big_rows, schema, len(big_rows)).mapInArrow(plan, to_spark_schema(schema)))
-    df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p)
-    est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
-    return df.repartition(max(1, min(est, max(parallelism * 4, len(big) * 16))))
+    return frame(spark, rows_of(files, schema, **extra), schema, parallelism * 2)

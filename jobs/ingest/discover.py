@@ -25,8 +25,7 @@ from datetime import datetime, timezone
 
 from epochlib.checkpoint import parse_partition_dir_name
 from epochlib.errors import DecodeError
-
-from ._io import FileEntry, list_files
+from jobs.fs import FileEntry, list_files
 
 __all__ = ["InputFile", "Inventory", "classify_logdirs", "classify_metadata", "classify_offsets", "discover"]
 

@@ -22,10 +22,11 @@ import pyarrow.compute as pc
 
 from epochlib import checkpoint
 from epochlib.errors import DecodeError
+from jobs.fs import open_reader
 
-from ._io import open_reader
 from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row
 from .discover import LEC, PMETA, ROOT_CHECKPOINTS, ROOT_CKPT
+from .ranges import read_range, segment_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -130,17 +131,14 @@ _BATCH_COLUMNS = ("position", "base_offset", "last_offset", "partition_leader_ep
 
 def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: byte ranges of snapshot segments -> batch header rows (:data:`WORK`)."""
-    from .offsets import segment_tables
-
     for rb in batches:
         for row in rb.to_pylist():
-            src, start, end = row["source"], row["start"], row["end"]
+            src, start = row["source"], row["start"]
             ctx = {"source": src, "broker": row["broker"], "snapshot_ms": row["snapshot_ms"],
                    "topic": row["topic"], "partition": row["partition"]}
             out = RowBuffer(WORK)
             try:
-                with open_reader(src) as r:
-                    buf = r.read_at(start, end - start)
+                buf = read_range(row)
             except OSError as e:
                 out.add(side_row(src, start, "file", f"unreadable: {e}", q_ms=row["snapshot_ms"]))
                 out.add(stats_row(src, "file", 1, 1, 0))

@@ -34,10 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from epochlib import brokers, protocol
+from jobs.fs import iter_lines, open_reader
 
-from ._io import open_reader
-from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row
-from .offsets import _iter_lines, _ts_ms
+from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row, ts_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -166,7 +165,7 @@ def _decode_jsonl(src: str, addresses: dict[str, int]) -> Iterator[pa.RecordBatc
     side = RowBuffer(WORK)
     chunk = _Chunk(src, "line", side, addresses)
     n_read = n_bad = 0
-    for line_no, _pos, line in _iter_lines(src):
+    for line_no, _pos, line in iter_lines(src):
         if not line.strip():
             continue
         n_read += 1
@@ -180,7 +179,7 @@ def _decode_jsonl(src: str, addresses: dict[str, int]) -> Iterator[pa.RecordBatc
             if not isinstance(ver, int) or isinstance(ver, bool) or not 0 <= ver <= 0x7FFF:
                 raise ValueError(f"bad api_version {ver!r}")
             ts = obj.get("ts")
-            ms = _ts_ms(ts)
+            ms = ts_ms(ts)
             if ms is None:
                 raise ValueError(f"missing or unparseable ts {str(ts)[:40]!r}")
             token = _metadata_token(obj.get("metadata_token"))

@@ -1,11 +1,12 @@
-"""Tool text dumps of ``__consumer_offsets`` -> offsets work rows (executor side).
+"""Tool text dumps of ``__consumer_offsets`` -> offsets rows (executor side, one function per pass).
 
 The format (console-consumer JSON, Scala formatter lines, kafka-dump-log) is detected from the file's
 content with :func:`epochlib.dumps.detect_dump_format`; a ``.txt`` file that is none of them is one
 quarantined ``file`` unit (a non-Kafka file). Each record or unparseable line is one ``line`` unit;
 ``position`` is the dump's line number (the character offset for glued console JSON objects that do
 not start a line). kafka-dump-log transaction markers become ``marker`` rows, so transactional commits
-are resolved by the same Spark window as segments.
+are resolved by the same Spark window as segments. Dumps are small: each file is decoded into rows of
+every kind (:func:`decode_text_file`) and each pass keeps its part (:meth:`._kv.Pass.select`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,33 @@ from typing import Any
 import pyarrow as pa
 
 from epochlib import coordinator, dumps
+from jobs.fs import open_reader
 
-from ._io import open_reader
-from ._rows import RAW_MAX, RowBuffer, side_row, stats_row
+from ._kv import COMMIT_PASS, SIDE_PASS, Pass
+from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, side_row, stats_row
 
-__all__ = ["decode_text_file"]
+__all__ = ["decode_text_commits", "decode_text_file", "decode_text_side"]
+
+
+def decode_text_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function, commit pass: text dump files (:data:`~jobs.ingest._rows.FILE_SCHEMA`)
+    -> non-transactional commits (:data:`~jobs.ingest._rows.COMMITS`)."""
+    return _decode_files(batches, COMMIT_PASS)
+
+
+def decode_text_side(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function, side pass: text dump files -> every other row, quarantine and stats
+    (:data:`~jobs.ingest._rows.OFFSETS_WORK`)."""
+    return _decode_files(batches, SIDE_PASS)
+
+
+def _decode_files(batches: Iterator[pa.RecordBatch], p: Pass) -> Iterator[pa.RecordBatch]:
+    for rb in batches:
+        for row in rb.to_pylist():
+            for b in decode_text_file(row["source"], row.get("broker")):
+                out = p.select(b)
+                if out is not None:
+                    yield out
 
 
 def _members(members: Any) -> list[dict] | None:
@@ -51,8 +74,6 @@ def _nonneg(v: Any) -> int | None:
 
 
 def _row(item: dict, src: str, broker: str | None) -> dict | None:
-    from .offsets import snake_type_name
-
     ctx = {
         "source": src, "position": item.get("line"), "broker": broker,
         "log_partition": item.get("log_partition"), "log_offset": item.get("log_offset"),
@@ -76,7 +97,7 @@ def _row(item: dict, src: str, broker: str | None) -> dict | None:
     if rtype is None:
         return None
     members = _members(item.get("members")) if kind == "group_metadata" else None
-    return {**ctx, "row_kind": "group", "key_type": rtype, "record_type": snake_type_name(rtype),
+    return {**ctx, "row_kind": "group", "key_type": rtype, "record_type": coordinator.snake_type_name(rtype),
             "value_version": item.get("value_version"), "is_tombstone": bool(item.get("is_tombstone")),
             "group_id": item.get("group", item.get("group_id")), "protocol_type": item.get("protocol_type"),
             "generation": item.get("generation"), "protocol": item.get("protocol"), "leader": item.get("leader"),
@@ -85,10 +106,9 @@ def _row(item: dict, src: str, broker: str | None) -> dict | None:
 
 
 def decode_text_file(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
-    """Decode one text dump into offsets work rows (see the module docstring)."""
-    from .offsets import WORK
-
-    rows = RowBuffer(WORK)
+    """Decode one text dump into :data:`~jobs.ingest._rows.OFFSETS_WORK` rows of every kind (see the
+    module docstring)."""
+    rows = RowBuffer(OFFSETS_WORK)
     try:
         with open_reader(src) as r:
             data = r.read_all()

@@ -1,0 +1,181 @@
+"""``__consumer_offsets`` key/value arrays -> offsets rows, for one of the two decode passes.
+
+Segments and key/value dumps both end in aligned ``key``/``value`` arrays; :func:`decode_kv` turns them
+into rows with :func:`epochlib.coordinator.decode_offsets_arrow` (offset commits, vectorised) and the
+per-record reference decoder (group metadata and KIP-848 records: few).
+
+Every offsets input is decoded twice (the codec is cheaper than caching the wide decoded rows):
+
+- :data:`COMMIT_PASS` emits only the non-transactional commits, already in the silver shape
+  (:data:`~jobs.ingest._rows.COMMITS`): no per-record work, no quarantine, no counts;
+- :data:`SIDE_PASS` emits everything else in :data:`~jobs.ingest._rows.OFFSETS_WORK`: transactional
+  commits (their ``txn_state`` needs a window over markers), markers, group records, quarantine and
+  stats rows, with the counts of *all* units.
+
+:class:`Pass` holds what differs between them, so the decode functions take one explicit value
+instead of branching on a mode string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from epochlib import coordinator
+
+from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, commit_batch, make_batch, repeat, side_row
+
+__all__ = ["COMMIT_PASS", "SIDE_PASS", "Pass", "decode_kv", "group_row"]
+
+
+def _arr(a: Any) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def _is_tx(cols: Mapping[str, Any] | pa.RecordBatch, n: int) -> pa.Array:
+    a = cols.get("is_transactional") if isinstance(cols, Mapping) else cols.column("is_transactional")
+    if a is None:
+        return pa.repeat(pa.scalar(False), n)
+    return _arr(a).fill_null(False)
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """One decode pass over the offsets inputs: :data:`COMMIT_PASS` or :data:`SIDE_PASS`."""
+
+    side: bool
+    """True for the side pass: quarantine, stats, markers and groups are produced (and counted)."""
+
+    def commit_mask(self, is_commit: pa.Array, is_tx: pa.Array) -> pa.Array:
+        """The commits this pass keeps: transactional ones on the side, the others in the commit pass."""
+        return pc.and_(is_commit, is_tx if self.side else pc.invert(is_tx))
+
+    def commit_rows(self, cols: Mapping[str, Any], n: int) -> pa.RecordBatch:
+        """Commit columns (:data:`OFFSETS_WORK` names) in this pass's shape."""
+        if self.side:
+            return make_batch(OFFSETS_WORK, {**cols, "row_kind": repeat("commit", n, pa.string())}, n)
+        return commit_batch(cols, n)
+
+    def select(self, batch: pa.RecordBatch | None) -> pa.RecordBatch | None:
+        """This pass's part of a batch of :data:`OFFSETS_WORK` rows with every row kind (the text dumps
+        build those); None when nothing is left."""
+        if batch is None or not batch.num_rows:
+            return None
+        is_commit = pc.equal(batch.column("row_kind"), "commit").fill_null(False)
+        non_tx = pc.and_(is_commit, pc.invert(_is_tx(batch, batch.num_rows)))
+        out = batch.filter(pc.invert(non_tx) if self.side else non_tx)
+        if not out.num_rows:
+            return None
+        if self.side:
+            return out
+        return commit_batch(dict(zip(out.schema.names, out.columns, strict=True)), out.num_rows)
+
+
+COMMIT_PASS = Pass(side=False)
+SIDE_PASS = Pass(side=True)
+
+
+def decode_kv(keys: pa.Array, values: pa.Array, ctx_cols: Mapping[str, Any], p: Pass, *, unit: str,
+              source: str) -> Iterator[tuple[pa.RecordBatch | None, int, int]]:
+    """Decode aligned key/value arrays for pass ``p``; yields ``(batch, quarantined units, decoded rows)``.
+
+    ``ctx_cols`` holds per-row context arrays (source, position, log offset …) aligned with the keys.
+    The counts cover every row (both passes' rows), so the side pass's stats are complete; the commit
+    pass ignores them.
+    """
+    keys, values = _arr(keys), _arr(values)
+    dec = coordinator.decode_offsets_arrow(keys, values)
+    err = dec.column("error")
+    rtype = dec.column("record_type")
+    n = dec.num_rows
+    commit_mask = pc.and_(pc.is_null(err), pc.is_in(rtype, pa.array([0, 1], rtype.type))).fill_null(False)
+    ctx_arrays = {k: _arr(v) for k, v in ctx_cols.items()}
+    n_commit = pc.sum(commit_mask.cast(pa.int64())).as_py() or 0
+    if n_commit:
+        mask = p.commit_mask(commit_mask, _is_tx(ctx_arrays, n))
+        want = pc.sum(mask.cast(pa.int64())).as_py() or 0
+        if not want:
+            yield None, 0, n_commit
+        else:
+            yield _commit_rows(ctx_arrays, dec, None if want == n else mask, p), 0, n_commit
+    if not p.side or n_commit == n:
+        return
+    idx = np.flatnonzero(pc.invert(commit_mask).to_numpy(zero_copy_only=False))
+    rows = RowBuffer(OFFSETS_WORK)
+    n_bad = 0
+    errs = err.to_pylist()
+    for i in idx.tolist():
+        ctx = {k: v[i].as_py() for k, v in ctx_arrays.items()}
+        k, v = keys[i].as_py(), values[i].as_py()
+        reason = errs[i]
+        rec = None
+        if reason is None:
+            try:
+                rec = coordinator.decode_record(k, v)
+            except Exception as e:  # noqa: BLE001 - DecodeError by contract; anything else is quarantined too
+                reason = getattr(e, "reason", None) or str(e)
+        if rec is None:
+            n_bad += 1
+            raw = (k or b"") + (v or b"")
+            log_offset = ctx.get("log_offset")
+            where = f"record at log offset {log_offset}: " if log_offset is not None else ""
+            rows.add(side_row(source, ctx.get("position"), unit, where + str(reason), raw[:RAW_MAX],
+                              q_ms=ctx.get("record_ms"), broker=ctx.get("broker"),
+                              log_partition=ctx.get("log_partition"), log_offset=log_offset))
+            continue
+        rows.add({**ctx, **group_row(rec)})
+    yield rows.flush(), n_bad, len(idx) - n_bad
+
+
+def _commit_rows(ctx_arrays: dict[str, pa.Array], dec: pa.RecordBatch, mask: pa.Array | None,
+                 p: Pass) -> pa.RecordBatch:
+    """The commit rows selected by ``mask`` (all when None), in ``p``'s shape."""
+    sel = ctx_arrays if mask is None else {k: v.filter(mask) for k, v in ctx_arrays.items()}
+    d = dec if mask is None else dec.filter(mask)
+    cols = {
+        **sel,
+        "key_type": d.column("record_type"), "value_version": d.column("value_version"),
+        "is_tombstone": d.column("is_tombstone"), "group_id": d.column("group_id"),
+        "topic": d.column("topic"), "partition": d.column("partition"),
+        "committed_offset": d.column("committed_offset"), "leader_epoch": d.column("leader_epoch"),
+        "metadata": d.column("metadata"), "commit_ms": d.column("commit_timestamp"),
+        "expire_ms": d.column("expire_timestamp"),
+    }
+    return p.commit_rows(cols, d.num_rows)
+
+
+def group_row(rec: coordinator.CoordinatorRecord) -> dict[str, Any]:
+    """The ``group_metadata`` columns of a decoded non-commit coordinator record."""
+    v = rec.value or {}
+    members = None
+    if rec.record_type == 2 and v:
+        members = []
+        for m in v.get("members") or []:
+            assigned = (m.get("assignment_decoded") or {}).get("assigned_partitions") or []
+            members.append({
+                "member_id": m.get("member_id"), "group_instance_id": m.get("group_instance_id"),
+                "client_id": m.get("client_id"), "client_host": m.get("client_host"),
+                "assigned_partitions": [{"topic": a.get("topic"), "partitions": list(a.get("partitions") or [])}
+                                        for a in assigned],
+            })
+    state = v.get("current_state_timestamp")
+    return {
+        "row_kind": "group",
+        "key_type": rec.record_type,
+        "record_type": coordinator.snake_type_name(rec.record_type),
+        "value_version": rec.value_version,
+        "is_tombstone": rec.is_tombstone,
+        "group_id": rec.group,
+        "protocol_type": v.get("protocol_type"),
+        "generation": v.get("generation") if rec.record_type == 2 else v.get("group_epoch", v.get("epoch")),
+        "protocol": v.get("protocol"),
+        "leader": v.get("leader"),
+        "state_ms": state if isinstance(state, int) and state >= 0 else None,
+        "member_count": len(members) if members is not None else None,
+        "members": members,
+    }

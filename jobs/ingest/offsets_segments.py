@@ -1,0 +1,113 @@
+"""``__consumer_offsets`` segment ranges -> offsets rows (executor side, one function per pass).
+
+Ranges come from :mod:`.ranges` (on batch boundaries). Each is decoded with
+:func:`.ranges.segment_tables`; a bad CRC or a torn tail is one quarantined ``batch``, a record of a good
+batch whose key/value cannot be decoded one quarantined ``record`` (:func:`._kv.decode_kv`). COMMIT/ABORT
+control records become ``marker`` rows for the ``txn_state`` window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ._kv import COMMIT_PASS, SIDE_PASS, Pass, decode_kv
+from ._rows import OFFSETS_WORK, RowBuffer, make_batch, repeat, side_row, stats_row
+from .ranges import read_range, segment_tables
+
+__all__ = ["OUT_ROWS", "decode_segment_commits", "decode_segment_side"]
+
+#: Rows per Arrow batch handed back to Spark by the commit pass: a 64 MiB range decodes to ~1.2 M rows,
+#: and the JVM holds a whole batch off-heap per task; 64 k rows bound that (CPU is the same from 4 k
+#: rows to a whole range, measured with bench/bench_ingest.py).
+OUT_ROWS = 1 << 16
+
+
+def decode_segment_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function, commit pass: segment ranges -> non-transactional commits
+    (:data:`~jobs.ingest._rows.COMMITS`), in batches of at most :data:`OUT_ROWS` rows."""
+    for rb in batches:
+        for row in rb.to_pylist():
+            for b in _decode_range(row, COMMIT_PASS):
+                if b.num_rows <= OUT_ROWS:
+                    yield b
+                else:
+                    for i in range(0, b.num_rows, OUT_ROWS):
+                        yield b.slice(i, OUT_ROWS)
+
+
+def decode_segment_side(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function, side pass: segment ranges -> every other row
+    (:data:`~jobs.ingest._rows.OFFSETS_WORK`) with the quarantine and stats rows."""
+    for rb in batches:
+        for row in rb.to_pylist():
+            yield from _decode_range(row, SIDE_PASS)
+
+
+def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
+    source, start = row["source"], row["start"]
+    broker, log_partition = row["broker"], row["log_partition"]
+    side = RowBuffer(OFFSETS_WORK)
+    try:
+        buf = read_range(row)
+    except OSError as e:
+        if p.side:
+            side.add(side_row(source, start, "file", f"unreadable: {e}", broker=broker,
+                              log_partition=log_partition))
+            side.add(stats_row(source, "file", 1, 1, 0))
+            yield side.flush()
+        return
+    heads, rec = segment_tables(buf, start)
+    del buf
+    n_bad = 0
+    if p.side:
+        bad = heads.filter(pc.is_valid(heads.column("error")))
+        n_bad = bad.num_rows
+        for h in bad.select(["position", "error", "raw"]).to_pylist():
+            side.add(side_row(source, h["position"], "batch", h["error"], h["raw"], broker=broker,
+                              log_partition=log_partition))
+    n_out = n_rec = n_rec_bad = 0
+    if rec is not None and rec.num_rows:
+        is_control = rec.column("is_control")
+        any_control = pc.any(is_control).as_py()
+        if any_control and p.side:
+            markers = rec.filter(pc.and_(is_control, pc.is_in(rec.column("control_type"),
+                                                              pa.array(["COMMIT", "ABORT"]))))
+            if markers.num_rows:
+                m = markers.num_rows
+                yield make_batch(OFFSETS_WORK, {
+                    "row_kind": repeat("marker", m, pa.string()), "source": repeat(source, m, pa.string()),
+                    "position": markers.column("batch_position"),
+                    "broker": repeat(broker, m, pa.string()),
+                    "log_partition": repeat(log_partition, m, pa.int32()),
+                    "log_offset": markers.column("offset"), "record_ms": markers.column("timestamp"),
+                    "producer_id": markers.column("producer_id"),
+                    "is_transactional": markers.column("is_transactional"),
+                    "control_type": markers.column("control_type"),
+                }, m)
+        data = rec.filter(pc.invert(is_control)) if any_control else rec
+        if data.num_rows:
+            m = data.num_rows
+            ctx_cols = {
+                "source": repeat(source, m, pa.string()),
+                "position": data.column("batch_position"),
+                "broker": repeat(broker, m, pa.string()),
+                "log_partition": repeat(log_partition, m, pa.int32()),
+                "log_offset": data.column("offset"), "record_ms": data.column("timestamp"),
+                "batch_leader_epoch": data.column("partition_leader_epoch"),
+                "producer_id": data.column("producer_id"),
+                "is_transactional": data.column("is_transactional"),
+            }
+            n_rec = m
+            for out, nbad, good in decode_kv(data.column("key"), data.column("value"), ctx_cols, p,
+                                             unit="record", source=source):
+                n_out += good
+                n_rec_bad += nbad
+                if out is not None:
+                    yield out
+    if p.side:
+        side.add(stats_row(source, "batch", heads.num_rows, n_bad, 0))
+        side.add(stats_row(source, "record", n_rec, n_rec_bad, n_out))
+        yield side.flush()

@@ -1,0 +1,121 @@
+"""Segment files -> byte ranges on batch boundaries, and a range -> Arrow tables (offsets and log dirs).
+
+Large segments are decoded by many tasks: the driver sends only names and sizes
+(:func:`ranges_frame`); files up to the target size are one range each, larger ones are cut by
+:func:`plan_segment_ranges` in executors, which reads only the entry headers
+(:func:`epochlib.records.split_points`). Every range starts on a batch boundary, so each decodes on its
+own (:func:`read_range`, :func:`segment_tables`). Both the ``__consumer_offsets`` segments
+(:mod:`.offsets_segments`) and the log-dir snapshot segments (:mod:`.logdirs`) go this way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from epochlib import records
+from jobs.fs import open_reader
+
+from ._spark import frame, rows_of, to_spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from .discover import InputFile
+
+__all__ = ["RANGE_SCHEMA", "plan_segment_ranges", "ranges_frame", "read_range", "segment_tables"]
+
+#: One row per file or byte range: the input of :func:`plan_segment_ranges` and of the range decoders.
+RANGE_SCHEMA = pa.schema([
+    pa.field("source", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("start", pa.int64()),
+    pa.field("end", pa.int64()),
+    pa.field("target", pa.int64()),
+    pa.field("broker", pa.string()),
+    pa.field("log_partition", pa.int32()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("snapshot_ms", pa.int64()),
+])
+
+
+def plan_segment_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: each input file row -> its byte ranges on batch boundaries.
+
+    Files no larger than their ``target`` become one range without being opened; larger ones are walked
+    header by header (:func:`epochlib.records.split_points`), reading only the 17-byte entry prefixes.
+    An unreadable file becomes one range covering it all, so the decoder reports the error.
+    """
+    for rb in batches:
+        out = []
+        for row in rb.to_pylist():
+            size, target = row["size"], row["target"]
+            ranges: list[tuple[int, int]]
+            if size <= target:
+                ranges = [(0, size)] if size > 0 else []
+            else:
+                try:
+                    with open_reader(row["source"]) as r:
+                        ranges = records.split_points(r.read_at, size, target)
+                except OSError:
+                    ranges = [(0, size)]
+            for start, end in ranges:
+                out.append({**row, "start": start, "end": end})
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=RANGE_SCHEMA)
+
+
+def ranges_frame(
+    spark: SparkSession, files: Sequence[InputFile], *, split_bytes: int, parallelism: int,
+    plan: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] = plan_segment_ranges,
+) -> DataFrame:
+    """One row per byte range of the segment files (:data:`RANGE_SCHEMA`), ranges on batch boundaries.
+
+    Files up to ``split_bytes`` are one range, decided here from their size alone; larger ones are split
+    by ``plan`` in executors (one task per large file). The ranges are then spread over about one task
+    per ``split_bytes`` of input, so a 1 GiB segment is decoded by ~16 tasks.
+    """
+    small = [f for f in files if f.size <= split_bytes]
+    big = [f for f in files if f.size > split_bytes]
+    rows = rows_of(small, RANGE_SCHEMA, target=split_bytes)
+    for r in rows:
+        r["start"], r["end"] = 0, r["size"]
+    parts = []
+    if rows:
+        parts.append(frame(spark, rows, RANGE_SCHEMA, parallelism))
+    if big:
+        big_rows = rows_of(big, RANGE_SCHEMA, target=split_bytes)
+        parts.append(frame(spark, big_rows, RANGE_SCHEMA, len(big_rows))
+                     .mapInArrow(plan, to_spark_schema(RANGE_SCHEMA)))
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p)
+    est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
+    return df.repartition(max(1, min(est, max(parallelism * 4, len(big) * 16))))
+
+
+def read_range(row: dict) -> bytes:
+    """The bytes of one :data:`RANGE_SCHEMA` row. Raises ``OSError`` when the file cannot be read."""
+    with open_reader(row["source"]) as r:
+        return r.read_at(row["start"], row["end"] - row["start"])
+
+
+def segment_tables(buf: bytes, base: int, *, with_records: bool = True) -> tuple[pa.RecordBatch,
+                                                                                 pa.RecordBatch | None]:
+    """Decode a byte range of a segment with the codec's Arrow batch function
+    (:func:`epochlib.records.batches_arrow`): (one row per log entry, bad ones with ``error``/``raw``;
+    one row per record, ``control_type`` as the marker name ``COMMIT``/``ABORT``/… for control records)."""
+    out = records.batches_arrow(buf, base_position=base, with_records=with_records)
+    rec = out.records
+    if rec is not None and rec.num_rows:
+        ct = rec.column("control_type")
+        names = pa.array([records.CONTROL_TYPE_NAMES.get(i) for i in range(7)], pa.string())
+        valid = pc.and_(pc.greater_equal(ct, 0), pc.less(ct, 7)).fill_null(False)
+        named = pc.if_else(valid, pc.take(names, pc.if_else(valid, ct, 0).cast(pa.int32())),
+                           pa.scalar(None, pa.string()))
+        rec = rec.set_column(rec.schema.get_field_index("control_type"), "control_type", named)
+    return out.batches, rec

@@ -1,0 +1,75 @@
+"""The Delta sink: the one component that writes (and reads back) epoch-audit's tables.
+
+Shaped like ``deltalake.write_deltalake``: one verb, keyword-only options, a ``Literal`` mode whose
+default is the safe one for this job (``replace_range``: replaceWhere on ``cluster`` and an
+``event_date`` range, so a rerun never duplicates rows and other dates stay untouched).
+
+Two back ends (DESIGN.md "Delta"):
+
+``delta-spark``
+    Spark's own Delta data source, when the session has it (:func:`jobs.session.has_delta`): Databricks,
+    or spark-submit with the delta-spark package. ``replaceWhere`` for ranges; catalog targets
+    (``[output] catalog``/``schema``) are written with ``saveAsTable``.
+
+``delta-rs``
+    Everything else (the embedded default: local Spark, no Maven). The data never passes through the
+    driver:
+
+    1. Spark writes Parquet files in parallel into ``<table>/_staging/<token>/cluster=…/event_date=…/``
+       (``_``-prefixed, so no Delta reader or vacuum ever looks there);
+    2. the driver lists them, checks their partition values against the run's cluster and range, reads
+       each file's *footer* (its row count: the Delta statistics, see :func:`_footer_stats`), and moves
+       (renames) them to ``<table>/cluster=…/event_date=…/<token>-<name>``; a manifest of the moves is
+       written first so a crash here can be undone;
+    3. the driver commits **one** Delta transaction with delta-rs
+       (``DeltaTable.create_write_transaction``): ``add`` actions for the new files and, for
+       ``replace_range``, a partition overwrite of exactly ``cluster = c AND from <= event_date <= to``
+       (delta-rs derives the ``remove`` actions from the snapshot it read); a new table is created with
+       ``create_table_with_add_actions`` in one commit;
+    4. the staging folder is removed, as are stale staging folders of runs that died before committing
+       (older than :attr:`SinkOptions.staging_grace`), together with any files they had already moved.
+
+    A run that dies anywhere before step 3 leaves the table at its previous version: readers follow the
+    Delta log, which never names an uncommitted file. The token is recorded in the commit's
+    ``commitInfo`` (``epochAudit.staging``) so cleanup can tell a committed run from a dead one.
+
+    Trade-offs: on object stores (S3/GCS) a move is a server-side copy, not a rename (still no data
+    through the driver); footers are read one per file on the driver (metadata only, a thread pool);
+    files carry no column min/max statistics (see ``_staged._footer_stats`` for why), so readers skip data
+    by the ``cluster``/``event_date`` partitions only.
+
+Small tables (a few thousand rows: audit_runs, rates) may skip Spark: :func:`write_small` writes a
+``pyarrow.Table`` with ``deltalake.write_deltalake`` (``mode="overwrite"`` + ``predicate``).
+
+Reading back: :func:`read_table` gives a Spark DataFrame. With delta-spark it is ``format("delta")``;
+without it, Spark cannot read the Delta log, so the file list comes from delta-rs
+(``DeltaTable.get_add_actions``: the live files and their partition values) and Spark reads exactly
+those Parquet files (``spark.read.schema(...).parquet(*files)``), one read per partition with the
+partition values added as literals (partition columns are not stored in Delta data files). Tables with
+deletion vectors (only delta-spark writes them) cannot be read this way and raise :class:`SinkError`.
+:func:`read_table_arrow` reads through delta-rs alone (tests, small tables).
+
+Modules: :mod:`._target` (where a table is, options and result types, back-end choice),
+:mod:`._write` (the verbs), :mod:`._delta_spark`, :mod:`._staged` (the delta-rs commit path),
+:mod:`._read`, :mod:`._fit` (schema fitting); locations go through :mod:`jobs.fs`.
+"""
+
+from __future__ import annotations
+
+from ._read import read_table, read_table_arrow
+from ._staged import STAGING_DIR
+from ._target import Backend, Mode, SinkOptions, SinkResult, table_location
+from ._write import write_small, write_table
+
+__all__ = [
+    "STAGING_DIR",
+    "Backend",
+    "Mode",
+    "SinkOptions",
+    "SinkResult",
+    "read_table",
+    "read_table_arrow",
+    "table_location",
+    "write_small",
+    "write_table",
+]

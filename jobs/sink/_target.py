@@ -1,0 +1,184 @@
+"""Where a sink write or read goes and how: the target table, the options and result types, the back end.
+
+A location is resolved once through :mod:`jobs.fs` (``location`` canonical, ``spark`` for Spark,
+``native`` for delta-rs and pyarrow); a catalog name ``catalog.schema.table`` stays as written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from jobs import fs, schemas
+from jobs.config import Config, parse_date_range
+from jobs.errors import ConfigError, SinkError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "Backend",
+    "Mode",
+    "SinkOptions",
+    "SinkResult",
+    "Target",
+    "check_mode",
+    "choose_backend",
+    "has_delta",
+    "open_delta",
+    "resolve_target",
+    "sql_predicate",
+    "table_location",
+]
+
+Mode = Literal["replace_range", "append"]
+Backend = Literal["auto", "delta-spark", "delta-rs"]
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Tuning of the delta-rs commit path (the defaults suit nightly and CLI runs)."""
+
+    staging_grace: dt.timedelta = dt.timedelta(hours=12)
+    """Staging folders older than this are treated as left by a dead run and removed. It must exceed the
+    longest write, because a *concurrent* run's staging folder younger than this is left alone."""
+    threads: int = 8
+    """Driver threads for footer reads and file moves (I/O bound: matters on object stores)."""
+    storage_options: Mapping[str, str] | None = None
+    """delta-rs storage options (default: the config's ``[output.storage_options]``)."""
+
+
+@dataclass(frozen=True)
+class SinkResult:
+    """What a write did."""
+
+    table: str
+    """Logical table name (e.g. ``offset_commits``)."""
+    location: str
+    """Path/URI of the Delta table, or ``catalog.schema.table``."""
+    backend: str
+    """``delta-spark`` or ``delta-rs``."""
+    mode: str
+    version: int | None
+    """Delta table version after the write (None when it cannot be read with delta-rs)."""
+    files_added: int | None = None
+    rows_written: int | None = None
+    """Rows in the added files (delta-rs path: from the Parquet footers; None for delta-spark)."""
+    date_range: tuple[dt.date, dt.date] | None = None
+
+
+
+@dataclass(frozen=True)
+class Target:
+    """One table a write or read addresses."""
+
+    table: str
+    location: str
+    """Canonical path/URI (:attr:`jobs.fs.Location.uri`), or ``catalog.schema.table``."""
+    is_catalog: bool
+    cluster: str | None
+    storage_options: dict[str, str] | None
+    configured_backend: str
+    spark: str
+    """What Spark reads and writes (:attr:`jobs.fs.Location.spark`; the catalog name for catalog tables)."""
+    native: str
+    """What delta-rs and pyarrow open (:attr:`jobs.fs.Location.native`)."""
+
+
+def table_location(table: str, config: Config | None = None, *, target: str | None = None) -> str:
+    """Where ``table`` lives: ``<root>/<table>`` or ``catalog.schema.table`` (``target`` wins)."""
+    return resolve_target(table, config, target, None, None).location
+
+
+def resolve_target(
+    table: str,
+    config: Config | None,
+    target: str | None,
+    cluster: str | None,
+    options: SinkOptions | None,
+) -> Target:
+    if config is None and target is None:
+        raise ConfigError(f"write/read of {table!r}: give either config= or target=")
+    storage = dict(options.storage_options) if options and options.storage_options is not None else None
+    if storage is None and config is not None and config.output.storage_options:
+        storage = dict(config.output.storage_options)
+    backend = config.output.backend if config is not None else "auto"
+    the_cluster = cluster if cluster is not None else (config.cluster if config is not None else None)
+    if target is not None:
+        written, is_catalog = target, _looks_like_catalog_name(target)
+    elif config.output.root is not None:
+        written, is_catalog = config.output.table_location(table), False
+    else:
+        written, is_catalog = config.output.table_location(table), True
+    if is_catalog:
+        return Target(table, written, True, the_cluster, storage, backend, written, written)
+    loc = fs.resolve(written)
+    return Target(table, loc.uri, False, the_cluster, storage, backend, loc.spark, loc.native)
+
+
+def _looks_like_catalog_name(target: str) -> bool:
+    parts = target.split(".")
+    return len(parts) == 3 and all(p.replace("_", "a").isalnum() for p in parts) and "/" not in target
+
+
+def check_mode(
+    tgt: Target, mode: str, date_range: Any, partition_by: Sequence[str]
+) -> tuple[dt.date, dt.date] | None:
+    if mode not in ("replace_range", "append"):
+        raise ConfigError(f"unknown sink mode {mode!r}; valid: replace_range, append")
+    drange = parse_date_range(*date_range) if date_range is not None else None
+    if mode == "replace_range":
+        if drange is None:
+            raise ConfigError(f"replace_range write of {tgt.table!r} needs date_range=(from, to)")
+        if tgt.cluster is None:
+            raise ConfigError(f"replace_range write of {tgt.table!r} needs a cluster (config or cluster=)")
+        if tuple(partition_by) != schemas.PARTITION_BY:
+            raise ConfigError(f"replace_range needs partition_by={schemas.PARTITION_BY}, got {tuple(partition_by)}")
+    return drange
+
+
+def has_delta(spark: SparkSession) -> bool:
+    from jobs.session import has_delta as session_has_delta
+
+    return session_has_delta(spark)
+
+
+def choose_backend(spark: SparkSession, wanted: str, tgt: Target) -> str:
+    if wanted not in ("auto", "delta-spark", "delta-rs"):
+        raise ConfigError(f"unknown sink back end {wanted!r}; valid: auto, delta-spark, delta-rs")
+    if wanted == "auto":
+        wanted = "delta-spark" if has_delta(spark) else "delta-rs"
+    if wanted == "delta-spark" and not has_delta(spark):
+        raise SinkError(
+            "back end 'delta-spark' requested but the Spark session has no Delta support "
+            "(start it with the delta-spark package, or set [output] backend = \"delta-rs\")"
+        )
+    if wanted == "delta-rs" and tgt.is_catalog:
+        raise SinkError(f"catalog table {tgt.location} needs Spark's Delta source; the session has none")
+    return wanted
+
+
+def sql_predicate(cluster: str | None, drange: tuple[dt.date, dt.date] | None) -> str:
+    assert cluster is not None and drange is not None
+    quoted = cluster.replace("'", "''")
+    return (
+        f"cluster = '{quoted}' AND event_date >= '{drange[0].isoformat()}' "
+        f"AND event_date <= '{drange[1].isoformat()}'"
+    )
+
+
+
+def open_delta(uri: str, storage_options: dict[str, str] | None, *, quiet: bool = False) -> Any:
+    from deltalake import DeltaTable
+
+    try:
+        if not DeltaTable.is_deltatable(uri, storage_options=storage_options):
+            return None
+        return DeltaTable(uri, storage_options=storage_options)
+    except Exception as exc:
+        if quiet:
+            return None
+        raise SinkError(f"cannot open Delta table at {uri}: {exc}") from exc
+

@@ -1,0 +1,135 @@
+"""The two write verbs: :func:`write_table` (a Spark DataFrame) and :func:`write_small` (a small Arrow table)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from jobs import schemas
+from jobs.config import Config
+from jobs.errors import CommitError, SinkError
+
+from ._delta_spark import write_delta_spark
+from ._fit import check_rows_in_range_arrow, conform_arrow, conform_spark, fit_table_schema, spark_schema_for
+from ._staged import write_delta_rs
+from ._target import (
+    Backend,
+    Mode,
+    SinkOptions,
+    SinkResult,
+    check_mode,
+    choose_backend,
+    has_delta,
+    open_delta,
+    resolve_target,
+    sql_predicate,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["write_small", "write_table"]
+
+
+def write_table(
+    df: DataFrame,
+    table: str,
+    *,
+    config: Config | None = None,
+    target: str | None = None,
+    mode: Mode = "replace_range",
+    date_range: tuple[dt.date | str, dt.date | str] | None = None,
+    cluster: str | None = None,
+    partition_by: Sequence[str] = schemas.PARTITION_BY,
+    backend: Backend | None = None,
+    options: SinkOptions | None = None,
+) -> SinkResult:
+    """Write a Spark DataFrame to a Delta table.
+
+    Args:
+        df: the rows; its columns must be the table's (:mod:`jobs.schemas` for known tables, in any order;
+            integer/float widths and all-null columns are cast, anything else is a
+            :class:`SchemaMismatchError`). For unknown table names ``df.schema`` is the schema.
+        table: logical table name; the location is ``<root>/<table>`` or ``catalog.schema.table``.
+        config: the run's config (output root or catalog, cluster, back end, storage options).
+        target: explicit table location instead of ``config`` (a path/URI or ``catalog.schema.table``).
+        mode: ``replace_range`` replaces exactly the partitions ``cluster`` × ``date_range`` (rows outside
+            them are an error); ``append`` adds the rows.
+        date_range: inclusive ``(from, to)`` dates; required for ``replace_range``.
+        cluster: the cluster whose partitions are replaced (default ``config.cluster``).
+        partition_by: partition columns (must be ``("cluster", "event_date")`` for ``replace_range``).
+        backend: ``auto``/``delta-spark``/``delta-rs``; default: the config's ``[output] backend``.
+        options: :class:`SinkOptions` for the delta-rs path.
+
+    Returns:
+        A :class:`SinkResult`.
+
+    Raises:
+        ConfigError: missing range/cluster/location. SchemaMismatchError: columns do not fit the data or
+        the existing table. SinkError: rows outside the replaced range, back end unavailable.
+        CommitError: the Delta commit failed (the table stays at its previous version).
+    """
+    options = options or SinkOptions()
+    tgt = resolve_target(table, config, target, cluster, options)
+    drange = check_mode(tgt, mode, date_range, partition_by)
+    spark = df.sparkSession
+    chosen = choose_backend(spark, backend or tgt.configured_backend, tgt)
+    spark_schema = spark_schema_for(table, df)
+    df = conform_spark(df, spark_schema, table)
+    if chosen == "delta-spark":
+        return write_delta_spark(df, tgt, mode, drange, partition_by)
+    return write_delta_rs(df, tgt, mode, drange, list(partition_by), spark_schema, options)
+
+
+def write_small(
+    data: pa.Table,
+    table: str,
+    *,
+    config: Config | None = None,
+    target: str | None = None,
+    mode: Mode = "replace_range",
+    date_range: tuple[dt.date | str, dt.date | str] | None = None,
+    cluster: str | None = None,
+    partition_by: Sequence[str] = schemas.PARTITION_BY,
+    backend: Backend | None = None,
+    spark: SparkSession | None = None,
+    options: SinkOptions | None = None,
+) -> SinkResult:
+    """Write a small ``pyarrow.Table`` (it is held in driver memory) with the same semantics as
+    :func:`write_table`. With delta-rs it goes straight through ``write_deltalake`` (no Spark job);
+    with delta-spark (or a catalog target) ``spark`` is required and the rows go through Spark."""
+    options = options or SinkOptions()
+    tgt = resolve_target(table, config, target, cluster, options)
+    drange = check_mode(tgt, mode, date_range, partition_by)
+    schema = schemas.arrow_schema(table) if table in schemas.TABLES else data.schema
+    data = conform_arrow(data, schema, table)
+    wanted = backend or tgt.configured_backend
+    if tgt.is_catalog or wanted == "delta-spark" or (wanted == "auto" and spark is not None and has_delta(spark)):
+        if spark is None:
+            raise SinkError(f"writing {table!r} with Spark's Delta source needs spark= (catalog or delta-spark)")
+        df = spark.createDataFrame(data, schema=schemas.spark_schema(table) if table in schemas.TABLES else None)
+        return write_table(
+            df, table, target=tgt.location, config=config, mode=mode, date_range=drange, cluster=tgt.cluster,
+            partition_by=partition_by, backend=wanted, options=options,
+        )
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = tgt.native
+    check_rows_in_range_arrow(data, tgt, mode, drange)
+    existing = open_delta(uri, tgt.storage_options)
+    if existing is not None:
+        fit_table_schema(existing, schema, tgt)
+    kwargs: dict[str, Any] = {"partition_by": list(partition_by), "storage_options": tgt.storage_options}
+    try:
+        if mode == "append":
+            write_deltalake(uri, data, mode="append", **kwargs)
+        else:
+            write_deltalake(uri, data, mode="overwrite", predicate=sql_predicate(tgt.cluster, drange), **kwargs)
+    except Exception as exc:
+        raise CommitError(f"delta-rs write of {table!r} at {tgt.location} failed: {exc}") from exc
+    version = DeltaTable(uri, storage_options=tgt.storage_options).version()
+    return SinkResult(table, tgt.location, "delta-rs", mode, version, None, data.num_rows, drange)
+
