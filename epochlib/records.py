@@ -196,6 +196,9 @@ class NewRecord(NamedTuple):
 # ---------------------------------------------------------------- v2 records (reference)
 
 
+_INT64_MIN, _INT64_MAX = -0x8000000000000000, 0x7FFFFFFFFFFFFFFF
+
+
 def _wrap64(v: int) -> int:
     """int64 wrap-around, as Java's long arithmetic (only garbage input ever overflows)."""
     if -0x8000000000000000 <= v <= 0x7FFFFFFFFFFFFFFF:
@@ -446,6 +449,14 @@ def _decode_legacy(buf: Buffer, pos: int, verify_crc: bool, decode_records: bool
         # v1: relative inner offsets; a wrapper offset of 0 means base 0 (AbstractLegacyRecordBatch).
         # v0: inner offsets are absolute.
         shift = m.offset - msgs[-1].offset if (m.magic == 1 and m.offset != 0) else 0
+        inner_offsets = [im.offset for im in msgs]
+        if shift and (min(inner_offsets) + shift < _INT64_MIN or max(inner_offsets) + shift > _INT64_MAX):
+            # Java's long arithmetic would wrap; the offset field lies outside the CRC, so this is damage
+            raise DecodeError(
+                f"inner offsets fall outside int64 (wrapper offset {m.offset}, "
+                f"last inner offset {msgs[-1].offset})",
+                pos,
+            )
         records = tuple(
             Record(im.offset + shift, m.timestamp if log_append else im.timestamp, im.key, im.value)
             for im in msgs
