@@ -131,6 +131,7 @@ MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
 ZSTD_SMALL_RATIO = 128 * 1024 // 4
 
 _CODEC_ERRORS = (cramjam.DecompressionError, ValueError, OSError, MemoryError, OverflowError)
+_gzip_obj = zlib.decompressobj
 _lz4_into = cramjam.lz4.decompress_block_into
 _snappy_len = cramjam.snappy.decompress_raw_len
 _snappy_into = cramjam.snappy.decompress_raw_into
@@ -200,7 +201,7 @@ def _too_big(limit: int, codec: str, offset: int = 0) -> DecodeError:
 def _gzip_member(data: bytes | memoryview, limit: int) -> bytes | None:
     """The shape Kafka writes: one complete gzip member filling ``data``, within the cap; else None
     (the caller's full path then owns the result or the error)."""
-    d = zlib.decompressobj(31)
+    d = _gzip_obj(31)
     try:
         out = d.decompress(data, limit + 1)
     except zlib.error:
