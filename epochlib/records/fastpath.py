@@ -189,7 +189,10 @@ class FastV2:
 
     __slots__ = ("positions", "headers", "keep", "rejected", "rec")
 
-    def __init__(self, positions, headers, keep, rejected, rec):
+    def __init__(
+        self, positions: np.ndarray, headers: np.ndarray, keep: np.ndarray, rejected: list[int],
+        rec: tuple[np.ndarray, ...] | None,
+    ) -> None:
         self.positions = positions
         self.headers = headers
         self.keep = keep
