@@ -16,7 +16,16 @@ shifts it to a file position). Compressors write what Kafka's Java client writes
   does not store the content size. ``zstandard`` is used when importable (≈30× less per-call
   overhead than cramjam's streaming decoder, which matters for one-record batches), else cramjam.
 
-All block codecs come from ``cramjam``.
+All block codecs come from ``cramjam``. Codec ids are Kafka's attribute values (``CODEC_NONE`` 0 …
+``CODEC_ZSTD`` 4), defined here once.
+
+Every decompression of the package happens here. Each codec has a one-frame helper for the shape
+Kafka writes for a small batch (one gzip member, one zstd frame, an LZ4 frame of one block, a xerial
+stream of one chunk) that returns ``None`` for anything else; the per-codec decompressor tries it
+first and otherwise walks the stream (owning every error reason), and :func:`decompress_sections`
+— the Arrow fast path's many-batches entry point — recognises those shapes for all batches at once
+and calls the same helpers, falling back to :func:`decompress`. So both decoders give the same
+bytes, the same cap and the same errors.
 
 Decompressed size cap (compression bombs): every decompressor stops with
 ``DecodeError("batch decompresses to more than N bytes")`` once its output would exceed
@@ -38,6 +47,7 @@ import zlib
 from collections.abc import Callable
 
 import cramjam
+import numpy as np
 
 from .errors import DecodeError
 
@@ -59,16 +69,29 @@ __all__ = [
     "ZSTD_ERROR",
     "ZSTD_SMALL_RATIO",
     "zstd_decompressobj",
+    "CODEC_GZIP",
     "CODEC_IDS",
+    "CODEC_LZ4",
     "CODEC_NAMES",
+    "CODEC_NONE",
+    "CODEC_SNAPPY",
+    "CODEC_ZSTD",
     "COMPRESSORS",
     "DECOMPRESSORS",
+    "LEGACY_CODECS",
     "codec_id",
     "compress",
     "decompress",
+    "decompress_sections",
 ]
 
-CODEC_NAMES: dict[int, str] = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+#: Codec ids: Kafka's values of the compression bits (attributes & 0x07) of a batch or message.
+CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2, 3, 4
+#: The codecs a magic 0/1 message may name (zstd arrived with magic 2).
+LEGACY_CODECS = frozenset((CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4))
+CODEC_NAMES: dict[int, str] = {
+    CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4", CODEC_ZSTD: "zstd"
+}
 CODEC_IDS: dict[str, int] = {v: k for k, v in CODEC_NAMES.items()}
 
 _U32 = struct.Struct(">I")
@@ -108,6 +131,10 @@ MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
 ZSTD_SMALL_RATIO = 128 * 1024 // 4
 
 _CODEC_ERRORS = (cramjam.DecompressionError, ValueError, OSError, MemoryError, OverflowError)
+_gzip_obj = zlib.decompressobj
+_lz4_into = cramjam.lz4.decompress_block_into
+_snappy_len = cramjam.snappy.decompress_raw_len
+_snappy_into = cramjam.snappy.decompress_raw_into
 
 
 def codec_id(compression: str | int) -> int:
@@ -171,6 +198,17 @@ def _too_big(limit: int, codec: str, offset: int = 0) -> DecodeError:
     return DecodeError(f"batch decompresses to more than {limit} bytes ({codec})", offset)
 
 
+def _gzip_member(data: bytes | memoryview, limit: int) -> bytes | None:
+    """The shape Kafka writes: one complete gzip member filling ``data``, within the cap; else None
+    (the caller's full path then owns the result or the error)."""
+    d = _gzip_obj(31)
+    try:
+        out = d.decompress(data, limit + 1)
+    except zlib.error:
+        return None
+    return out if d.eof and not d.unused_data and len(out) <= limit else None
+
+
 def _decompress_gzip(data: bytes, magic: int, limit: int) -> bytes:
     """One or more gzip members (Java's GZIPInputStream reads concatenated members too).
 
@@ -178,6 +216,9 @@ def _decompress_gzip(data: bytes, magic: int, limit: int) -> bytes:
     ``__consumer_offsets`` batch pays per record. ``max_length`` stops inflating one byte past
     what is left of the cap, so a bomb never allocates more than the cap.
     """
+    out = _gzip_member(data, limit)
+    if out is not None:
+        return out
     d = zlib.decompressobj(31)
     try:
         out = d.decompress(data, limit + 1)
@@ -208,14 +249,31 @@ def _decompress_gzip(data: bytes, magic: int, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def _snappy_block(block: memoryview, scratch: memoryview, limit: int) -> bytes | None:
+    """One raw snappy block decoded into ``scratch``, when the length its header states fits both
+    ``scratch`` and the cap; else None (the caller's full path then owns the result or the error)."""
+    try:
+        if _snappy_len(block) > limit:
+            return None
+        k = _snappy_into(block, scratch)  # raises when the output would not fit scratch
+    except Exception:  # noqa: BLE001 - cramjam's own error types
+        return None
+    return scratch[:k].tobytes() if k <= limit else None  # tobytes: half the cost of bytes()
+
+
 def _decompress_snappy(data: bytes, magic: int, limit: int) -> bytes:
     """A xerial stream or one bare block. Each block's header states its uncompressed length, which
     is checked against the cap before cramjam allocates it."""
-    raw_len = cramjam.snappy.decompress_raw_len
+    raw_len = _snappy_len
     if bytes(data[:8]) != _XERIAL_MAGIC:
         if raw_len(data) > limit:
             raise _too_big(limit, "snappy")
         return bytes(cramjam.snappy.decompress_raw(data))
+    n = len(data)
+    if n >= 20 and _U32.unpack_from(data, 16)[0] + 20 == n:  # one chunk: what Kafka writes for a small batch
+        out1 = _snappy_block(memoryview(data)[20:], _small_scratch(), limit)
+        if out1 is not None:
+            return out1
     out = []
     total = 0
     pos, n = 16, len(data)
@@ -238,6 +296,8 @@ def _decompress_snappy(data: bytes, magic: int, limit: int) -> bytes:
 
 
 _SCRATCH = threading.local()
+# the one-block helpers' scratch: Kafka's LZ4 block size (BD 0x40), twice xerial's chunk
+_SMALL_BLOCK = 64 * 1024
 
 
 def _lz4_scratch(size: int) -> bytearray:
@@ -249,6 +309,24 @@ def _lz4_scratch(size: int) -> bytearray:
     return buf
 
 
+def _small_scratch() -> memoryview:
+    """The per-thread scratch, exactly :data:`_SMALL_BLOCK` bytes long (its length bounds the output)."""
+    return memoryview(_lz4_scratch(_SMALL_BLOCK))[:_SMALL_BLOCK]
+
+
+def _lz4_block(block: memoryview, stored: bool, scratch: memoryview, limit: int) -> bytes | None:
+    """The only block of an LZ4 frame (Kafka's shape for a small batch): a stored block as it is, a
+    compressed one decoded into ``scratch`` (whose length bounds the output); None when it does not
+    decode within the cap (the caller's frame walk then owns the result or the error)."""
+    if stored:
+        return block.tobytes() if len(block) <= limit else None
+    try:
+        k = _lz4_into(block, scratch)
+    except Exception:  # noqa: BLE001 - cramjam's own error types
+        return None
+    return scratch[:k].tobytes() if 0 <= k <= limit else None
+
+
 def _decompress_lz4(data: bytes, magic: int, limit: int) -> bytes:
     """Walk an LZ4 frame block by block; the header checksum is not verified (see module doc).
 
@@ -257,21 +335,20 @@ def _decompress_lz4(data: bytes, magic: int, limit: int) -> bytes:
     """
     n = len(data)
     # Fast path for what Kafka's Lz4BlockOutputStream writes for a small batch: FLG 0x60 (independent
-    # blocks, no checksums, no content size), one compressed block, then the end mark. Anything else,
-    # and any inconsistency, takes the general walk below (which owns the error messages).
-    # (records._fast_v2 inlines the same path for its hot loop; keep the two in step.)
+    # blocks, no checksums, no content size), one block, then the end mark (decompress_sections
+    # recognises the same shape for many batches at once). Anything else, and any inconsistency,
+    # takes the general walk below (which owns the error messages).
     if n >= 15 and data[4] == 0x60 and bytes(data[:4]) == _LZ4_MAGIC:
         (size,) = _LE_U32.unpack_from(data, 7)
+        stored = size >= 0x80000000
+        size &= 0x7FFFFFFF
         max_block = _LZ4_BLOCK_MAX.get((data[5] >> 4) & 0x07)
         if (max_block is not None and size <= max_block and 15 + size == n
                 and _LE_U32.unpack_from(data, 11 + size)[0] == 0):
-            scratch = _lz4_scratch(max_block)
-            try:
-                k = cramjam.lz4.decompress_block_into(bytes(data[11 : 11 + size]), scratch)
-            except Exception:  # noqa: BLE001 - cramjam raises its own error types; re-walk for ours
-                k = -1
-            if 0 <= k <= max_block and k <= limit:
-                return bytes(scratch[:k])
+            scratch = memoryview(_lz4_scratch(max_block))[:max_block]
+            out1 = _lz4_block(memoryview(data)[11 : 11 + size], stored, scratch, limit)
+            if out1 is not None:
+                return out1
     if n < 7 or bytes(data[:4]) != _LZ4_MAGIC:
         raise DecodeError("not an LZ4 frame (bad magic)", 0)
     flg, bd = data[4], data[5]
@@ -314,6 +391,20 @@ def _decompress_lz4(data: bytes, magic: int, limit: int) -> bytes:
     return b"".join(out)
 
 
+def _zstd_frame(data: bytes | memoryview, limit: int) -> bytes | None:
+    """The shape Kafka writes: one complete zstd frame filling ``data``, when ``zstandard`` is there and
+    ``data`` is small enough (see :data:`ZSTD_SMALL_RATIO`) to decode in one call without passing the
+    cap; else None (the caller's full path then owns the result or the error)."""
+    if _ZSTD_DCTX is None or len(data) > limit // ZSTD_SMALL_RATIO:
+        return None
+    d = _ZSTD_DCTX.decompressobj()
+    try:
+        out = d.decompress(data)
+    except _zstandard.ZstdError:
+        return None
+    return out if d.eof and not d.unused_data and len(out) <= limit else None
+
+
 def _decompress_zstd(data: bytes, magic: int, limit: int) -> bytes:
     """Zstandard frame(s) back to back, streamed (Kafka's writer stores no content size).
 
@@ -326,6 +417,9 @@ def _decompress_zstd(data: bytes, magic: int, limit: int) -> bytes:
         return _decompress_zstd_cramjam(data, limit)
     if len(data) > limit // ZSTD_SMALL_RATIO:
         return _zstd_sliced(data, limit)
+    out1 = _zstd_frame(data, limit)
+    if out1 is not None:
+        return out1
     out = []
     rest = data
     while True:
@@ -391,11 +485,11 @@ def _decompress_none(data: bytes, magic: int, limit: int) -> bytes:
 
 
 DECOMPRESSORS: dict[int, Callable[[bytes, int, int], bytes]] = {
-    0: _decompress_none,
-    1: _decompress_gzip,
-    2: _decompress_snappy,
-    3: _decompress_lz4,
-    4: _decompress_zstd,
+    CODEC_NONE: _decompress_none,
+    CODEC_GZIP: _decompress_gzip,
+    CODEC_SNAPPY: _decompress_snappy,
+    CODEC_LZ4: _decompress_lz4,
+    CODEC_ZSTD: _decompress_zstd,
 }
 
 
@@ -418,6 +512,98 @@ def decompress(
         raise
     except _CODEC_ERRORS as e:
         raise DecodeError(f"{CODEC_NAMES[codec]}: {e}", 0) from None
+
+
+# ---------------------------------------------------------------- many records sections at once
+#
+# The Arrow fast path decompresses every compressed batch of a byte range. A one-record batch pays a
+# Python round trip per batch, so the frame shapes Kafka's Java client writes for a small batch are
+# recognised for all batches at once (numpy) and decoded by the one-frame helpers above (~0.3-0.7 µs a
+# batch instead of ~1-1.3 µs through decompress()); anything else, any failure and anything past the
+# cap goes through decompress(), which owns the results and the error reasons.
+
+_OTHER, _ONE_BLOCK, _ONE_STORED = 0, 1, 2  # frame shapes (not codecs): see _frame_shapes
+_NP_LZ4_MAGIC = np.frombuffer(_LZ4_MAGIC, np.uint8)
+# the block maximum by BD bits 4-6, as _LZ4_BLOCK_MAX
+_NP_LZ4_BLOCK_MAX = np.array([-1, -1, -1, -1, 64 << 10, 256 << 10, 1 << 20, 4 << 20], np.int64)
+_NP_XERIAL_MAGIC = np.frombuffer(_XERIAL_MAGIC, np.uint8)
+_NP_LE32 = np.array([1, 1 << 8, 1 << 16, 1 << 24], np.int64)
+
+
+def _frame_shapes(u8: np.ndarray, start: np.ndarray, end: np.ndarray, codec: np.ndarray) -> np.ndarray:
+    """Per section ``u8[start:end]``: ``_ONE_BLOCK``/``_ONE_STORED`` where it has the shape Kafka's Java
+    client writes for a small batch, else ``_OTHER``:
+
+    - LZ4 (Lz4BlockOutputStream): magic, FLG 0x60 (independent blocks, no checksums, no content
+      size), a valid BD, one compressed (or stored: bit 31 of its size) block filling the frame
+      (``15 + size == length``, ``size`` ≤ the block maximum) and the end mark; the block is
+      ``[start + 11, end - 4)``. The same test as :func:`_decompress_lz4`'s one-block path;
+    - snappy (xerial SnappyOutputStream): the 8-byte magic, 8 header bytes and one chunk filling the
+      stream (``20 + length == total``); the chunk is ``[start + 20, end)``, as in
+      :func:`_decompress_snappy`.
+    """
+    out = np.full(len(codec), _OTHER, np.int8)
+    n = end - start
+    last = len(u8) - 1
+
+    def gather(pos: np.ndarray, width: int) -> np.ndarray:  # u8[pos : pos + width] per row
+        return u8.take(np.minimum(pos[:, None] + np.arange(width), last)).astype(np.int64)
+
+    at = np.flatnonzero((codec == CODEC_LZ4) & (n >= 15))
+    if at.size:
+        hdr, mark = gather(start[at], 11), gather(end[at] - 4, 4)
+        size = hdr[:, 7:11] @ _NP_LE32
+        stored = size >= 1 << 31
+        size &= 0x7FFFFFFF
+        ok = (hdr[:, :4] == _NP_LZ4_MAGIC).all(axis=1) & (hdr[:, 4] == 0x60) & (size + 15 == n[at])
+        ok &= (size <= _NP_LZ4_BLOCK_MAX[(hdr[:, 5] >> 4) & 7]) & (mark.sum(axis=1) == 0)
+        out[at[ok]] = np.where(stored[ok], _ONE_STORED, _ONE_BLOCK)
+    at = np.flatnonzero((codec == CODEC_SNAPPY) & (n >= 20))
+    if at.size:
+        hdr = gather(start[at], 20)
+        size = hdr[:, 16:20] @ _NP_LE32[::-1]  # big-endian
+        ok = (hdr[:, :8] == _NP_XERIAL_MAGIC).all(axis=1) & (size + 20 == n[at])
+        out[at[ok]] = _ONE_BLOCK
+    return out
+
+
+def decompress_sections(
+    buf: bytes | bytearray | memoryview, start: np.ndarray, end: np.ndarray, codec: np.ndarray
+) -> tuple[list[bytes], list[int]]:
+    """Decompress the records sections ``buf[start[i]:end[i]]`` (magic 2) with codec ids ``codec[i]``:
+    (their bytes in order, the indices ``i`` that failed — ``b""`` in their place).
+
+    Each section gives what :func:`decompress` gives for it (the cap included); only the cost differs.
+    """
+    mv = memoryview(buf)
+    u8 = np.frombuffer(mv, np.uint8) if len(mv) else np.zeros(0, np.uint8)
+    shapes = _frame_shapes(u8, start, end, codec).tolist()
+    limit = MAX_DECOMPRESSED_SIZE  # read at call time, like decompress()
+    scratch = _small_scratch()
+    gzip_member, zstd_frame, lz4_block, snappy_block = _gzip_member, _zstd_frame, _lz4_block, _snappy_block
+    out: list[bytes] = []
+    append = out.append
+    failed: list[int] = []
+    sections = zip(range(len(shapes)), start.tolist(), end.tolist(), codec.tolist(), shapes, strict=True)
+    for i, s, e, c, shape in sections:
+        if c == CODEC_ZSTD:
+            d = zstd_frame(mv[s:e], limit)
+        elif c == CODEC_GZIP:
+            d = gzip_member(mv[s:e], limit)
+        elif shape == _OTHER:
+            d = None
+        elif c == CODEC_LZ4:
+            d = lz4_block(mv[s + 11 : e - 4], shape == _ONE_STORED, scratch, limit)
+        else:
+            d = snappy_block(mv[s + 20 : e], scratch, limit)
+        if d is None:
+            try:
+                d = decompress(c, mv[s:e], 2)
+            except DecodeError:
+                failed.append(i)
+                d = b""
+        append(d)
+    return out, failed
 
 
 # ---------------------------------------------------------------- compressors
@@ -460,11 +646,11 @@ def _compress_none(data: bytes, magic: int) -> bytes:
 
 
 COMPRESSORS: dict[int, Callable[[bytes, int], bytes]] = {
-    0: _compress_none,
-    1: _compress_gzip,
-    2: _compress_snappy,
-    3: _compress_lz4,
-    4: _compress_zstd,
+    CODEC_NONE: _compress_none,
+    CODEC_GZIP: _compress_gzip,
+    CODEC_SNAPPY: _compress_snappy,
+    CODEC_LZ4: _compress_lz4,
+    CODEC_ZSTD: _compress_zstd,
 }
 
 

@@ -1,15 +1,18 @@
 """epochlib._compression: the decompressed-size cap (compression bombs) for every codec and framing,
-that it is enforced before the output grows past it, and that a bomb batch in a segment is one bad
-entry (one quarantined unit in ingestion) between good ones."""
+that it is enforced before the output grows past it, that a bomb batch in a segment is one bad
+entry (one quarantined unit in ingestion) between good ones, and that the fast path's many-sections
+entry point agrees with decompress()."""
 
 from __future__ import annotations
 
 import contextlib
+import random
 import struct
 import tracemalloc
 import zlib
 
 import cramjam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -259,3 +262,51 @@ def test_ingestion_quarantines_the_bomb_batch_and_keeps_the_good_ones(tmp_path, 
     assert _too_big(cap) in q[0]["reason"] and q[0]["raw"] == seg[bomb_pos : bomb_pos + 4096]
     stats = {s["unit"]: s for s in work.filter(pc.equal(kind, "stats")).to_pylist()}
     assert (stats["batch"]["n_read"], stats["batch"]["n_bad"]) == (3, 1)
+
+
+# ---------------------------------------------------------------- the fast path's entry point
+
+
+def _sections() -> list[tuple[int, bytes]]:
+    """(codec id, compressed bytes) in every shape: the one-frame shapes Kafka writes for a small
+    batch (each codec's helper decodes those), the longer streams and damaged ones (the full paths)."""
+    import lz4.frame
+
+    small, big = b"commit " * 40, bytes(range(256)) * 600  # big: > one 64 KiB LZ4 block / xerial chunk
+    incompressible = random.Random(0).randbytes(300)  # LZ4 stores it: the one-stored-block shape
+    out = []
+    for plain in (small, big, incompressible, b""):
+        out += [(1, _gzip(plain)), (2, comp.compress(2, plain)), (3, comp.compress(3, plain)),
+                (4, comp.compress(4, plain))]
+    out += [
+        (1, _gzip(small) + _gzip(small)),  # two members
+        (2, bytes(cramjam.snappy.compress_raw(small))),  # a bare block
+        (3, lz4.frame.compress(big, block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False,
+                               store_size=False)),  # one 4 MiB-maximum block with > 64 KiB output
+        (4, comp.compress(4, small) + comp.compress(4, small)),  # two frames
+    ]
+    damaged = [(c, d[:-3]) for c, d in out[:8]] + [(c, d[:12] + b"\xff" * 8 + d[20:]) for c, d in out[:8]]
+    return out + damaged
+
+
+@pytest.mark.parametrize("cap", [64 * 1024 * 1024, 4000, 0])
+def test_decompress_sections_gives_what_decompress_gives_for_every_shape(cap, monkeypatch):
+    """The Arrow path decompresses through decompress_sections, the reference through decompress:
+    same bytes, same cap, and a failure exactly where decompress raises."""
+    monkeypatch.setattr(comp, "MAX_DECOMPRESSED_SIZE", cap)
+    sections = _sections()
+    buf = b"".join(d for _c, d in sections)
+    ends = np.cumsum([len(d) for _c, d in sections])
+    starts = ends - [len(d) for _c, d in sections]
+    got, failed = comp.decompress_sections(buf, starts, ends, np.array([c for c, _d in sections]))
+    expected, expected_failed = [], []
+    for i, (c, d) in enumerate(sections):
+        try:
+            expected.append(comp.decompress(c, d))
+        except DecodeError:
+            expected.append(b"")
+            expected_failed.append(i)
+    assert failed == expected_failed
+    assert got == expected
+    if cap:
+        assert len(failed) < len(sections)  # the sound sections decoded

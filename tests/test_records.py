@@ -5,6 +5,7 @@ and fuzzing (only DecodeError may escape)."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import struct
 import zlib
 
@@ -261,6 +262,33 @@ def test_legacy_v1_wrapper_offset_zero_means_base_zero():
     raw[0:8] = struct.pack(">q", 0)  # outside the CRC
     (b,) = iter_batches(bytes(raw))
     assert [r.offset for r in b.records] == [0, 1, 2]
+
+
+def _legacy_wrapper(wrapper_offset: int, inner_offsets=(0, 1, 2), magic: int = 1) -> bytes:
+    """A CRC-valid gzip wrapper message built by hand, holding one inner message per inner offset."""
+    inner = b"".join(
+        encode_legacy_message_set([NewRecord(b"k", b"v", TS)], magic=magic, base_offset=o) for o in inner_offsets
+    )
+    body = bytes([magic, 1]) + (struct.pack(">q", TS) if magic else b"")  # attributes 1 = gzip
+    body += struct.pack(">i", -1) + struct.pack(">i", len(v := gzip.compress(inner))) + v
+    msg = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", wrapper_offset, len(msg)) + msg
+
+
+@pytest.mark.parametrize(("wrapper_offset", "inner_offsets"), [(-(1 << 63), (0, 1, 2)), ((1 << 63) - 1, (0, 5, 1))])
+def test_legacy_v1_wrapper_offset_outside_int64_is_a_decode_error(wrapper_offset, inner_offsets):
+    """Issue 18 item 6: the wrapper's offset field lies outside the CRC, so a CRC-valid v1 wrapper can
+    carry -2^63, and its relative inner offsets then map below int64 (or above it: 2^63-1 with an inner
+    offset past the last one). Both decoders report the entry instead of crashing or returning them."""
+    raw = _legacy_wrapper(wrapper_offset, inner_offsets)
+    assert decode_batch(_legacy_wrapper(100, inner_offsets)).records_count == 3  # the wrapper is sound
+    with pytest.raises(DecodeError, match="outside int64"):
+        decode_batch(raw)
+    (item,) = iter_batches(raw)
+    assert isinstance(item, BadBatch) and "outside int64" in item.reason
+    res = batches_arrow(raw)
+    assert res.batches.column("error").to_pylist() == [item.reason]
+    assert res.records.num_rows == 0
 
 
 def test_legacy_v1_log_append_time():
@@ -729,6 +757,25 @@ def test_fuzz_random_bytes(data):
 def test_fuzz_random_bytes_behind_a_plausible_header(tail):
     data = struct.pack(">qib", 0, len(tail) + 5, 0) + bytes([tail[0] % 3]) + tail
     _no_surprises(data)
+
+
+
+_I64_EDGES = st.sampled_from([-(1 << 63), -(1 << 63) + 1, -1, 0, 1, (1 << 63) - 2, (1 << 63) - 1])
+_I64 = st.one_of(_I64_EDGES, st.integers(-(1 << 63), (1 << 63) - 1))
+
+
+@FUZZ
+@given(st.sampled_from([0, 1]), _I64, st.lists(_I64, min_size=1, max_size=4))
+def test_fuzz_legacy_wrapper_with_extreme_offset_fields(magic, wrapper_offset, inner_offsets):
+    """Offset fields lie outside the CRCs, so a CRC-valid wrapper can carry any int64 there: both
+    decoders give the same rows, and every offset they return is an int64 (issue 18 item 6)."""
+    data = _legacy_wrapper(wrapper_offset, inner_offsets, magic)
+    _no_surprises(data)
+    assert _arrow_rows(data) == _reference_rows(data)
+    (item,) = iter_batches(data)
+    if isinstance(item, Batch):
+        assert all(-(1 << 63) <= r.offset < 1 << 63 for r in item.records)
+        assert all(-(1 << 63) <= o < 1 << 63 for o in (item.base_offset, item.last_offset))
 
 
 _SEG, _ = _segment()

@@ -1,0 +1,150 @@
+"""Walking a segment (or a byte range of one): :func:`iter_batches` never raises for bad data — a
+corrupt entry becomes a :class:`~.values.BadBatch` and the walk resumes at the next entry when the
+size field is sane (bad CRC recovery); a torn tail ends the walk with a final
+``BadBatch("torn tail: N bytes")``. :func:`scan_batch_boundaries` and :func:`split_points` read only
+entry headers, to plan byte ranges (spec/kafka-formats.md §3.1, §4.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ..errors import DecodeError
+from .reference import _decode_entry
+from .values import (
+    _ENTRY,
+    _MIN_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    RAW_SLICE_MAX,
+    BadBatch,
+    Batch,
+    Buffer,
+    _as_buffer,
+)
+
+__all__ = ["iter_batches", "scan_batch_boundaries", "split_points"]
+
+
+def _raw(buf: Buffer, pos: int, length: int) -> bytes:
+    return bytes(buf[pos : pos + min(length, RAW_SLICE_MAX)])
+
+
+def _entry_extent(buf: Buffer, pos: int, n: int) -> tuple[int, str | None]:
+    """(entry length, problem): problem is None (usable), "torn" or a reason (insane size, stop)."""
+    left = n - pos
+    if left < HEADER_SIZE_UP_TO_MAGIC:
+        return left, "torn"
+    _off, size = _ENTRY.unpack_from(buf, pos)
+    if size < 0:
+        return left, f"invalid entry size {size}"
+    length = LOG_OVERHEAD + size
+    magic = buf[pos + 16]
+    if size < _MIN_SIZE.get(magic, 5):
+        return left, f"invalid entry size {size} for magic {magic}"
+    if length > left:
+        return left, "torn"
+    return length, None
+
+
+def iter_batches(
+    buf: Buffer, *, base_position: int = 0, verify_crc: bool = True, decode_records: bool = True
+) -> Iterator[Batch | BadBatch]:
+    """Iterate over the log entries of a segment (or a byte range of one), lazily.
+
+    Yields a :class:`Batch` per good entry and a :class:`BadBatch` for a CRC mismatch or an
+    undecodable entry (the walk continues at the next entry when the size field is sane);
+    a torn tail (fewer than 17 bytes left, or an entry shorter than announced) yields a final
+    ``BadBatch`` with reason ``"torn tail: N bytes"``. Positions are
+    ``base_position + offset in buf``.
+
+    Raises:
+        DecodeError: only when ``buf`` is not a bytes-like object.
+    """
+    buf = _as_buffer(buf)
+    n = len(buf)
+    pos = 0
+    while pos < n:
+        length, problem = _entry_extent(buf, pos, n)
+        if problem is not None:
+            reason = f"torn tail: {length} bytes" if problem == "torn" else problem
+            yield BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+            return
+        yield _entry_or_bad(buf, pos, length, verify_crc, decode_records, base_position)
+        pos += length
+
+
+def _entry_or_bad(
+    buf: Buffer, pos: int, length: int, verify_crc: bool, decode_records: bool, base_position: int
+) -> Batch | BadBatch:
+    try:
+        b = _decode_entry(buf, pos, verify_crc, decode_records)
+    except DecodeError as e:
+        reason = f"{e.reason} at byte {base_position + e.offset}"
+        return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+    return _shift(b, base_position) if base_position else b
+
+
+def _shift(b: Batch, base: int) -> Batch:
+    return Batch(
+        b.position + base, b.size, b.magic, b.base_offset, b.last_offset, b.partition_leader_epoch, b.crc,
+        b.crc_valid, b.attributes, b.compression, b.timestamp_type, b.is_transactional, b.is_control,
+        b.has_delete_horizon, b.base_timestamp, b.max_timestamp, b.producer_id, b.producer_epoch,
+        b.base_sequence, b.records_count, b.records,
+    )  # fmt: skip
+
+
+def scan_batch_boundaries(buf: Buffer, start: int = 0) -> list[tuple[int, int]]:
+    """``(position, length)`` of each complete entry from ``start``, reading only entry headers.
+
+    Stops before a torn tail or an entry whose size field is unusable (CRCs are not checked).
+    """
+    buf = _as_buffer(buf)
+    n = len(buf)
+    out = []
+    pos = max(0, start)
+    while pos < n:
+        length, problem = _entry_extent(buf, pos, n)
+        if problem is not None:
+            break
+        out.append((pos, length))
+        pos += length
+    return out
+
+
+def split_points(
+    header_reader: Callable[[int, int], bytes], file_size: int, target_bytes: int, *, readahead: int = 1 << 16
+) -> list[tuple[int, int]]:
+    """Split a segment file into ``(start, end)`` byte ranges of about ``target_bytes`` that
+    begin and end on entry boundaries, reading only entry headers through
+    ``header_reader(offset, n) -> bytes`` (e.g. a seek+read or an fsspec range read).
+
+    Reads are batched ``readahead`` bytes at a time, so small batches cost one read per
+    ``readahead`` bytes and large batches one read each. The ranges cover ``[0, file_size)``
+    exactly; an unusable tail (torn write, corrupt size) stays in the last range, where
+    :func:`iter_batches` reports it.
+    """
+    if target_bytes <= 0:
+        raise ValueError("target_bytes must be positive")
+    if file_size <= 0:
+        return []
+    ranges = []
+    start = pos = 0
+    win_pos, win = 0, b""
+    while pos < file_size:
+        if not (win_pos <= pos and pos + HEADER_SIZE_UP_TO_MAGIC <= win_pos + len(win)):
+            win_pos = pos
+            win = bytes(header_reader(pos, min(max(readahead, HEADER_SIZE_UP_TO_MAGIC), file_size - pos)))
+        rel = pos - win_pos
+        if len(win) - rel < HEADER_SIZE_UP_TO_MAGIC:
+            break
+        _off, size = _ENTRY.unpack_from(win, rel)
+        magic = win[rel + 16]
+        if size < _MIN_SIZE.get(magic, 5) or pos + LOG_OVERHEAD + size > file_size:
+            break
+        pos += LOG_OVERHEAD + size
+        if pos - start >= target_bytes and pos < file_size:
+            ranges.append((start, pos))
+            start = pos
+    ranges.append((start, file_size))
+    return ranges
