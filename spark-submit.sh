@@ -13,7 +13,11 @@
 #      submits it; everything after `--` goes to spark-submit itself (--master, --num-executors, --conf k=v …);
 #   4. with --delta, adds --packages io.delta:delta-spark_<scala>:<version> and the two Delta SQL settings
 #      so Spark's own Delta source writes the tables (this downloads from Maven: the cluster needs access to
-#      it or a mirror). Without --delta the tables are committed by delta-rs (no Maven needed).
+#      it or a mirror). Without --delta the tables are committed by delta-rs (no Maven needed). The Delta
+#      release is the installed delta-spark package's, else the one matching the installed pyspark
+#      (pyspark 4.0.0 -> 4.0.1; 4.0.1-4.2 -> 4.4.1); a pyspark no release supports is refused (exit 2);
+#   5. passes jobs/log4j2.properties (Spark at WARN; the job's progress lines are unaffected) to the
+#      driver and executors (EPOCH_AUDIT_LOG4J=FILE uses another), so stderr holds progress and errors.
 #
 # spark-submit: $SPARK_SUBMIT, else `spark-submit` on PATH, else the one inside the pyspark wheel of $PYTHON.
 # Python: $PYTHON, else the active virtualenv's python, else python3. Only our code is shipped: the
@@ -21,8 +25,9 @@
 # or ship an environment with `-- --archives env.tar.gz#env` and PYSPARK_PYTHON=./env/bin/python.
 # For local masters (the default, or --master local[...]) PYSPARK_PYTHON defaults to $PYTHON.
 #
-# Exit codes: those of `epoch-audit run` (0 ok, 2 bad configuration/dates, 3 unreadable input, 4 table
-# write failed, 1 bug), and 2 for bad usage of this script.
+# Exit codes: those of `epoch-audit run` (0 ok, 1 bug, 2 bad configuration/dates, 3 unreadable input,
+# 4 table write failed, 5 findings at/above --fail-on, 6 a configured input yielded nothing with
+# --fail-on-no-input), and 2 for bad usage of this script.
 set -euo pipefail
 
 prog=spark-submit.sh
@@ -49,6 +54,14 @@ Options:
                         Delta SQL extension/catalog settings (needs Maven access)
   --delta-version V     Delta release for --delta (default: the installed delta-spark package's version,
                         else the release matching the installed pyspark when known)
+  --fail-on SEVERITY    exit 5 when findings at or above SEVERITY (warning, error, critical) exist
+  --fail-on-no-input    exit 6 when a configured input yields nothing (no units, nothing decoded, or
+                        days of the range without data)
+  --summary-json PATH   also write the run's summary as JSON (for alerting)
+  --metrics-file PATH   also write Prometheus text-format metrics (node_exporter textfile collector)
+  --work-dir DIR        where the code zip and driver script go (default: a temporary folder removed at
+                        exit; with --dry-run: \${XDG_CACHE_HOME:-~/.cache}/epoch-audit/submit, kept, so
+                        the printed command can be run as printed)
   --dry-run             print the spark-submit command instead of running it
   -h, --help            this help
 
@@ -58,21 +71,41 @@ EOF
 }
 
 conf="" date_from="" date_to="" reports="" reports_only=0 delta=0 delta_version="${DELTA_VERSION:-}" dry_run=0
+fail_on="" fail_on_no_input=0 summary_json="" metrics_file="" work_dir=""
 passthrough=()
+
+# value FLAG WHAT ARGS...: the value of a flag that takes one; a missing value or one that looks like an
+# option (`--conf --from`, `--conf -x.toml`) is a usage error, exit 2, like any other bad flag.
+value() {
+  local flag="$1" what="$2"
+  [[ $# -ge 3 ]] || die "$flag needs $what"
+  [[ "$3" != -* ]] || die "$flag needs $what, got '$3' (an option?)"
+  printf '%s' "$3"
+}
+
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --conf) [[ $# -ge 2 ]] || die "--conf needs a FILE"; conf="$2"; shift 2 ;;
-    --conf=*) conf="${1#*=}"; shift ;;
-    --from) [[ $# -ge 2 ]] || die "--from needs a date (YYYY-MM-DD)"; date_from="$2"; shift 2 ;;
+    --conf) conf="$(value --conf "a FILE" "${@:2:1}")"; shift 2 ;;
+    --conf=*) conf="$(value --conf "a FILE" "${1#*=}")"; shift ;;
+    --from) date_from="$(value --from "a date (YYYY-MM-DD)" "${@:2:1}")"; shift 2 ;;
     --from=*) date_from="${1#*=}"; shift ;;
-    --to) [[ $# -ge 2 ]] || die "--to needs a date (YYYY-MM-DD)"; date_to="$2"; shift 2 ;;
+    --to) date_to="$(value --to "a date (YYYY-MM-DD)" "${@:2:1}")"; shift 2 ;;
     --to=*) date_to="${1#*=}"; shift ;;
-    --reports) [[ $# -ge 2 ]] || die "--reports needs a list"; reports="$2"; shift 2 ;;
+    --reports) reports="$(value --reports "a list" "${@:2:1}")"; shift 2 ;;
     --reports=*) reports="${1#*=}"; shift ;;
     --reports-only) reports_only=1; shift ;;
     --delta) delta=1; shift ;;
-    --delta-version) [[ $# -ge 2 ]] || die "--delta-version needs a version"; delta_version="$2"; shift 2 ;;
+    --delta-version) delta_version="$(value --delta-version "a version" "${@:2:1}")"; shift 2 ;;
     --delta-version=*) delta_version="${1#*=}"; shift ;;
+    --fail-on) fail_on="$(value --fail-on "a severity (warning, error, critical)" "${@:2:1}")"; shift 2 ;;
+    --fail-on=*) fail_on="${1#*=}"; shift ;;
+    --fail-on-no-input) fail_on_no_input=1; shift ;;
+    --summary-json) summary_json="$(value --summary-json "a PATH" "${@:2:1}")"; shift 2 ;;
+    --summary-json=*) summary_json="${1#*=}"; shift ;;
+    --metrics-file) metrics_file="$(value --metrics-file "a PATH" "${@:2:1}")"; shift 2 ;;
+    --metrics-file=*) metrics_file="${1#*=}"; shift ;;
+    --work-dir) work_dir="$(value --work-dir "a DIR" "${@:2:1}")"; shift 2 ;;
+    --work-dir=*) work_dir="${1#*=}"; shift ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; passthrough=("$@"); break ;;
@@ -176,20 +209,35 @@ fi
 delta_args=()
 if [[ $delta -eq 1 ]]; then
   if [[ -z "$delta_version" ]]; then
-    # The installed delta-spark package pins a compatible pyspark; else a known Spark -> Delta pairing.
-    delta_version="$("$PYTHON" - <<'EOF'
+    # The installed delta-spark package pins a compatible pyspark; else the release whose PyPI metadata
+    # (Requires-Dist) accepts the installed pyspark: delta-spark 4.0.1 needs pyspark>=4.0.0, 4.4.1
+    # pyspark>=4.0.1,<=4.2.0. Prints the version, or one error line and exits 1.
+    if ! delta_version="$("$PYTHON" - 2>&1 <<'EOF'
 import importlib.metadata as md
+import sys
 
 try:
     print(md.version("delta-spark"))
+    sys.exit(0)
 except md.PackageNotFoundError:
-    spark = ".".join(md.version("pyspark").split(".")[:2])
-    print({"4.0": "4.0.1"}.get(spark, ""))
+    pass
+try:
+    pyspark = md.version("pyspark")
+except md.PackageNotFoundError:
+    sys.exit("--delta: pyspark is not installed for this Python; pass --delta-version")
+parts = tuple(int(p) for p in pyspark.split(".")[:3] if p.isdigit())
+if parts[:2] == (4, 0) and parts < (4, 0, 1):
+    print("4.0.1")
+elif (4, 0) <= parts[:2] <= (4, 2):
+    print("4.4.1")
+else:
+    sys.exit(f"--delta: no delta-spark release supports pyspark {pyspark} (delta-spark 4.4.x supports "
+             "pyspark 4.0-4.2): install pyspark>=4.0,<4.3 (pip install 'pyspark>=4.2,<4.3'), or pass "
+             "--delta-version for a newer Delta release")
 EOF
-)" || true
-    [[ -n "$delta_version" ]] || die "--delta: no known Delta release for the installed pyspark \
-($("$PYTHON" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null || echo '?')); \
-pass --delta-version (see Delta Lake's Spark compatibility table) or pip install the matching delta-spark"
+)"; then
+      die "$(printf '%s' "$delta_version" | tail -n 1)"
+    fi
   fi
   scala="$("$PYTHON" - "$submit" <<'EOF'
 import glob
@@ -208,47 +256,102 @@ EOF
     --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog)
 fi
 
+# ------------------------------------------------------------------------------------------- logging
+log4j="${EPOCH_AUDIT_LOG4J:-$src/jobs/log4j2.properties}"
+[[ -f "$log4j" ]] || die "log4j2 configuration not found: $log4j (set EPOCH_AUDIT_LOG4J=FILE)"
+log4j="$(cd "$(dirname "$log4j")" && pwd)/$(basename "$log4j")"
+# Before the pass-through options: a user's own --conf spark.driver.extraJavaOptions=... wins.
+log_args=(--files "$log4j"
+  --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$log4j"
+  --conf "spark.executor.extraJavaOptions=-Dlog4j2.configurationFile=$(basename "$log4j")")
+
 # ---------------------------------------------------------------------------------- code zip and driver
-work="$(mktemp -d "${TMPDIR:-/tmp}/epoch-audit-submit.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+# A dry run prints a command to run later: its files must outlive this script, so they go to a kept folder.
+if [[ -z "$work_dir" && $dry_run -eq 1 ]]; then
+  work_dir="${XDG_CACHE_HOME:-$HOME/.cache}/epoch-audit/submit"
+fi
+if [[ -n "$work_dir" ]]; then
+  mkdir -p "$work_dir" || die "cannot create --work-dir $work_dir"
+  work="$(cd "$work_dir" && pwd)"
+else
+  work="$(mktemp -d "${TMPDIR:-/tmp}/epoch-audit-submit.XXXXXX")"
+  trap 'rm -rf "$work"' EXIT
+fi
 "$PYTHON" - "$src" "$work/epoch_audit.zip" <<'EOF'
 import os
 import sys
 import zipfile
 
 src, out = sys.argv[1], sys.argv[2]
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+tmp = f"{out}.{os.getpid()}.tmp"  # then renamed: a run reading a kept --work-dir never sees half a zip
+with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
     for package in ("epochlib", "jobs"):
         for root, dirs, files in os.walk(os.path.join(src, package)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
             for name in sorted(files):
-                if name.endswith((".py", ".pyi", ".toml", ".json", ".typed")):
+                if name.endswith((".py", ".pyi", ".toml", ".json", ".typed", ".properties")):
                     path = os.path.join(root, name)
                     zf.write(path, os.path.relpath(path, src))
+os.replace(tmp, out)
 EOF
 cat >"$work/epoch_audit_driver.py" <<'EOF'
 """spark-submit driver of epoch-audit, written by spark-submit.sh: runs `epoch-audit run ARGS`."""
+import os
 import sys
 
-from jobs.cli import main
+# spark-submit merges the Python driver's stderr into its stdout; spark-submit.sh hands us a FIFO that
+# leads to its own stderr, so progress and errors stay on stderr and stdout holds only the summary.
+_fifo = os.environ.get("EPOCH_AUDIT_STDERR")
+if _fifo:
+    try:
+        _fd = os.open(_fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nobody reads: keep the merged stream
+        os.set_blocking(_fd, True)
+        sys.stderr.flush()
+        os.dup2(_fd, 2)
+        os.close(_fd)
+    except OSError:
+        pass
+
+from jobs.cli import main  # noqa: E402
 
 sys.argv = ["epoch-audit", "run", *sys.argv[1:]]
 main()  # the console-script entry: exits with the command's code
 EOF
 
+abspath() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$PWD" "$1" ;; esac; }
 job_args=(--conf "$conf" --from "$date_from" --to "$date_to")
 [[ -n "$reports" ]] && job_args+=(--reports "$reports")
 [[ $reports_only -eq 1 ]] && job_args+=(--reports-only)
+[[ -n "$fail_on" ]] && job_args+=(--fail-on "$fail_on")
+[[ $fail_on_no_input -eq 1 ]] && job_args+=(--fail-on-no-input)
+[[ -n "$summary_json" ]] && job_args+=(--summary-json "$(abspath "$summary_json")")
+[[ -n "$metrics_file" ]] && job_args+=(--metrics-file "$(abspath "$metrics_file")")
 
 cmd=("$submit" --name "epoch-audit $date_from..$date_to" --py-files "$work/epoch_audit.zip"
-  "${delta_args[@]}" "${passthrough[@]}" "$work/epoch_audit_driver.py" "${job_args[@]}")
+  "${log_args[@]}" "${delta_args[@]}" "${passthrough[@]}" "$work/epoch_audit_driver.py" "${job_args[@]}")
 
 printf '%s: auditing %s .. %s with %s\n' "$prog" "$date_from" "$date_to" "$conf" >&2
 if [[ $dry_run -eq 1 ]]; then
+  printf '%s: the code zip and driver stay in %s\n' "$prog" "$work" >&2
   printf '%q ' "${cmd[@]}"
   printf '\n'
   exit 0
 fi
+# The driver's stderr reaches ours through a FIFO (spark-submit merges it into stdout otherwise).
+if [[ -z "${EPOCH_AUDIT_STDERR:-}" ]] && command -v mkfifo >/dev/null 2>&1; then
+  fifo="$work/stderr.$$.fifo"
+  if mkfifo "$fifo" 2>/dev/null; then
+    cat "$fifo" >&2 &
+    reader=$!
+    exec 4>"$fifo"  # our own writer end: the reader sees EOF only after the driver and we both closed it
+    export EPOCH_AUDIT_STDERR="$fifo"
+  fi
+fi
 status=0
 "${cmd[@]}" || status=$?
+if [[ -n "${reader:-}" ]]; then
+  exec 4>&-
+  wait "$reader" || true
+  rm -f "$fifo"
+fi
 exit "$status"

@@ -15,12 +15,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, parse_date_range
-from .runlog import RunContext
+from .runlog import RunContext, SourceStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["AuditResult", "run_audit", "SparkProgress"]
+__all__ = ["AuditResult", "SILVER_BY_SOURCE", "SparkProgress", "rows_per_day", "run_audit"]
+
+#: The silver tables each source kind feeds: a day "has input" from a source when one of them has rows.
+SILVER_BY_SOURCE: dict[str, tuple[str, ...]] = {
+    "offsets": ("offset_commits", "group_metadata"),
+    "logdirs": ("epoch_lineage", "record_batches"),
+    "metadata": ("metadata_observations",),
+}
 
 Progress = Callable[[str], None]
 
@@ -34,7 +41,12 @@ class AuditResult:
     reports: Any = None
     findings: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-    status: str = "succeeded"
+    status: str = "ok"
+    """``ok | partial | no_input`` (:func:`jobs.runlog.run_status`); a failed run raises instead."""
+    sources: dict[str, SourceStatus] = field(default_factory=dict)
+    """Each configured source kind's status, totals and days without rows."""
+    rows_per_day: dict[dt.date, dict[str, int]] = field(default_factory=dict)
+    """Day -> source kind -> silver rows of that day (only days and kinds with rows)."""
 
     @property
     def quarantined(self) -> int:
@@ -114,22 +126,46 @@ def run_audit(
         run_id: a fixed run id (tests); a fresh one by default.
 
     Returns:
-        An :class:`AuditResult`. Findings are data: a run that found problems still succeeded.
+        An :class:`AuditResult` whose ``status`` says whether every configured input yielded data
+        (``ok``), some did not (``partial``) or none did (``no_input``). Findings are data: a run that
+        found problems still succeeded.
 
     Raises:
-        jobs.errors.EpochAuditError: bad configuration, unreadable inputs, a failed table write.
+        jobs.errors.EpochAuditError: bad configuration, unreadable inputs, a failed table write. A run
+            that raises still appends its ``audit_runs`` row, with ``status = failed`` and the error
+            (unless that write fails too: the original error is raised either way).
     """
-    from .ingest import run_ingestion
-    from .reports import run_reports
-    from .runlog import SourceCounts, audit_run_table, write_audit_runs
+    from .runlog import audit_run_table, write_audit_runs
 
     say = progress or (lambda _line: None)
     start, end = parse_date_range(date_from, date_to)
     run = RunContext.start(config, start, end, run_id=run_id)
-    wanted = tuple(config.reports if reports is None else reports)
     result = AuditResult(run=run)
     say(f"run {run.run_id[:12]}: cluster {config.cluster}, {start} .. {end}, "
         f"output {config.output.table_location('')}")
+    try:
+        _run(spark, config, start, end, run, result, reports, ingest, say, progress_interval)
+    except Exception as exc:
+        result.status = "failed"
+        error = " ".join(str(exc).split()) or type(exc).__name__
+        counts = result.ingest.counts if result.ingest is not None else ()
+        try:
+            write_audit_runs(audit_run_table(run, counts, result.findings, status="failed",
+                                             error=error[:2000]), config)
+        except Exception as log_exc:  # the table itself may be what failed: keep the first error
+            say(f"could not record the failed run in audit_runs: {log_exc}")
+        raise
+    return result
+
+
+def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run: RunContext,
+         result: AuditResult, reports: Sequence[str] | None, ingest: bool, say: Progress,
+         progress_interval: float) -> None:
+    from .ingest import run_ingestion
+    from .reports import run_reports
+    from .runlog import SourceCounts, audit_run_table, run_status, source_status, write_audit_runs
+
+    wanted = tuple(config.reports if reports is None else reports)
     t0 = time.perf_counter()
     counts: tuple[SourceCounts, ...] = ()
     with SparkProgress(spark, say, progress_interval) as tracker:
@@ -152,7 +188,53 @@ def run_audit(
             result.timings["reports"] = time.perf_counter() - t1
             for table, n in sorted(result.findings.items()):
                 say(f"reports: {table:<24} {n:>8,} findings")
+        configured = [k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)]
+        if ingest and configured:
+            tracker.step("completeness")
+            result.rows_per_day = rows_per_day(spark, config, start, end, configured)
+            met = {c.source_kind for c in counts}
+            # a configured source with no input unit at all still gets its audit_runs row (no_input)
+            counts = counts + tuple(SourceCounts(k, "file", 0, 0, 0) for k in configured if k not in met)
+            result.sources = {
+                k: source_status(k, counts, [d for d, kinds in result.rows_per_day.items() if kinds.get(k)],
+                                 (start, end))
+                for k in configured
+            }
+            result.status = run_status(result.sources.values())
+            for s in result.sources.values():
+                if s.status != "ok":
+                    say(f"input: {s.source_kind} is {s.status}: {s.reason}")
     result.timings["total"] = time.perf_counter() - t0
-    write_audit_runs(audit_run_table(run, counts, result.findings, status=result.status), config)
-    say(f"done in {result.timings['total']:.1f}s")
-    return result
+    write_audit_runs(audit_run_table(run, counts, result.findings, status=result.status,
+                                     sources=result.sources), config)
+    say(f"done in {result.timings['total']:.1f}s: status {result.status}")
+
+
+def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.date,
+                 source_kinds: Sequence[str]) -> dict[dt.date, dict[str, int]]:
+    """Silver rows per day and source kind in ``[start, end]`` for ``config.cluster`` (one Spark job;
+    a table not written yet counts as no rows)."""
+    from pyspark.sql import functions as F
+
+    from .errors import SinkError
+    from .sink import read_table
+
+    parts = []
+    for kind in source_kinds:
+        for table in SILVER_BY_SOURCE[kind]:
+            try:
+                df = read_table(spark, table, config, cluster=config.cluster, date_range=(start, end))
+            except Exception as exc:  # not written yet (SinkError, or Spark's AnalysisException for catalogs)
+                if not isinstance(exc, SinkError) and "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+                    raise
+                continue
+            parts.append(df.select(F.lit(kind).alias("source_kind"), F.col("event_date")))
+    if not parts:
+        return {}
+    union = parts[0]
+    for p in parts[1:]:
+        union = union.unionByName(p)
+    out: dict[dt.date, dict[str, int]] = {}
+    for r in union.groupBy("event_date", "source_kind").count().collect():
+        out.setdefault(r["event_date"], {})[r["source_kind"]] = int(r["count"])
+    return dict(sorted(out.items()))

@@ -1,15 +1,20 @@
-"""The ``epoch-audit`` command: run, demo, decode, simulate, report, accuracy.
+"""The ``epoch-audit`` command: run, demo, decode, simulate, report, findings, init, accuracy.
 
 Subcommands are thin: they parse flags, call the same functions the notebook and the tests call
 (:func:`jobs.audit.run_audit`, :func:`jobs.decode.decode_path`, :func:`epochlib.sim.simulate`,
-:func:`jobs.summary.summarise`) and turn domain errors into one line on stderr and an exit code:
+:func:`jobs.summary.summarise`) and turn domain errors into one line on stderr and an exit code
+(:data:`EXIT_CODES_HELP`, also in ``epoch-audit run --help`` and the README):
 
 ====  ==========================================================
 0     success (findings are data, not failures)
 1     unexpected failure (a bug: rerun with ``--debug`` for the traceback)
 2     usage or configuration error (bad flag, bad config, invalid date range)
-3     an input path is missing or unreadable
+3     an input path is missing or unreadable; ``report``/``findings``: no table, unknown cluster, or
+      the output location cannot be reached
 4     a table could not be written or read
+5     ``--fail-on SEVERITY``: findings at or above it exist
+6     ``--fail-on-no-input``: a configured input yielded nothing (run status ``no_input`` or ``partial``
+      because of days without rows)
 ====  ==========================================================
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -29,6 +35,25 @@ import click
 from .errors import ConfigError, EpochAuditError, InputError, SinkError
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INPUT, EXIT_SINK = 0, 1, 2, 3, 4
+EXIT_FINDINGS, EXIT_NO_INPUT = 5, 6
+
+#: The exit codes and statuses, as shown in ``run --help`` (\b keeps click from rewrapping them).
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  ok (findings are data, not failures)
+  1  unexpected failure (a bug; --debug shows the traceback)
+  2  usage or configuration error (bad flag, config or date range)
+  3  an input path is missing or unreadable
+  4  a table could not be written or read
+  5  --fail-on: findings at or above that severity exist
+  6  --fail-on-no-input: a configured input yielded nothing (or days without rows)
+\b
+Run status (summary, --summary-json, --metrics-file, audit_runs.status):
+  ok        every configured source decoded data on every day of the range
+  partial   some units quarantined, or days of the range without rows
+  no_input  no configured source yielded anything
+  failed    the run raised (audit_runs.error holds the message)"""
+SEVERITY_CHOICES = ("warning", "error", "critical")
 
 
 def _exit_code(exc: EpochAuditError) -> int:
@@ -89,10 +114,14 @@ def cli(debug: bool) -> None:
 # ------------------------------------------------------------------------------------------------ run
 
 
-def _config(conf: str | None) -> Any:
-    from .config import default_config, load_config
+def _config(conf: str | None, command: str, **flags: Any) -> Any:
+    """``--conf FILE`` with the flags over it; without ``--conf``, the flags alone (never the demo's
+    built-in config: its inputs and tables must not leak into a run that did not ask for them)."""
+    from .config import config_from_flags, load_config
 
-    return load_config(conf) if conf else default_config()
+    if conf:
+        return load_config(conf).with_overrides(**flags)
+    return config_from_flags(command=command, **flags)
 
 
 def _check_inputs(config: Any) -> None:
@@ -114,39 +143,97 @@ def _session(config: Any) -> Any:
                                  extra_conf=dict(config.spark.conf))
 
 
-@cli.command()
-@click.option("--conf", "conf", type=click.Path(dir_okay=False), help="TOML config (default: conf/local.toml).")
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--conf", "conf", type=click.Path(dir_okay=False),
+              help="TOML config. Without it, only the flags count: --cluster and --output-root are required.")
 @click.option("--from", "date_from", required=True, metavar="YYYY-MM-DD", help="First UTC date (inclusive).")
 @click.option("--to", "date_to", metavar="YYYY-MM-DD", help="Last UTC date (inclusive; default: --from).")
-@click.option("--offsets", help="Override [inputs] offsets.")
-@click.option("--logdirs", help="Override [inputs] logdirs.")
-@click.option("--metadata", help="Override [inputs] metadata.")
-@click.option("--output-root", help="Override [output] root.")
-@click.option("--cluster", help="Override cluster.")
+@click.option("--offsets", help="__consumer_offsets input (overrides [inputs] offsets).")
+@click.option("--logdirs", help="Log-dir snapshots input (overrides [inputs] logdirs).")
+@click.option("--metadata", help="Metadata captures input (overrides [inputs] metadata).")
+@click.option("--output-root", help="Where the tables go (overrides [output] root).")
+@click.option("--cluster", help="Name of the audited cluster (overrides cluster).")
 @click.option("--reports", help="Comma-separated reports (stale_metadata,fencing_violations,spurious_offset_resets).")
 @click.option("--reports-only", is_flag=True, help="Skip ingestion; rerun the reports over existing silver tables.")
+@click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES),
+              help=f"Exit {EXIT_FINDINGS} when findings at or above this severity exist.")
+@click.option("--fail-on-no-input", is_flag=True,
+              help=f"Exit {EXIT_NO_INPUT} when a configured input yields nothing (status no_input, or days "
+                   "without rows).")
+@click.option("--summary-json", type=click.Path(dir_okay=False),
+              help="Also write the run's summary as JSON (status, counts, per-source completeness, top findings).")
+@click.option("--metrics-file", type=click.Path(dir_okay=False),
+              help="Also write Prometheus text-format metrics (for node_exporter's textfile collector).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @_guarded
 def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | None, logdirs: str | None,
         metadata: str | None, output_root: str | None, cluster: str | None, reports: str | None,
-        reports_only: bool, quiet: bool) -> None:
-    """Audit a date range: ingest the inputs, write the reports, print a summary."""
+        reports_only: bool, fail_on: str | None, fail_on_no_input: bool, summary_json: str | None,
+        metrics_file: str | None, quiet: bool) -> None:
+    """Audit a date range: ingest the inputs, write the reports, print a summary.
+
+    Each input is optional; at least one is needed. The summary says whether every configured input
+    yielded data (run status below), names the top findings, and breaks a range down per day."""
     from .audit import run_audit
     from .config import parse_date_range
     from .summary import format_summary, summarise
 
     start, end = parse_date_range(date_from, date_to)
-    config = _config(conf).with_overrides(offsets=offsets, logdirs=logdirs, metadata=metadata,
-                                          output_root=output_root, cluster=cluster, reports=reports)
+    config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
+                     output_root=output_root, cluster=cluster, reports=reports)
     if not reports_only:
         _check_inputs(config)
     say = _say(quiet)
+    t0 = time.monotonic()
     spark = _session(config)
-    result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say)
-    click.echo(format_summary(summarise(config, start, end)))
+    try:
+        result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say)
+    except Exception as exc:
+        code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
+        _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
+                       duration_s=time.monotonic() - t0, error=" ".join(str(exc).split()), exit_code=code)
+        raise
+    summary = summarise(config, start, end)
+    click.echo(format_summary(summary))
+    for s in result.sources.values():
+        if s.status != "ok":
+            click.echo(f"  input {s.source_kind}: {s.status} ({s.reason})")
     if result.quarantined:
         click.echo(f"  {result.quarantined} input units quarantined: see {config.output.table_location('quarantine')}")
-    click.echo(f"Tables: {config.output.table_location('')}")
+    click.echo(f"Status: {result.status}   Tables: {config.output.table_location('')}")
+    code = EXIT_OK
+    if fail_on_no_input and result.status in ("no_input", "partial") and any(
+            s.status == "no_input" or s.days_without_input for s in result.sources.values()):
+        code = EXIT_NO_INPUT
+        click.echo(f"epoch-audit: a configured input yielded nothing (--fail-on-no-input): exit {code}", err=True)
+    elif fail_on and summary.count(severity_at_least=fail_on):
+        code = EXIT_FINDINGS
+        click.echo(f"epoch-audit: {summary.count(severity_at_least=fail_on)} findings at or above {fail_on} "
+                   f"(--fail-on): exit {code}", err=True)
+    _write_outputs(config, start, end, summary_json, metrics_file, status=result.status, summary=summary,
+                   duration_s=time.monotonic() - t0, result=result, exit_code=code)
+    if code:
+        click.get_current_context().exit(code)
+
+
+def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, metrics_file: str | None,
+                   *, status: str, summary: Any, duration_s: float, result: Any = None, error: str | None = None,
+                   exit_code: int | None = None) -> None:
+    """The --summary-json and --metrics-file outputs (also for a failed run, so an alert can fire)."""
+    if not summary_json and not metrics_file:
+        return
+    from .alerts import run_document, write_metrics, write_summary_json
+
+    doc = run_document(
+        cluster=config.cluster, date_from=start, date_to=end, status=status, summary=summary,
+        run_id=result.run.run_id if result else None, started_at=result.run.started_at if result else None,
+        duration_s=duration_s, sources=result.sources if result else None,
+        counts=result.ingest.counts if result is not None and result.ingest is not None else (),
+        rows_per_day=result.rows_per_day if result else None, error=error, exit_code=exit_code)
+    if summary_json:
+        write_summary_json(summary_json, doc)
+    if metrics_file:
+        write_metrics(metrics_file, doc)
 
 
 # ----------------------------------------------------------------------------------------------- demo
@@ -239,33 +326,85 @@ def simulate(preset: str, out: str, commits: int | None, seed: int | None) -> No
     res = sim.simulate(scenario, Path(out))
     start, end = res.date_range
     click.echo(f"wrote {out} in {time.perf_counter() - t0:.1f}s: {res.summary()}")
-    click.echo(f"audit it: epoch-audit run --offsets {out}/offsets --logdirs {out}/logdirs "
-               f"--metadata {out}/metadata --from {start} --to {end}")
+    base = Path(out).resolve()
+    q = shlex.quote
+    click.echo(f"audit it: epoch-audit run --offsets {q(str(base / 'offsets'))} --logdirs {q(str(base / 'logdirs'))} "
+               f"--metadata {q(str(base / 'metadata'))} --output-root {q(str(base / 'tables'))} "
+               f"--cluster {q(scenario.name)} --from {start} --to {end}")
 
 
 # --------------------------------------------------------------------------------------------- report
 
 
+_TARGET_OPTIONS = (
+    click.option("--conf", "conf", type=click.Path(dir_okay=False),
+                 help="TOML config. Without it, --cluster and --output-root are required."),
+    click.option("--output-root", help="Where the tables are (overrides [output] root)."),
+    click.option("--cluster", help="Name of the audited cluster (overrides cluster)."),
+)
+
+
+def _target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_TARGET_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def _known_summary(config: Any, start: Any, end: Any) -> Any:
+    """The summary of a range, or exit 3 with one line when there is nothing to summarise: no report
+    table at the location, or a cluster no run wrote (a typo must not read as "no findings")."""
+    from .summary import REPORT_TABLES, summarise
+
+    summary = summarise(config, start, end)  # InputError when the location cannot be reached
+    if len(summary.missing) == len(REPORT_TABLES):
+        raise InputError(f"no report tables at {config.output.table_location('')}: has `epoch-audit run` "
+                         "written there? (check --output-root / [output])")
+    clusters = _clusters(config)
+    if clusters is not None and config.cluster not in clusters:
+        known = ", ".join(sorted(clusters)) or "none"
+        raise InputError(f"no run of cluster {config.cluster!r} at {config.output.table_location('')} "
+                         f"(clusters there: {known})")
+    return summary
+
+
+def _clusters(config: Any) -> set[str] | None:
+    """The clusters with runs in ``audit_runs`` (None when that table cannot be read without Spark)."""
+    from .errors import SinkError
+    from .sink import read_table_arrow
+
+    if config.output.root is None:
+        return None
+    try:
+        runs = read_table_arrow("audit_runs", config)
+    except SinkError:
+        return None
+    return set(runs.column("cluster").to_pylist())
+
+
 @cli.command()
-@click.option("--conf", "conf", type=click.Path(dir_okay=False), help="TOML config (default: conf/local.toml).")
+@_target_options
 @click.option("--from", "date_from", required=True, metavar="YYYY-MM-DD")
 @click.option("--to", "date_to", metavar="YYYY-MM-DD")
-@click.option("--output-root", help="Override [output] root.")
-@click.option("--cluster", help="Override cluster.")
 @click.option("--html", "html", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here.")
 @click.option("--partition", "partitions", multiple=True, metavar="TOPIC:PARTITION",
               help="Draw this partition's lineage across replicas in the HTML report (repeatable).")
+@click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES),
+              help=f"Exit {EXIT_FINDINGS} when findings at or above this severity exist.")
 @_guarded
-def report(conf: str | None, date_from: str, date_to: str | None, output_root: str | None, cluster: str | None,
-           html: str | None, partitions: tuple[str, ...]) -> None:
-    """Summarise the findings of a date range (and optionally write an HTML report)."""
+def report(conf: str | None, output_root: str | None, cluster: str | None, date_from: str, date_to: str | None,
+           html: str | None, partitions: tuple[str, ...], fail_on: str | None) -> None:
+    """Summarise the findings of a date range (and optionally write an HTML report).
+
+    Exits 3 when the location has no report tables, the cluster has no run there, or the location
+    cannot be reached."""
     from .config import parse_date_range
-    from .summary import format_summary, summarise
+    from .summary import format_summary
 
     start, end = parse_date_range(date_from, date_to)
     subjects = [_topic_partition(p) for p in partitions]
-    config = _config(conf).with_overrides(output_root=output_root, cluster=cluster)
-    click.echo(format_summary(summarise(config, start, end)))
+    config = _config(conf, "report", output_root=output_root, cluster=cluster)
+    summary = _known_summary(config, start, end)
+    click.echo(format_summary(summary))
     if html:
         from .html_report import write_html_report
 
@@ -273,6 +412,89 @@ def report(conf: str | None, date_from: str, date_to: str | None, output_root: s
         spark = _session(config) if config.output.root is None else None
         path = write_html_report(config, start, end, Path(html), partitions=subjects, spark=spark)
         click.echo(f"HTML report: {path}")
+    if fail_on and summary.count(severity_at_least=fail_on):
+        click.get_current_context().exit(EXIT_FINDINGS)
+
+
+# ------------------------------------------------------------------------------------------- findings
+
+
+FINDINGS_FORMATS = ("table", "json", "csv")
+
+
+@cli.command()
+@_target_options
+@click.option("--from", "date_from", required=True, metavar="YYYY-MM-DD")
+@click.option("--to", "date_to", metavar="YYYY-MM-DD")
+@click.option("--severity", type=click.Choice(("info", *SEVERITY_CHOICES)), default="info", show_default=True,
+              help="Only findings at or above this severity.")
+@click.option("--format", "fmt", type=click.Choice(FINDINGS_FORMATS), default="table", show_default=True,
+              help="table for people; json (one object per line) or csv for tools.")
+@_guarded
+def findings(conf: str | None, output_root: str | None, cluster: str | None, date_from: str,
+             date_to: str | None, severity: str, fmt: str) -> None:
+    """List the findings of a date range, most severe first (exit 3 as for `report`)."""
+    import csv
+    import json
+
+    from .config import parse_date_range
+    from .summary import FINDING_FIELDS, REPORT_TABLES, at_least, finding_rows, load_findings
+
+    start, end = parse_date_range(date_from, date_to)
+    config = _config(conf, "findings", output_root=output_root, cluster=cluster)
+    _known_summary(config, start, end)
+    keep = at_least(severity)
+    rows = []
+    for report_name in REPORT_TABLES:
+        t = load_findings(config, report_name, start, end)
+        if t is not None:
+            rows += [r for r in finding_rows(report_name, t) if r["severity"] in keep]
+    order = {sev: i for i, sev in enumerate(("critical", "error", "warning", "info"))}
+    rows.sort(key=lambda r: (order.get(r["severity"], 9), r["event_ts"] is None, r["event_ts"], r["finding_id"]))
+
+    def text(v: Any) -> str:
+        return "" if v is None else v.isoformat() if hasattr(v, "isoformat") else str(v)
+
+    if fmt == "json":
+        for r in rows:
+            click.echo(json.dumps({k: (text(v) if hasattr(v, "isoformat") else v) for k, v in r.items()}))
+    elif fmt == "csv":
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(FINDING_FIELDS), lineterminator="\n")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: text(v) for k, v in r.items()})
+    else:
+        cols = ("event_ts", "severity", "rule", "kind", "subject", "units")
+        table = [[text(r[c]) for c in cols] for r in rows]
+        widths = [max([len(c), *(len(t[i]) for t in table)]) for i, c in enumerate(cols)]
+        click.echo("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
+        for t in table:
+            click.echo("  ".join(v.ljust(w) for v, w in zip(t, widths, strict=True)).rstrip())
+        click.echo(f"{len(rows)} findings ({severity} or worse), cluster {config.cluster}, {start} .. {end}",
+                   err=True)
+
+
+# ----------------------------------------------------------------------------------------------- init
+
+
+@cli.command()
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--example", type=click.Choice(("nightly", "databricks", "local")), default="nightly",
+              show_default=True, help="Which commented example to start from.")
+@click.option("--force", is_flag=True, help="Overwrite PATH if it exists.")
+@_guarded
+def init(path: str, example: str, force: bool) -> None:
+    """Write a commented example config to PATH (the examples ship inside the package)."""
+    from .config import example_config_path
+
+    target = Path(path)
+    if target.exists() and not force:
+        raise ConfigError(f"{target} exists; pass --force to overwrite it")
+    text = example_config_path(example).read_text(encoding="utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {target} (from the {example} example): set cluster, [inputs] and [output], then "
+               f"epoch-audit run --conf {shlex.quote(str(target))} --from YYYY-MM-DD")
 
 
 # ------------------------------------------------------------------------------------------- accuracy

@@ -43,7 +43,9 @@ __all__ = [
     "Output",
     "Rules",
     "SparkSettings",
+    "config_from_flags",
     "default_config",
+    "example_config_path",
     "load_config",
     "parse_config",
     "parse_date_range",
@@ -58,6 +60,12 @@ Backend = Literal["auto", "delta-spark", "delta-rs"]
 #: The embedded default configuration (the demo's). It ships inside the package so a plain
 #: ``pip install`` (no source tree) still has it; ``conf/local.toml`` is a link to this file.
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "local.toml"
+#: Commented example configurations shipped in the package (``conf/*.example.toml`` link to them).
+EXAMPLES: dict[str, Path] = {
+    "local": DEFAULT_CONFIG_PATH,
+    "nightly": DEFAULT_CONFIG_PATH.with_name("nightly.example.toml"),
+    "databricks": DEFAULT_CONFIG_PATH.with_name("databricks.example.toml"),
+}
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
@@ -213,6 +221,47 @@ def default_config(*, base_dir: str | Path | None = None) -> Config:
     if not DEFAULT_CONFIG_PATH.is_file():
         raise ConfigError(f"embedded default config missing: {DEFAULT_CONFIG_PATH}")
     return load_config(DEFAULT_CONFIG_PATH, base_dir=Path.cwd() if base_dir is None else base_dir)
+
+
+def config_from_flags(
+    *,
+    cluster: str | None,
+    output_root: str | Path | None,
+    offsets: str | Path | None = None,
+    logdirs: str | Path | None = None,
+    metadata: str | Path | None = None,
+    reports: str | Sequence[str] | None = None,
+    command: str = "run",
+) -> Config:
+    """A config made of the CLI flags alone (no ``--conf``): only the inputs the flags name, never the
+    demo's; ``--cluster`` and ``--output-root`` are required so no run writes into the demo's tables.
+
+    Raises:
+        ConfigError: ``--cluster`` or ``--output-root`` is missing, or a flag value is invalid.
+    """
+    missing = [flag for flag, value in (("--cluster", cluster), ("--output-root", output_root)) if value is None]
+    if missing:
+        raise ConfigError(
+            f"{command} without --conf needs {' and '.join(missing)} (or pass --conf FILE; "
+            "`epoch-audit init FILE` writes a commented one)"
+        )
+    base = Config(cluster=_cluster("--cluster", cluster), output=Output(root="unset"))
+    return base.with_overrides(offsets=offsets, logdirs=logdirs, metadata=metadata, output_root=output_root,
+                               reports=reports)
+
+
+def example_config_path(name: str) -> Path:
+    """The packaged example config ``name`` (``local``, ``nightly`` or ``databricks``).
+
+    Raises:
+        ConfigError: an unknown name, or the file is missing from the installation.
+    """
+    if name not in EXAMPLES:
+        raise ConfigError(f"unknown example {name!r}; valid: {', '.join(EXAMPLES)}")
+    path = EXAMPLES[name]
+    if not path.is_file():
+        raise ConfigError(f"example config missing from the installation: {path}")
+    return path
 
 
 _TOP_KEYS = ("cluster", "reports", "inputs", "output", "rules", "spark")

@@ -1,5 +1,11 @@
 """Operational rows: ``quarantine`` (undecodable input units) and ``audit_runs`` (one row per run and
-source kind), plus the :class:`RunContext` every job of a run shares.
+source kind), plus the :class:`RunContext` every job of a run shares, and the run's status.
+
+Statuses (what a scheduler alerts on; README "Nightly"): per source kind, :func:`source_status` says
+``ok`` (units decoded on every day of the range), ``partial`` (some units quarantined, or days of the
+range without rows) or ``no_input`` (the configured source yielded nothing: no units, or none decoded);
+the run's status (:func:`run_status`) is ``failed`` when it raised, ``no_input`` when every configured
+source has none, ``partial`` when any source is not ``ok``, else ``ok``.
 
 Ingestion jobs build quarantine rows on the executors with :func:`quarantine_frame` (a DataFrame
 transform) or on the driver with :func:`quarantine_row`; the run's end builds ``audit_runs`` rows with
@@ -28,11 +34,15 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_RAW_BYTES",
     "SOURCE_KINDS",
+    "SOURCE_STATUSES",
     "STATUSES",
     "UNITS",
     "RunContext",
     "SourceCounts",
+    "SourceStatus",
     "audit_run_table",
+    "run_status",
+    "source_status",
     "bound_raw",
     "quarantine_frame",
     "quarantine_row",
@@ -44,7 +54,10 @@ __all__ = [
 MAX_RAW_BYTES = 4096
 SOURCE_KINDS: tuple[str, ...] = ("offsets", "logdirs", "metadata")
 UNITS: tuple[str, ...] = ("batch", "record", "line", "file", "frame")
-STATUSES: tuple[str, ...] = ("succeeded", "failed")
+#: The run's status, worst last: what ``audit_runs.status``, the summary JSON and the metrics say.
+STATUSES: tuple[str, ...] = ("ok", "partial", "no_input", "failed")
+#: One source kind's status (``audit_runs.source_status``).
+SOURCE_STATUSES: tuple[str, ...] = ("ok", "partial", "no_input")
 
 
 def _utcnow() -> dt.datetime:
@@ -204,17 +217,85 @@ class SourceCounts:
             )
 
 
+@dataclass(frozen=True)
+class SourceStatus:
+    """How complete one configured source kind was: its status, totals and the days it had no rows."""
+
+    source_kind: str
+    status: str
+    units_read: int
+    units_decoded: int
+    units_quarantined: int
+    records_decoded: int
+    days_without_input: tuple[dt.date, ...] = ()
+    reason: str = ""
+    """One human sentence when the status is not ``ok`` (what the summary prints)."""
+
+
+def _days(start: dt.date, end: dt.date) -> list[dt.date]:
+    return [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
+
+
+def source_status(
+    source_kind: str,
+    counts: Iterable[SourceCounts],
+    days_with_rows: Iterable[dt.date],
+    date_range: tuple[dt.date, dt.date],
+) -> SourceStatus:
+    """The status of one configured source kind from its counts (every unit of that kind) and the days
+    of ``date_range`` on which its silver tables got rows."""
+    mine = [c for c in counts if c.source_kind == source_kind]
+    read = sum(int(c.units_read or 0) for c in mine)
+    decoded = sum(c.units_decoded for c in mine)
+    quarantined = sum(c.units_quarantined for c in mine)
+    records = sum(c.records_decoded for c in mine)
+    have = set(days_with_rows)
+    missing = tuple(d for d in _days(*date_range) if d not in have)
+    units = ", ".join(f"{c.units_read} {c.unit}s" for c in mine) or "nothing"
+    if read == 0:
+        status, reason = "no_input", "configured but no input units found"
+    elif decoded == 0:
+        status, reason = "no_input", f"{units} read, none decoded ({quarantined} quarantined)"
+    elif records == 0 or len(missing) == len(_days(*date_range)):
+        status, reason = "no_input", f"{units} decoded, but no rows in the range"
+    elif quarantined or missing:
+        parts = []
+        if quarantined:
+            parts.append(f"{quarantined} of {read} units quarantined")
+        if missing:
+            parts.append("no rows on " + ", ".join(d.isoformat() for d in missing))
+        status, reason = "partial", "; ".join(parts)
+    else:
+        status, reason = "ok", ""
+    return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason)
+
+
+def run_status(sources: Iterable[SourceStatus], *, failed: bool = False) -> str:
+    """The run's status from its sources' (see the module docstring)."""
+    if failed:
+        return "failed"
+    states = [s.status for s in sources]
+    if not states or all(s == "no_input" for s in states):
+        return "no_input"
+    return "ok" if all(s == "ok" for s in states) else "partial"
+
+
 def audit_run_table(
     ctx: RunContext,
     counts: Iterable[SourceCounts],
     findings: Mapping[str, int] | None = None,
     *,
-    status: str = "succeeded",
+    status: str = "ok",
     finished_at: dt.datetime | None = None,
+    error: str | None = None,
+    sources: Mapping[str, SourceStatus] | None = None,
 ) -> pa.Table:
     """The ``audit_runs`` rows of a run: one per (source kind, unit) given — a source kind can count
     several units, e.g. segment batches and dump lines — each pair at most once; when none is given,
-    one row with ``source_kind`` null so the run and its finding counts are still recorded."""
+    one row with ``source_kind`` null so the run and its finding counts are still recorded.
+
+    ``status`` is the run's (:data:`STATUSES`), ``error`` its one-line error when it failed, and
+    ``sources`` each source kind's :class:`SourceStatus` (its status and days without rows)."""
     _check("status", status, STATUSES)
     counts = list(counts)
     kinds = [(c.source_kind, c.unit) for c in counts]
@@ -233,7 +314,16 @@ def audit_run_table(
         "code_version": ctx.code_version,
         "status": status,
         "findings": found,
+        "error": error,
     }
+    sources = sources or {}
+
+    def per_source(kind: str | None) -> dict[str, Any]:
+        s = sources.get(kind) if kind is not None else None
+        if s is None:
+            return {"source_status": None, "days_without_input": None}
+        return {"source_status": s.status, "days_without_input": list(s.days_without_input)}
+
     empty = {
         "source_kind": None, "unit": None, "units_read": 0, "units_decoded": 0,
         "units_quarantined": 0, "records_decoded": 0,
@@ -247,9 +337,10 @@ def audit_run_table(
             "units_decoded": c.units_decoded,
             "units_quarantined": c.units_quarantined,
             "records_decoded": c.records_decoded,
+            **per_source(c.source_kind),
         }
         for c in counts
-    ] or [{**base, **empty}]
+    ] or [{**base, **empty, **per_source(None)}]
     return pa.Table.from_pylist(rows, schema=schemas.arrow_schema("audit_runs"))
 
 

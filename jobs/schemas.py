@@ -221,7 +221,9 @@ AUDIT_RUNS = (
     _c("started_at", TS, "run start"),
     _c("finished_at", TS, "run end"),
     _c("code_version", STR, "epochlib.__version__ of the code that ran"),
-    _c("status", STR, "succeeded | failed"),
+    _c("status", STR, "the run's status: ok (every configured source yielded data on every day) | partial "
+       "(some units quarantined, or days without input) | no_input (no configured source yielded anything) | "
+       "failed (see `error`); older rows: succeeded"),
     _c("source_kind", STR, "offsets | logdirs | metadata"),
     _c("unit", STR, "what was counted: batch | record | line | file | frame"),
     _c("units_read", I64, "units read = units_decoded + units_quarantined"),
@@ -229,6 +231,9 @@ AUDIT_RUNS = (
     _c("units_quarantined", I64, "units written to quarantine"),
     _c("records_decoded", I64, "silver rows produced from the decoded units"),
     _c("findings", pa.map_(STR, I64), "report table -> number of findings written by the run"),
+    _c("error", STR, "why the run failed (the one-line error), null otherwise"),
+    _c("source_status", STR, "this source's status: ok | partial | no_input (null on a failed run's row)"),
+    _c("days_without_input", pa.list_(pa.date32()), "days of the range for which this source yielded no rows"),
 )
 
 # ------------------------------------------------------------------------------------------------- gold

@@ -1,7 +1,10 @@
-"""Summaries of findings over a date range: the table printed after a run, by ``report`` and ``demo``.
+"""Summaries of findings over a date range: the table printed after a run, by ``report`` and ``demo``,
+and the rows of ``epoch-audit findings``.
 
 Findings are few compared with the evidence, so the gold tables are read through delta-rs into
-Arrow (filtered by cluster and ``event_date`` partitions) without Spark.
+Arrow (filtered by cluster and ``event_date`` partitions) without Spark. A table that does not exist
+is noted (``Summary.missing``); a location that cannot be reached (object store down, bad
+credentials) raises :class:`~jobs.errors.InputError` instead of passing for "no findings".
 """
 
 from __future__ import annotations
@@ -9,26 +12,55 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
 from .config import Config
+from .errors import InputError
 
-__all__ = ["REPORT_TABLES", "Summary", "summarise", "format_summary", "load_findings"]
+__all__ = [
+    "REPORT_TABLES",
+    "SEVERITIES",
+    "Summary",
+    "at_least",
+    "finding_subject",
+    "finding_units",
+    "format_summary",
+    "load_findings",
+    "summarise",
+]
 
 REPORT_TABLES = ("stale_metadata", "fencing_violations", "spurious_offset_resets")
 SEVERITIES = ("critical", "error", "warning", "info")
+#: Columns every finding row is reduced to for the top list, ``findings`` and the JSON summary.
+FINDING_FIELDS = ("report", "finding_id", "event_date", "event_ts", "rule", "kind", "severity", "topic",
+                  "partition", "group_id", "client_id", "broker", "detail", "subject", "units")
+#: Report-specific numbers that say how much a finding matters (column -> unit label).
+_UNIT_COLUMNS = (
+    ("records_reread", "records re-read"),
+    ("records_skipped", "records skipped"),
+    ("records_affected", "records affected"),
+    ("staleness_ms", "ms stale"),
+)
+
+
+def at_least(severity: str) -> tuple[str, ...]:
+    """The severities at or above ``severity`` (``warning`` -> critical, error, warning)."""
+    return SEVERITIES[: SEVERITIES.index(severity) + 1]
 
 
 @dataclass
 class Summary:
-    """Counts of findings in a range: by (report, kind, severity) and the subjects seen most."""
+    """Counts of findings in a range: by (report, kind, severity), per day, and the top findings."""
 
     cluster: str
     date_from: dt.date
     date_to: dt.date
     by_kind: Counter = field(default_factory=Counter)  # (report, rule, kind, severity) -> n
+    by_day: Counter = field(default_factory=Counter)  # (event_date, severity) -> n
     top: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # broker/client/group -> [(name, n)]
+    top_findings: list[dict[str, Any]] = field(default_factory=list)  # most severe first, FINDING_FIELDS
     tables: dict[str, str] = field(default_factory=dict)  # report -> location
     missing: list[str] = field(default_factory=list)  # reports with no table yet
 
@@ -38,37 +70,97 @@ class Summary:
 
     def count(self, *, severity_at_least: str = "info") -> int:
         """Findings at or above a severity."""
-        keep = SEVERITIES[: SEVERITIES.index(severity_at_least) + 1]
+        keep = at_least(severity_at_least)
         return sum(n for (_r, _rule, _k, sev), n in self.by_kind.items() if sev in keep)
+
+    def by_severity(self) -> dict[str, int]:
+        out = dict.fromkeys(SEVERITIES, 0)
+        for (_r, _rule, _k, sev), n in self.by_kind.items():
+            out[sev] = out.get(sev, 0) + n
+        return out
 
 
 def load_findings(config: Config, report: str, date_from: dt.date, date_to: dt.date) -> pa.Table | None:
-    """The findings of one report table in the range, or None when the table does not exist."""
+    """The findings of one report table in the range, or None when the table does not exist.
+
+    Raises:
+        InputError: the output location cannot be reached or read (not the same as "no table yet").
+    """
     from .errors import SinkError
     from .sink import read_table_arrow
 
     try:
         return read_table_arrow(report, config, cluster=config.cluster, date_range=(date_from, date_to))
-    except SinkError:
+    except SinkError as exc:
+        # The sink says "no Delta table" for a missing one, and chains the store's error when it could
+        # not even look (connection refused, access denied): that must not read as "no findings".
+        if exc.__cause__ is not None:
+            first = str(exc.__cause__).strip().splitlines()[0] if str(exc.__cause__).strip() else ""
+            where = config.output.table_location(report)
+            raise InputError(f"cannot reach {where}: {type(exc.__cause__).__name__}: {first}") from None
         return None
 
 
+def finding_subject(row: dict[str, Any]) -> str:
+    """What a finding is about, as a person names it: ``orders-0, group g1, broker 2, client c``."""
+    parts = []
+    if row.get("topic") is not None:
+        parts.append(f"{row['topic']}-{row['partition']}" if row.get("partition") is not None else row["topic"])
+    for key, label in (("group_id", "group"), ("broker", "broker"), ("client_id", "client")):
+        if row.get(key):
+            parts.append(f"{label} {row[key]}")
+    return ", ".join(parts) or "(no subject)"
+
+
+def finding_units(row: dict[str, Any]) -> str:
+    """How much a finding matters in its own units (``1,200 records re-read``), '' when none apply."""
+    return ", ".join(f"{int(row[c]):,} {label}" for c, label in _UNIT_COLUMNS if row.get(c) is not None)
+
+
+def finding_rows(report: str, table: pa.Table) -> list[dict[str, Any]]:
+    """A report table's rows reduced to :data:`FINDING_FIELDS` (subject and units spelled out)."""
+    out = []
+    for row in table.to_pylist():
+        row["report"] = report
+        row["subject"] = finding_subject(row)
+        row["units"] = finding_units(row)
+        out.append({k: row.get(k) for k in FINDING_FIELDS})
+    return out
+
+
+def _rank(row: dict[str, Any]) -> tuple:
+    sev = SEVERITIES.index(row["severity"]) if row.get("severity") in SEVERITIES else len(SEVERITIES)
+    ts = row.get("event_ts")
+    return (sev, -(ts.timestamp() if ts is not None else 0), row.get("finding_id") or "")
+
+
 def summarise(config: Config, date_from: dt.date, date_to: dt.date, *, top_n: int = 5) -> Summary:
-    """Read the three report tables for ``[date_from, date_to]`` and count their findings."""
+    """Read the three report tables for ``[date_from, date_to]`` and count their findings.
+
+    Raises:
+        InputError: the output location cannot be reached.
+    """
     out = Summary(config.cluster, date_from, date_to)
     subjects: dict[str, Counter] = {"broker": Counter(), "client_id": Counter(), "group_id": Counter()}
+    rows: list[dict[str, Any]] = []
     for report in REPORT_TABLES:
         out.tables[report] = config.output.table_location(report)
         t = load_findings(config, report, date_from, date_to)
         if t is None:
             out.missing.append(report)
             continue
-        cols = t.select(["rule", "kind", "severity", "broker", "client_id", "group_id"]).to_pydict()
-        for rule, kind, sev in zip(cols["rule"], cols["kind"], cols["severity"], strict=True):
+        cols = t.select(["rule", "kind", "severity", "event_date", "broker", "client_id", "group_id"]).to_pydict()
+        for rule, kind, sev, day in zip(cols["rule"], cols["kind"], cols["severity"], cols["event_date"],
+                                        strict=True):
             out.by_kind[(report, rule, kind, sev)] += 1
+            out.by_day[(day, sev)] += 1
         for name, counter in subjects.items():
             counter.update(v for v in cols[name] if v)
+        # only the most severe rows are kept in full: a day can have many info findings
+        worst = [r for r in finding_rows(report, t) if r["severity"] != "info"] or finding_rows(report, t)
+        rows.extend(sorted(worst, key=_rank)[:top_n])
     out.top = {name: c.most_common(top_n) for name, c in subjects.items() if c}
+    out.top_findings = sorted(rows, key=_rank)[:top_n]
     return out
 
 
@@ -86,6 +178,20 @@ def format_summary(s: Summary) -> str:
             lines.append(f"  {report:<{w_report}}  {rule + ' ' + kind:<{w_kind}}  {sev:<8}  {n:>6}")
     else:
         lines.append("  no findings")
+    if s.date_from != s.date_to:
+        lines.append("  per day:")
+        day = s.date_from
+        while day <= s.date_to:
+            counts = {sev: s.by_day.get((day, sev), 0) for sev in SEVERITIES}
+            total = sum(counts.values())
+            detail = ", ".join(f"{n} {sev}" for sev, n in counts.items() if n)
+            lines.append(f"    {day}  {total:>6}" + (f"  ({detail})" if detail else ""))
+            day += dt.timedelta(days=1)
+    if s.top_findings:
+        lines.append("  top findings:")
+        for r in s.top_findings:
+            units = f" ({r['units']})" if r["units"] else ""
+            lines.append(f"    {r['severity']:<8} {r['rule']} {r['kind']}: {r['subject']}{units}")
     for name, label in (("broker", "brokers"), ("client_id", "clients"), ("group_id", "groups")):
         if s.top.get(name):
             lines.append(f"  top {label}: " + ", ".join(f"{k} ({n})" for k, n in s.top[name]))

@@ -1,0 +1,187 @@
+"""Nightly operations through the CLI (click's runner), without Spark: flags-only runs never touch the
+demo, `report`/`findings` on missing or unreachable tables exit 3, `--fail-on`, the findings listing in
+three formats, `init`, the simulate hint, and the exit codes in `--help`."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import shlex
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+from jobs import cli as cli_mod
+from jobs import schemas
+from jobs.cli import EXIT_FINDINGS, EXIT_INPUT, EXIT_USAGE, cli
+from jobs.config import Config, Output, load_config
+from jobs.runlog import RunContext, audit_run_table
+from jobs.sink import write_small
+
+DAY = dt.date(2024, 3, 1)
+TS = dt.datetime(2024, 3, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def _finding(table: str, **values) -> dict:
+    row = {f.name: None for f in schemas.arrow_schema(table)}
+    row.update(cluster="c1", event_date=DAY, event_ts=TS, evidence=["x"], **values)
+    return row
+
+
+def write_findings(root: Path, cluster: str = "c1") -> None:
+    """Two report tables with three findings, and an audit_runs row for ``cluster``."""
+    config = Config(cluster=cluster, output=Output(root=str(root)))
+    resets = [
+        _finding("spurious_offset_resets", finding_id="r1", rule="S1e", kind="spurious_rewind", severity="error",
+                 topic="orders", partition=0, group_id="g1", records_reread=1200),
+        _finding("spurious_offset_resets", finding_id="r2", rule="S1b", kind="operator_reset", severity="info",
+                 topic="orders", partition=1, group_id="g2"),
+    ]
+    stale = [_finding("stale_metadata", finding_id="m1", rule="M2", kind="broker_served_stale", severity="warning",
+                      topic="orders", partition=0, broker="2", client_id="app", staleness_ms=4500)]
+    for table, rows in (("spurious_offset_resets", resets), ("stale_metadata", stale)):
+        rows = [{**r, "cluster": cluster} for r in rows]
+        write_small(pa.Table.from_pylist(rows, schema=schemas.arrow_schema(table)), table, config=config,
+                    date_range=(DAY, DAY))
+    run = RunContext.start(config, DAY)
+    write_small(audit_run_table(run, []), "audit_runs", config=config, mode="append")
+
+
+# ------------------------------------------------------------------------------------ run without --conf
+
+
+def test_run_without_conf_requires_cluster_and_output_root(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(cli, ["run", "--from", "2024-03-01", "--offsets", str(tmp_path)])
+    assert res.exit_code == EXIT_USAGE
+    assert res.output.strip().splitlines() == [res.output.strip()]  # one line
+    assert "--cluster and --output-root" in res.output and "--conf" in res.output
+    res = runner.invoke(cli, ["run", "--from", "2024-03-01", "--offsets", str(tmp_path), "--cluster", "c1"])
+    assert res.exit_code == EXIT_USAGE and "needs --output-root" in res.output
+
+
+def test_run_without_conf_uses_only_the_flags(runner: CliRunner, tmp_path: Path, monkeypatch) -> None:
+    """The demo's log dirs, captures and tables never leak into a flags-only run (issue 14.1)."""
+    seen = {}
+
+    def fake_run_audit(spark, config, start, end, **kwargs):
+        seen["config"] = config
+        raise cli_mod.ConfigError("stop here")
+
+    monkeypatch.setattr("jobs.audit.run_audit", fake_run_audit)
+    monkeypatch.setattr(cli_mod, "_session", lambda config: None)
+    (tmp_path / "offsets").mkdir()
+    res = runner.invoke(cli, ["run", "--from", "2024-03-01", "--offsets", str(tmp_path / "offsets"),
+                              "--output-root", str(tmp_path / "out"), "--cluster", "prod-1"])
+    assert res.exit_code == EXIT_USAGE and "stop here" in res.output
+    config = seen["config"]
+    assert config.inputs.offsets == str(tmp_path / "offsets")
+    assert config.inputs.logdirs is None and config.inputs.metadata is None
+    assert config.output.root == str(tmp_path / "out") and config.cluster == "prod-1"
+    assert "demo" not in repr(config)
+
+
+def test_simulate_hint_is_a_complete_safe_command(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "my sim"
+    res = runner.invoke(cli, ["simulate", "--preset", "demo", "--out", str(out), "--commits", "50"])
+    assert res.exit_code == 0, res.output
+    hint = next(line for line in res.output.splitlines() if line.startswith("audit it: "))
+    argv = shlex.split(hint.removeprefix("audit it: "))
+    assert argv[:2] == ["epoch-audit", "run"]
+    flags = dict(zip(argv[2::2], argv[3::2], strict=True))
+    assert flags["--offsets"] == str(out / "offsets") and Path(flags["--offsets"]).is_dir()
+    assert flags["--output-root"] == str(out / "tables") and flags["--cluster"]
+    assert "--conf" not in flags and "epoch-audit-demo" not in hint
+
+
+# ------------------------------------------------------------------------------ report / findings: exit 3
+
+
+def test_report_on_a_missing_root_is_exit_3_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(cli, ["report", "--from", "2024-03-01", "--output-root", str(tmp_path / "nope"),
+                              "--cluster", "c1"])
+    assert res.exit_code == EXIT_INPUT
+    assert len(res.output.strip().splitlines()) == 1 and "no report tables" in res.output
+
+
+def test_report_on_an_unknown_cluster_is_exit_3(runner: CliRunner, tmp_path: Path) -> None:
+    write_findings(tmp_path / "t")
+    res = runner.invoke(cli, ["report", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"),
+                              "--cluster", "c2"])
+    assert res.exit_code == EXIT_INPUT
+    assert "no run of cluster 'c2'" in res.output and "c1" in res.output
+
+
+def test_report_on_an_unreachable_store_is_cannot_reach_not_no_table(runner: CliRunner, tmp_path: Path) -> None:
+    conf = tmp_path / "s3.toml"
+    conf.write_text('cluster = "c1"\n[output]\nroot = "s3://audit-bucket/epoch"\n[output.storage_options]\n'
+                    'AWS_ENDPOINT_URL = "http://127.0.0.1:9"\nAWS_ALLOW_HTTP = "true"\nAWS_REGION = "us-east-1"\n'
+                    'AWS_ACCESS_KEY_ID = "x"\nAWS_SECRET_ACCESS_KEY = "y"\nmax_retries = "0"\n')
+    res = runner.invoke(cli, ["report", "--conf", str(conf), "--from", "2024-03-01"])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert "cannot reach s3://audit-bucket/epoch/" in res.output and "no table" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_report_summary_names_subjects_and_fail_on(runner: CliRunner, tmp_path: Path) -> None:
+    write_findings(tmp_path / "t")
+    base = ["report", "--from", "2024-02-29", "--to", "2024-03-01", "--output-root", str(tmp_path / "t"),
+            "--cluster", "c1"]
+    res = runner.invoke(cli, base)
+    assert res.exit_code == 0, res.output
+    assert "error    S1e spurious_rewind: orders-0, group g1 (1,200 records re-read)" in res.output
+    assert "warning  M2 broker_served_stale: orders-0, broker 2, client app (4,500 ms stale)" in res.output
+    assert "2024-02-29       0" in res.output and "2024-03-01       3  (1 error, 1 warning, 1 info)" in res.output
+    assert runner.invoke(cli, [*base, "--fail-on", "critical"]).exit_code == 0
+    assert runner.invoke(cli, [*base, "--fail-on", "error"]).exit_code == EXIT_FINDINGS
+
+
+def test_findings_in_three_formats(runner: CliRunner, tmp_path: Path) -> None:
+    write_findings(tmp_path / "t")
+    base = ["findings", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1"]
+    res = runner.invoke(cli, [*base, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [r["finding_id"] for r in rows] == ["r1", "m1", "r2"]  # most severe first
+    assert rows[0]["subject"] == "orders-0, group g1" and rows[0]["event_ts"].startswith("2024-03-01T01:00")
+    res = runner.invoke(cli, [*base, "--format", "csv", "--severity", "warning"])
+    table = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert [r["finding_id"] for r in table] == ["r1", "m1"] and table[1]["units"] == "4,500 ms stale"
+    res = runner.invoke(cli, [*base, "--severity", "error"])
+    assert res.exit_code == 0
+    assert "S1e" in res.stdout and "M2" not in res.stdout and "1,200 records re-read" in res.stdout
+    missing = runner.invoke(cli, ["findings", "--from", "2024-03-01", "--output-root", str(tmp_path / "x"),
+                                  "--cluster", "c1"])
+    assert missing.exit_code == EXIT_INPUT
+
+
+# ------------------------------------------------------------------------------------- init and help
+
+
+def test_init_writes_a_commented_config_that_loads(runner: CliRunner, tmp_path: Path) -> None:
+    target = tmp_path / "prod.toml"
+    res = runner.invoke(cli, ["init", str(target)])
+    assert res.exit_code == 0, res.output
+    text = target.read_text()
+    assert text.count("\n#") > 10 and 'cluster = "prod-eu1"' in text
+    assert load_config(target).cluster == "prod-eu1"
+    again = runner.invoke(cli, ["init", str(target), "--example", "databricks"])
+    assert again.exit_code == EXIT_USAGE and "--force" in again.output
+    assert runner.invoke(cli, ["init", str(target), "--example", "databricks", "--force"]).exit_code == 0
+    assert load_config(target).output.catalog == "kafka"
+
+
+def test_run_help_documents_exit_codes_and_statuses(runner: CliRunner) -> None:
+    res = runner.invoke(cli, ["run", "--help"])
+    assert res.exit_code == 0
+    for needle in ("0  ok", "2  usage", "3  an input path", "4  a table", "5  --fail-on", "6  --fail-on-no-input",
+                   "partial", "no_input", "failed", "--summary-json", "--metrics-file"):
+        assert needle in res.output, needle
