@@ -1,0 +1,114 @@
+"""Missing data is never reported as success (issue 14.2/14.3, issue 18 item 8): real runs through the
+CLI on the shared Spark session, their terminal summary, audit_runs rows, JSON summary and metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable
+from prometheus_client.parser import text_string_to_metric_families
+from test_notebook import write_tiny_inputs
+
+from jobs.cli import EXIT_FINDINGS, EXIT_NO_INPUT, EXIT_SINK, cli
+from jobs.errors import SinkError
+
+pytestmark = pytest.mark.spark
+
+
+def _runs(root: Path) -> list[dict]:
+    return DeltaTable(str(root / "audit_runs")).to_pyarrow_table().to_pylist()
+
+
+def _metrics(path: Path) -> dict[tuple[str, tuple], float]:
+    out = {}
+    for family in text_string_to_metric_families(path.read_text()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "cluster")))] = s.value
+    return out
+
+
+def test_empty_and_undecodable_inputs_are_no_input_not_success(spark, tmp_path: Path) -> None:
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()  # configured, but empty
+    junk = tmp_path / "captures"
+    junk.mkdir()
+    for i in range(11):  # random files: read, none decoded
+        (junk / f"cap{i}.jsonl").write_bytes(os.urandom(64).replace(b"\n", b"x") + b"\n")
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--offsets", str(offsets), "--metadata", str(junk),
+            "--output-root", str(out), "--cluster", "empty", "-q", "--summary-json", str(tmp_path / "s.json"),
+            "--metrics-file", str(tmp_path / "m.prom")]
+    res = CliRunner().invoke(cli, [*args, "--fail-on-no-input"])
+    assert res.exit_code == EXIT_NO_INPUT, res.output
+    assert "Status: no_input" in res.stdout
+    assert "input offsets: no_input (configured but no input units found)" in res.stdout
+    assert "input metadata: no_input (11 lines read, none decoded (11 quarantined))" in res.stdout
+    runs = _runs(out)
+    assert {r["status"] for r in runs} == {"no_input"}
+    assert {(r["source_kind"], r["source_status"], r["units_read"], r["units_decoded"]) for r in runs} == {
+        ("offsets", "no_input", 0, 0), ("metadata", "no_input", 11, 0)}
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "no_input" and doc["exit_code"] == EXIT_NO_INPUT
+    assert doc["sources"]["metadata"]["units_quarantined"] == 11
+    assert doc["days"]["2024-03-01"]["rows"] == {}
+    m = _metrics(tmp_path / "m.prom")
+    assert m[("epoch_audit_run_status", (("status", "no_input"),))] == 1
+    assert m[("epoch_audit_units_quarantined", (("source_kind", "metadata"), ("unit", "line")))] == 11
+    assert ("epoch_audit_last_success_timestamp_seconds", ()) not in m
+    # without --fail-on-no-input the run still says it, and exits 0
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0 and "Status: no_input" in again.stdout
+
+
+def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Path) -> None:
+    inputs = write_tiny_inputs(tmp_path / "in")  # everything on 2024-03-01; nothing on 03-02
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--offsets", inputs["offsets"],
+            "--logdirs", inputs["logdirs"], "--output-root", str(out), "--cluster", "tiny", "-q",
+            "--summary-json", str(tmp_path / "s.json"), "--metrics-file", str(tmp_path / "m.prom"),
+            "--fail-on", "error"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == EXIT_FINDINGS, res.output
+    assert "Status: partial" in res.stdout
+    assert "input offsets: partial (no rows on 2024-03-02)" in res.stdout
+    assert "2024-03-01       1  (1 error)" in res.stdout and "2024-03-02       0" in res.stdout
+    assert "error    S1e spurious_rewind: orders-0, group g1, broker 1 (150 records re-read)" in res.stdout
+    runs = _runs(out)
+    assert {r["status"] for r in runs} == {"partial"}
+    days = {r["source_kind"]: r["days_without_input"] for r in runs}
+    assert [str(d) for d in days["offsets"]] == ["2024-03-02"]
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["exit_code"] == EXIT_FINDINGS and doc["findings"]["by_severity"]["error"] == 1
+    assert doc["findings"]["top"][0]["subject"] == "orders-0, group g1, broker 1"
+    assert doc["days"]["2024-03-01"]["rows"]["offsets"] == 3 and doc["days"]["2024-03-02"]["rows"] == {}
+    m = _metrics(tmp_path / "m.prom")
+    assert m[("epoch_audit_findings", (("kind", "spurious_rewind"), ("report", "spurious_offset_resets"),
+                                       ("severity", "error")))] == 1
+    assert m[("epoch_audit_units_read", (("source_kind", "offsets"), ("unit", "line")))] == 3
+    assert m[("epoch_audit_run_status", (("status", "partial"),))] == 1
+    last_success = m[("epoch_audit_last_success_timestamp_seconds", ())]
+    assert m[("epoch_audit_run_duration_seconds", ())] > 0
+
+    # a failed run writes its audit_runs row with the error, keeps the last success in the metrics
+    import jobs.reports
+
+    def broken(*a, **k):
+        raise SinkError("disk full while writing fencing_violations")
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(jobs.reports, "run_reports", broken)
+    try:
+        res = CliRunner().invoke(cli, args)
+    finally:
+        mp.undo()
+    assert res.exit_code == EXIT_SINK and "disk full" in res.output
+    failed = [r for r in _runs(out) if r["status"] == "failed"]
+    assert failed and {r["error"] for r in failed} == {"disk full while writing fencing_violations"}
+    assert json.loads((tmp_path / "s.json").read_text())["status"] == "failed"
+    m = _metrics(tmp_path / "m.prom")
+    assert m[("epoch_audit_run_status", (("status", "failed"),))] == 1
+    assert m[("epoch_audit_last_success_timestamp_seconds", ())] == last_success
