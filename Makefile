@@ -29,5 +29,8 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/run_all.py
 
+# What the demo, the accuracy run, the HTML report and a wheel build write, then caches and the venv.
+DEMO_OUTPUTS = epoch-audit-demo epoch-audit-output epoch-audit-accuracy demo-output report.html \
+               spark-warehouse metastore_db derby.log
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache .hypothesis
+	rm -rf $(DEMO_OUTPUTS) dist build *.egg-info .pytest_cache .hypothesis .ruff_cache $(VENV)

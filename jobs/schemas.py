@@ -62,7 +62,7 @@ def _c(name: str, type_: pa.DataType, doc: str) -> Column:
 
 _PARTITION = (
     _c("cluster", STR, "name of the audited Kafka cluster (config `cluster`); partition column"),
-    _c("event_date", pa.date32(), "UTC date of the row's event (see DESIGN.md); partition column"),
+    _c("event_date", pa.date32(), "UTC date of the row's event (its `event_ts`, or the snapshot/capture time); partition column"),
 )
 _SOURCE = (
     _c("source_kind", STR, "input family: offsets | logdirs | metadata"),

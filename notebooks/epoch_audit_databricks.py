@@ -7,15 +7,18 @@
 # MAGIC the findings. It calls exactly what the CLI and `spark-submit.sh` call:
 # MAGIC `jobs.audit.run_audit(spark, config, from, to, progress=print)`.
 # MAGIC
-# MAGIC **Install** (once per cluster, or at the top of the notebook). The runtime already ships pyspark and
-# MAGIC Delta: installing epoch-audit *with* its dependencies would replace the runtime's pyspark. So install it
-# MAGIC without dependencies, then the pure-Python ones it needs:
+# MAGIC **Runtime**: Databricks Runtime **17.0 or later** (Apache Spark 4.0): the reports use Spark 4's
+# MAGIC `applyInArrow`, which older runtimes (Spark 3.5) do not have.
+# MAGIC
+# MAGIC **Install** (once per cluster, or at the top of the notebook). The runtime already ships pyspark, pyarrow,
+# MAGIC numpy, pandas and Delta: installing epoch-audit *with* its dependencies would replace the runtime's
+# MAGIC pyspark. So install the wheel without dependencies, then the pure-Python ones it needs (the same list
+# MAGIC as the README's; never the `delta-spark` extra here: Delta is built in):
 # MAGIC
 # MAGIC ```
-# MAGIC %pip install --no-deps epoch-audit            # or: --no-deps /Volumes/<catalog>/<schema>/<vol>/epoch_audit-<v>-py3-none-any.whl
-# MAGIC %pip install "deltalake>=1.0,<2" "cramjam>=2.8,<3" "crc32c>=2.4,<3" "dpkt>=1.9.8,<2" "fsspec>=2024.2" "click>=8.1,<9"
+# MAGIC %pip install --no-deps /Volumes/<catalog>/<schema>/<volume>/epoch_audit-0.1.0-py3-none-any.whl
+# MAGIC %pip install "deltalake>=1.0,<2" "click>=8.1,<9" "prometheus_client>=0.20,<1" "cramjam>=2.8,<3" "zstandard>=0.22,<1" "crc32c>=2.4,<3" "dpkt>=1.9.8,<2" "fsspec>=2024.2"
 # MAGIC ```
-# MAGIC (pyarrow and numpy come with the runtime; never install the `delta-spark` extra here: Delta is built in.)
 # MAGIC Build the wheel with `python -m pip wheel --no-deps -w dist .` in a checkout and upload it to a volume.
 # MAGIC
 # MAGIC **Widgets**: `from`/`to` (UTC dates, default yesterday), `conf` (a TOML config such as
@@ -34,7 +37,7 @@
 # COMMAND ----------
 
 # %pip install --no-deps /Volumes/kafka/tools/wheels/epoch_audit-0.1.0-py3-none-any.whl
-# %pip install "deltalake>=1.0,<2" "cramjam>=2.8,<3" "crc32c>=2.4,<3" "dpkt>=1.9.8,<2" "fsspec>=2024.2" "click>=8.1,<9"
+# %pip install "deltalake>=1.0,<2" "click>=8.1,<9" "prometheus_client>=0.20,<1" "cramjam>=2.8,<3" "zstandard>=0.22,<1" "crc32c>=2.4,<3" "dpkt>=1.9.8,<2" "fsspec>=2024.2"
 
 # COMMAND ----------
 
@@ -119,6 +122,32 @@ def build_config(values: dict[str, str]) -> Any:
     return config
 
 
+def missing_widgets(values: dict[str, str]) -> list[str]:
+    """What a run still needs from the widgets (empty when it can start): without a config file, a
+    cluster, an output (catalog + schema, or output_root) and at least one input."""
+    if values.get("conf"):
+        return []
+    missing = []
+    if not values.get("cluster"):
+        missing.append("cluster")
+    if not (values.get("catalog") and values.get("schema")) and not values.get("output_root"):
+        missing.append("catalog + schema (or output_root)")
+    if not any(values.get(k) for k in ("offsets", "logdirs", "metadata")):
+        missing.append("at least one input (offsets, logdirs, metadata)")
+    return missing
+
+
+def stop_unless_ready(dbutils: Any) -> None:
+    """On a first run (widgets just created, still empty) stop the notebook with a clear message instead
+    of a configuration error: Databricks shows the widget form, the user fills it and runs again."""
+    missing = missing_widgets(widget_values(dbutils))
+    if missing:
+        message = ("epoch-audit: fill in the widgets at the top of the notebook (" + "; ".join(missing)
+                   + "), or set `conf` to a config file, then run the notebook again.")
+        print(message)
+        dbutils.notebook.exit(message)
+
+
 def show_findings(spark: Any, config: Any, date_from: dt.date, date_to: dt.date,
                   display: Callable[[Any], Any]) -> dict[str, Any]:
     """``display()`` a count by (report, rule, kind, severity), then each report's findings in the range.
@@ -179,14 +208,26 @@ def run_notebook(spark: Any, dbutils: Any, display: Callable[[Any], Any], *,
 # COMMAND ----------
 
 # MAGIC %md
+# MAGIC ## Widgets
+# MAGIC This cell creates the form at the top of the notebook (it keeps what you typed). On a first run the
+# MAGIC next cell stops with a message naming what to fill in.
+
+# COMMAND ----------
+
+if __name__ == "__main__" and "dbutils" in globals():  # on Databricks (or a test that passes stubs)
+    define_widgets(dbutils)  # noqa: F821 - provided by the Databricks runtime
+
+# COMMAND ----------
+
+# MAGIC %md
 # MAGIC ## Run
 # MAGIC Fill in the widgets at the top, then run this cell. Findings are data: a run that finds problems
 # MAGIC still succeeds. Rerunning a range replaces exactly its `event_date` partitions.
 
 # COMMAND ----------
 
-if __name__ == "__main__" and "dbutils" in globals():  # on Databricks (or a test that passes stubs)
-    define_widgets(dbutils)  # noqa: F821 - provided by the Databricks runtime
+if __name__ == "__main__" and "dbutils" in globals():
+    stop_unless_ready(dbutils)  # noqa: F821
     epoch_audit_run = run_notebook(spark, dbutils, display)  # noqa: F821
 
 # COMMAND ----------

@@ -56,9 +56,23 @@ class StubWidgets:
         return self.typed.get(name, self.defaults[name])
 
 
+class NotebookExit(Exception):
+    """What ``dbutils.notebook.exit`` does in the stub: stop the notebook here."""
+
+
+class StubNotebook:
+    def __init__(self) -> None:
+        self.exited: str | None = None
+
+    def exit(self, value: str) -> None:
+        self.exited = value
+        raise NotebookExit(value)
+
+
 class StubDbutils:
     def __init__(self, typed: dict[str, str]) -> None:
         self.widgets = StubWidgets(typed)
+        self.notebook = StubNotebook()
 
 
 def run_notebook_file(spark, typed: dict[str, str]) -> tuple[dict, list, StubDbutils]:
@@ -68,6 +82,21 @@ def run_notebook_file(spark, typed: dict[str, str]) -> tuple[dict, list, StubDbu
     scope = {"__name__": "__main__", "spark": spark, "dbutils": dbutils, "display": shown.append}
     exec(compile(NOTEBOOK.read_text(), str(NOTEBOOK), "exec"), scope)
     return scope, shown, dbutils
+
+
+def _cells(text: str) -> list[str]:
+    return text.split("\n# COMMAND ----------\n")
+
+
+def test_widgets_are_created_in_their_own_cell_and_a_first_run_stops_clearly(capsys):
+    """A first run (empty widgets) shows the form and stops with a message, not a ConfigError."""
+    cells = _cells(NOTEBOOK.read_text())
+    widget_cell = [c for c in cells if "define_widgets(dbutils)" in c and "def " not in c]
+    assert len(widget_cell) == 1 and "run_notebook(" not in widget_cell[0]
+    with pytest.raises(NotebookExit) as stopped:
+        run_notebook_file(None, {})
+    assert "fill in the widgets" in str(stopped.value) and "cluster" in str(stopped.value)
+    assert "ConfigError" not in capsys.readouterr().out
 
 
 def test_notebook_source_format():

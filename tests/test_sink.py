@@ -357,7 +357,7 @@ def test_audit_runs_append_history(tmp_path) -> None:
     offsets = next(r for r in got if r["source_kind"] == "offsets")
     assert offsets["units_read"] == offsets["units_decoded"] + offsets["units_quarantined"] == 10
     assert dict(offsets["findings"]) == {"fencing_violations": 0, "stale_metadata": 2}
-    assert {r["status"] for r in got} == {"succeeded", "failed"}
+    assert {r["status"] for r in got} == {"ok", "failed"}
 
 
 @pytest.mark.spark

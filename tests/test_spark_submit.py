@@ -44,6 +44,9 @@ def test_script_is_valid_bash():
     (["--from", "yesterday"], "--from: 'yesterday' is not a date in the form YYYY-MM-DD"),
     (["--from", "2024-03-02", "--to", "2024-03-01"], "--from 2024-03-02 is after --to 2024-03-01"),
     (["--bogus"], "unknown option '--bogus'"),
+    (["--conf", "-x.toml"], "--conf needs a FILE, got '-x.toml' (an option?)"),
+    (["--from", "--to", "2024-03-01"], "--from needs a date (YYYY-MM-DD), got '--to' (an option?)"),
+    (["--fail-on"], "--fail-on needs a severity (warning, error, critical)"),
 ])
 def test_bad_usage_is_one_clear_line(tmp_path, args, message):
     res = _run("--conf", str(_config(tmp_path)), *args)
@@ -66,22 +69,63 @@ def test_missing_or_bad_config(tmp_path):
 
 def test_dry_run_defaults_to_yesterday_and_forwards_options(tmp_path):
     conf = _config(tmp_path)
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     res = _run("--conf", str(conf), "--dry-run", "--", "--master", "yarn", "--num-executors", "20",
                env={"SPARK_SUBMIT": "/opt/spark/bin/spark-submit"})
     # SPARK_SUBMIT must be executable: a clear error, not a confusing failure later
     assert res.returncode == 2 and "spark-submit is not executable: /opt/spark/bin/spark-submit" in res.stderr
-    res = _run("--conf", str(conf), "--dry-run", "--reports", "stale_metadata", "--", "--master", "yarn",
-               "--num-executors", "20", env={"PATH": "/usr/bin:/bin"})
+    res = _run("--conf", str(conf), "--dry-run", "--reports", "stale_metadata", "--fail-on", "error",
+               "--summary-json", "s.json", "--", "--master", "yarn", "--num-executors", "20",
+               env={"PATH": "/usr/bin:/bin", **cache})
     assert res.returncode == 0, res.stderr
     yesterday = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)).isoformat()
     cmd = res.stdout.split()
     assert cmd[0].endswith("pyspark/bin/spark-submit")  # not on PATH: the one in the pyspark wheel
-    assert cmd[cmd.index("--py-files") + 1].endswith("epoch_audit.zip")
+    # the printed files outlive the script: the command can be run as printed
+    zip_path = Path(cmd[cmd.index("--py-files") + 1])
+    assert zip_path == tmp_path / "cache" / "epoch-audit" / "submit" / "epoch_audit.zip" and zip_path.is_file()
     driver = next(i for i, a in enumerate(cmd) if a.endswith("epoch_audit_driver.py"))
+    assert Path(cmd[driver]).is_file()
     assert cmd[driver - 4:driver] == ["--master", "yarn", "--num-executors", "20"]  # before the app
     assert cmd[driver + 1:] == ["--conf", str(conf), "--from", yesterday, "--to", yesterday,
-                                "--reports", "stale_metadata"]
+                                "--reports", "stale_metadata", "--fail-on", "error", "--summary-json",
+                                str(ROOT / "s.json")]
     assert "--packages" not in cmd
+    # Spark's logging: the shipped log4j2 file, before the user's options (theirs win)
+    log4j = ROOT / "jobs" / "log4j2.properties"
+    assert f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{log4j}" in cmd
+    assert cmd.index("--files") < driver - 4 and cmd[cmd.index("--files") + 1] == str(log4j)
+    assert "rootLogger.level = warn" in log4j.read_text()
+
+
+def _fake_python(tmp_path: Path, pyspark: str) -> str:
+    """A python whose importlib.metadata reports ``pyspark`` and no delta-spark (the script asks it)."""
+    site = tmp_path / f"site-{pyspark}"
+    (site / f"pyspark-{pyspark}.dist-info").mkdir(parents=True)
+    (site / f"pyspark-{pyspark}.dist-info" / "METADATA").write_text(f"Name: pyspark\nVersion: {pyspark}\n")
+    wrapper = tmp_path / f"python-{pyspark}"
+    # the project's own imports still resolve (config check); only the metadata lookup is faked
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{site}:{ROOT}" exec {sys.executable} -S "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+@pytest.mark.parametrize(("pyspark", "delta"), [("4.0.0", "4.0.1"), ("4.0.1", "4.4.1"), ("4.2.0", "4.4.1")])
+def test_delta_release_matches_the_installed_pyspark(tmp_path, pyspark, delta):
+    res = _run("--conf", str(_config(tmp_path)), "--from", "2024-03-01", "--delta", "--dry-run",
+               env={"PYTHON": _fake_python(tmp_path, pyspark), "XDG_CACHE_HOME": str(tmp_path / "c"),
+                    "SPARK_SUBMIT": "/bin/true"})
+    assert res.returncode == 0, res.stderr
+    cmd = res.stdout.split()
+    assert cmd[cmd.index("--packages") + 1] == f"io.delta:delta-spark_2.13:{delta}"
+
+
+def test_delta_on_an_unsupported_pyspark_says_which_to_use(tmp_path):
+    res = _run("--conf", str(_config(tmp_path)), "--from", "2024-03-01", "--delta", "--dry-run",
+               env={"PYTHON": _fake_python(tmp_path, "4.3.0"), "SPARK_SUBMIT": "/bin/true"})
+    assert res.returncode == 2
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "no delta-spark release supports pyspark 4.3.0" in res.stderr and "pyspark>=4.0,<4.3" in res.stderr
 
 
 def test_delta_adds_package_and_sql_settings(tmp_path):
@@ -98,17 +142,26 @@ def test_delta_adds_package_and_sql_settings(tmp_path):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_real_run_on_local_spark(tmp_path):
+    """As the README documents it: Spark's logging at WARN (was ~29,000 INFO lines), the job's progress
+    and errors on stderr, the summary on stdout, and the alerting files written."""
     conf = _config(tmp_path, write_tiny_inputs(tmp_path / "in"))
-    res = _run("--conf", str(conf), "--from", "2024-03-01", "--", "--master", "local[1]",
-               "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+    res = _run("--conf", str(conf), "--from", "2024-03-01", "--fail-on", "error", "--summary-json",
+               str(tmp_path / "s.json"), "--", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
                "--driver-memory", "1g", timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 5, res.stderr[-3000:]  # one error finding, --fail-on error
     assert "Findings for cluster submit-test, 2024-03-01 .. 2024-03-01" in res.stdout
+    assert " INFO " not in res.stderr
+    assert len(res.stderr.splitlines()) < 40, res.stderr[-3000:]
+    assert "ingest: offsets" in res.stderr and "ingest:" not in res.stdout  # progress stays on stderr
+    assert "findings at or above error" in res.stderr
+    import json
+
+    assert json.loads((tmp_path / "s.json").read_text())["status"] == "ok"
     for table in ("offset_commits", "epoch_lineage", "audit_runs", "stale_metadata", "fencing_violations",
                   "spurious_offset_resets"):
         assert (tmp_path / "tables" / table / "_delta_log").is_dir(), table
     from deltalake import DeltaTable
 
     runs = DeltaTable(str(tmp_path / "tables" / "audit_runs")).to_pyarrow_table().to_pylist()
-    assert {r["status"] for r in runs} == {"succeeded"} and {r["cluster"] for r in runs} == {"submit-test"}
+    assert {r["status"] for r in runs} == {"ok"} and {r["cluster"] for r in runs} == {"submit-test"}
     assert "spark-submit.sh: auditing 2024-03-01 .. 2024-03-01" in res.stderr

@@ -1,0 +1,33 @@
+"""A run's status from its sources: what a scheduler alerts on (no silent success on missing data)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from jobs.runlog import SourceCounts, run_status, source_status
+
+D1, D2, D3 = dt.date(2024, 3, 1), dt.date(2024, 3, 2), dt.date(2024, 3, 3)
+
+
+def test_source_status_each_case() -> None:
+    good = [SourceCounts("offsets", "batch", 10, 0, 100)]
+    assert source_status("offsets", good, [D1, D2], (D1, D2)).status == "ok"
+    nothing = source_status("offsets", [SourceCounts("offsets", "file", 0, 0, 0)], [], (D1, D1))
+    assert (nothing.status, nothing.reason) == ("no_input", "configured but no input units found")
+    junk = source_status("metadata", [SourceCounts("metadata", "file", 0, 11, 0)], [], (D1, D1))
+    assert junk.status == "no_input" and junk.units_quarantined == 11 and "none decoded" in junk.reason
+    some_bad = source_status("offsets", [SourceCounts("offsets", "batch", 9, 1, 90)], [D1], (D1, D1))
+    assert some_bad.status == "partial" and some_bad.reason == "1 of 10 units quarantined"
+    gap = source_status("logdirs", [SourceCounts("logdirs", "file", 4, 0, 4)], [D1, D3], (D1, D3))
+    assert gap.status == "partial" and gap.days_without_input == (D2,) and "2024-03-02" in gap.reason
+    out_of_range = source_status("offsets", good, [], (D1, D2))  # decoded, but not a row in the range
+    assert out_of_range.status == "no_input" and out_of_range.days_without_input == (D1, D2)
+
+
+def test_run_status_is_the_worst_that_matters() -> None:
+    ok = source_status("offsets", [SourceCounts("offsets", "batch", 1, 0, 1)], [D1], (D1, D1))
+    none = source_status("metadata", [SourceCounts("metadata", "file", 0, 0, 0)], [], (D1, D1))
+    assert run_status([ok]) == "ok"
+    assert run_status([ok, none]) == "partial"
+    assert run_status([none]) == "no_input" and run_status([]) == "no_input"
+    assert run_status([ok], failed=True) == "failed"
