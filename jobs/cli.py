@@ -356,6 +356,8 @@ def _known_summary(config: Any, start: Any, end: Any) -> Any:
     from .summary import REPORT_TABLES, summarise
 
     summary = summarise(config, start, end)  # InputError when the location cannot be reached
+    if config.output.root is None:  # catalog tables: only Spark can read them (the notebook shows them)
+        return summary
     if len(summary.missing) == len(REPORT_TABLES):
         raise InputError(f"no report tables at {config.output.table_location('')}: has `epoch-audit run` "
                          "written there? (check --output-root / [output])")

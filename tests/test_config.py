@@ -235,3 +235,25 @@ def test_parse_date_range() -> None:
 def test_parse_date_range_errors(from_: str, to: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_date_range(from_, to)
+
+
+def test_config_from_flags_has_only_what_the_flags_name(tmp_path, monkeypatch) -> None:
+    from jobs.config import config_from_flags
+
+    monkeypatch.chdir(tmp_path)
+    cfg = config_from_flags(cluster="c1", output_root="out", logdirs="ld")
+    assert cfg.inputs.logdirs == str(tmp_path / "ld") and cfg.inputs.offsets is None and cfg.inputs.metadata is None
+    assert cfg.output.root == str(tmp_path / "out") and cfg.source is None
+    with pytest.raises(ConfigError, match="run without --conf needs --cluster and --output-root"):
+        config_from_flags(cluster=None, output_root=None, offsets="x")
+    with pytest.raises(ConfigError, match="--cluster"):
+        config_from_flags(cluster="bad name", output_root="out")
+
+
+def test_every_packaged_example_config_loads() -> None:
+    from jobs.config import EXAMPLES, example_config_path, load_config
+
+    for name in EXAMPLES:
+        assert load_config(example_config_path(name)).cluster
+    with pytest.raises(ConfigError, match="unknown example"):
+        example_config_path("prod")
