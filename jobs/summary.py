@@ -5,16 +5,23 @@ Findings are few compared with the evidence, so the gold tables are read through
 Arrow (filtered by cluster and ``event_date`` partitions) without Spark. A table that does not exist
 is noted (``Summary.missing``); a location that cannot be reached (object store down, bad
 credentials) raises :class:`~jobs.errors.InputError` instead of passing for "no findings".
+
+The findings are also grouped into incidents (:func:`epochlib.incidents.group_incidents`): the terminal
+summary lists them, the JSON summary (:func:`jobs.alerts.run_document`) carries them with their re-check
+commands, and the HTML report draws the same list.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+
+from epochlib.incidents import Incident, group_incidents, iso
 
 from .config import Config
 from .errors import InputError
@@ -26,10 +33,16 @@ __all__ = [
     "at_least",
     "finding_subject",
     "finding_units",
+    "format_incidents",
     "format_summary",
+    "input_roots",
     "load_findings",
+    "report_rows",
     "summarise",
 ]
+
+#: Incidents listed by :func:`format_summary` (all of them are in the JSON summary and the HTML report).
+MAX_LISTED_INCIDENTS = 25
 
 REPORT_TABLES = ("stale_metadata", "fencing_violations", "spurious_offset_resets")
 SEVERITIES = ("critical", "error", "warning", "info")
@@ -63,6 +76,8 @@ class Summary:
     top_findings: list[dict[str, Any]] = field(default_factory=list)  # most severe first, FINDING_FIELDS
     tables: dict[str, str] = field(default_factory=dict)  # report -> location
     missing: list[str] = field(default_factory=list)  # reports with no table yet
+    incidents: list[Incident] = field(default_factory=list)  # most severe first
+    roots: dict[str, str | None] = field(default_factory=dict)  # input roots, for re-check commands
 
     @property
     def total(self) -> int:
@@ -128,6 +143,26 @@ def finding_rows(report: str, table: pa.Table) -> list[dict[str, Any]]:
     return out
 
 
+def report_rows(tables: Mapping[str, pa.Table | None]) -> list[dict[str, Any]]:
+    """Every finding of the report tables, all columns, with its ``report`` name (the input of
+    :func:`epochlib.incidents.group_incidents`)."""
+    rows: list[dict[str, Any]] = []
+    for report in REPORT_TABLES:
+        t = tables.get(report)
+        if t is None or t.num_rows == 0:
+            continue
+        for r in t.to_pylist():
+            r["report"] = report
+            rows.append(r)
+    return rows
+
+
+def input_roots(config: Config) -> dict[str, str | None]:
+    """The configured input roots by name (re-check commands write evidence paths relative to them)."""
+    names = ("offsets", "logdirs", "metadata", "cluster_metadata")
+    return {n: getattr(config.inputs, n) for n in names if getattr(config.inputs, n, None)}
+
+
 def _rank(row: dict[str, Any]) -> tuple:
     sev = SEVERITIES.index(row["severity"]) if row.get("severity") in SEVERITIES else len(SEVERITIES)
     ts = row.get("event_ts")
@@ -135,17 +170,19 @@ def _rank(row: dict[str, Any]) -> tuple:
 
 
 def summarise(config: Config, date_from: dt.date, date_to: dt.date, *, top_n: int = 5) -> Summary:
-    """Read the three report tables for ``[date_from, date_to]`` and count their findings.
+    """Read the three report tables for ``[date_from, date_to]``, count their findings and group them
+    into incidents.
 
     Raises:
         InputError: the output location cannot be reached.
     """
-    out = Summary(config.cluster, date_from, date_to)
+    out = Summary(config.cluster, date_from, date_to, roots=input_roots(config))
+    tables: dict[str, pa.Table | None] = {}
     subjects: dict[str, Counter] = {"broker": Counter(), "client_id": Counter(), "group_id": Counter()}
     rows: list[dict[str, Any]] = []
     for report in REPORT_TABLES:
         out.tables[report] = config.output.table_location(report)
-        t = load_findings(config, report, date_from, date_to)
+        t = tables[report] = load_findings(config, report, date_from, date_to)
         if t is None:
             out.missing.append(report)
             continue
@@ -161,7 +198,32 @@ def summarise(config: Config, date_from: dt.date, date_to: dt.date, *, top_n: in
         rows.extend(sorted(worst, key=_rank)[:top_n])
     out.top = {name: c.most_common(top_n) for name, c in subjects.items() if c}
     out.top_findings = sorted(rows, key=_rank)[:top_n]
+    out.incidents = group_incidents(report_rows(tables))
     return out
+
+
+def _hms(ms: int | None) -> str:
+    text = iso(ms)
+    return "?" if text is None else text[:10] + " " + text[11:19]
+
+
+def format_incidents(incidents: Iterable[Incident], limit: int = MAX_LISTED_INCIDENTS) -> list[str]:
+    """One line per incident: number, severity, time span (UTC), title, findings and records."""
+    items = list(incidents)
+    if not items:
+        return []
+    by_sev = Counter(i.severity for i in items)
+    lines = [f"  incidents: {len(items)} (" + ", ".join(f"{n} {s}" for s, n in by_sev.items()) + ")"]
+    for inc in items[:limit]:
+        start, end = _hms(inc.start_ms), _hms(inc.end_ms)
+        span = start if end == start else f"{start} .. {end[11:] if end[:10] == start[:10] else end}"
+        n = len(inc.findings)
+        records = f", {inc.records_affected:,} records" if inc.records_affected else ""
+        lines.append(f"  #{inc.number:<3} {inc.severity:<8} {span}  {inc.title} "
+                     f"({n} finding{'s' if n != 1 else ''}{records})")
+    if len(items) > limit:
+        lines.append(f"  … {len(items) - limit} more incidents (epoch-audit report --html shows them all)")
+    return lines
 
 
 def format_summary(s: Summary) -> str:
@@ -187,6 +249,7 @@ def format_summary(s: Summary) -> str:
             detail = ", ".join(f"{n} {sev}" for sev, n in counts.items() if n)
             lines.append(f"    {day}  {total:>6}" + (f"  ({detail})" if detail else ""))
             day += dt.timedelta(days=1)
+    lines += format_incidents(s.incidents)
     if s.top_findings:
         lines.append("  top findings:")
         for r in s.top_findings:
