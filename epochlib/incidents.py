@@ -4,14 +4,16 @@ An operator triaging a night asks "what happened, where, in what order, and how 
 near-identical F2 rows on one partition answer it badly. :func:`group_incidents` joins findings into
 incidents. Two findings belong to the same incident when
 
-- one names the other as its cause (``correlated_finding_id``, M4; ``cause_finding_id``, K2), or they
+- one names the other as its cause (``correlated_finding_id``, M4; ``cause_finding_id``, K2), they
   cite the same evidence pointer (one commit record that is both an F4 regression and an S1 rewind, one
-  Metadata response stale for several partitions);
+  Metadata response stale for several partitions), or they name the same truncation point of the same
+  partition (F2 commits past it, S1 rewinds to it, a D1 follower still holding what lies beyond it);
 - they concern the same partition (or the same topic, for topic-level findings such as M3) and follow
   each other within ``partition_gap_ms`` (default 3 h: snapshot-based findings such as L5 and D1 arrive
   at the next snapshot round, hours after the commits they explain);
-- they concern the same consumer group on different partitions within ``group_gap_ms`` (default 5 min:
-  one reset or rebalance moves every partition of a group at once);
+- they are of the same kind and concern the same consumer group on different partitions within
+  ``group_gap_ms`` (default 5 min: one reset or rebalance moves every partition of a group at once; other
+  kinds on other partitions of a busy group are other stories);
 - they are stale-metadata findings served by the same broker within ``broker_gap_ms`` (default 1 min).
 
 The links are transitive (an incident is a connected component). Within an incident the findings are in
@@ -279,6 +281,21 @@ def _link_in_time(u: _Union, members: list[tuple[int | None, int]], gap: int) ->
             u.join(i0, i1)
 
 
+#: Kinds whose ``end_offset`` is the truncation point of the partition (the end of the epoch they name).
+_ENDS_AT_TRUNCATION = frozenset({"commit_beyond_epoch_end", "replica_divergence_unresolved", "lineage_truncated"})
+
+
+def _truncation_point(f: Mapping[str, Any]) -> int | None:
+    """The truncation a finding is about, if any: one truncation of one partition is one incident, however
+    far apart its consequences are seen (commits past it at once, a follower still holding it two snapshot
+    rounds later)."""
+    if f.get("truncation_point") is not None:
+        return int(f["truncation_point"])
+    if f.get("kind") in _ENDS_AT_TRUNCATION and f.get("end_offset") is not None:
+        return int(f["end_offset"])
+    return None
+
+
 def _affected(f: Mapping[str, Any]) -> int:
     for col in ("records_affected", "records_reread", "records_skipped"):
         v = f.get(col)
@@ -311,8 +328,11 @@ def group_incidents(findings: Iterable[Mapping[str, Any]], windows: IncidentWind
             keys.setdefault(("p", str(topic), int(part)), []).append((times[i], i))
         elif topic is not None:
             keys.setdefault(("t", str(topic)), []).append((times[i], i))
-        if f.get("group_id"):
-            keys.setdefault(("g", str(f["group_id"])), []).append((times[i], i))
+        if f.get("group_id"):  # one group action (a reset, a rebalance): the same kind on several partitions
+            keys.setdefault(("g", str(f["group_id"]), str(f.get("kind"))), []).append((times[i], i))
+        point = _truncation_point(f)
+        if point is not None and topic is not None and part is not None:
+            keys.setdefault(("x", str(topic), int(part), point), []).append((times[i], i))
         if f.get("broker") is not None and str(f.get("rule", "")).startswith("M"):
             keys.setdefault(("b", str(f["broker"])), []).append((times[i], i))
     for i, f in enumerate(rows):
@@ -320,7 +340,7 @@ def group_incidents(findings: Iterable[Mapping[str, Any]], windows: IncidentWind
             other = f.get(col)
             if other is not None and str(other) in by_id:
                 u.join(i, by_id[str(other)])
-    gaps = {"p": w.partition_gap_ms, "t": w.partition_gap_ms, "g": w.group_gap_ms, "b": w.broker_gap_ms}
+    gaps = {"p": w.partition_gap_ms, "t": w.partition_gap_ms, "g": w.group_gap_ms, "b": w.broker_gap_ms, "x": 1 << 62}
     for key, members in keys.items():
         _link_in_time(u, members, gaps[key[0]])
     comps: dict[int, list[int]] = {}

@@ -1,18 +1,27 @@
-"""A self-contained HTML report of one cluster and date range: charts first, then the findings.
+"""A self-contained HTML report of one cluster and date range: a triage page, then the charts.
 
 One file that opens offline anywhere (an e-mail attachment, a ticket, a laptop on a plane): the CSS is
-inline, the charts are inline SVG drawn by the small functions below (no plotting library, no script, no
-font or image fetched from anywhere), and every chart has a ``<title>``/``<desc>``, axis labels, a legend
-and a data table in a ``<details>`` element as its text alternative.
+inline, the charts are inline SVG drawn by the small functions below (no plotting library, no font or
+image fetched from anywhere), and every chart has a ``<title>``/``<desc>``, axis labels, a legend and a
+data table in a ``<details>`` element as its text alternative. One small inline script filters the page
+by severity, report and subject (state in the URL hash: ``#sev=critical,error&report=…&subject=orders-3``);
+without it everything is shown.
 
 Sections:
 
+0. incidents (:func:`epochlib.incidents.group_incidents`, drawn, not computed, here): each with its
+   severity, time span, subjects, records affected, what the kind usually means and what to do, the
+   commands that re-check the evidence with Kafka's own tools, and its findings in time order;
+   a timeline of the range (hour ticks, finer when the events span less than a few hours): incident
+   spans, stale responses, resets, other findings and leader changes (from the lineage snapshots, or
+   exact from ``partition_history`` when the metadata log was ingested), one lane per affected partition;
 1. stale-metadata rate per broker per day (``stale_metadata_rates``, ``dimension = 'broker'``);
 2. offset resets by classification per day, and the records re-read / skipped (``spurious_offset_resets``);
 3. fencing findings by rule and kind, stacked by severity (``fencing_violations``);
-4. for each requested (topic, partition): its epoch lineage across replicas (``epoch_lineage``): one lane
-   per broker and snapshot, epochs as coloured spans over the offset axis, and the offset ranges where
-   replicas of the same snapshot disagree on the epoch of an offset outlined in red;
+4. for each partition with an error-or-worse finding, and each requested one: its epoch lineage across
+   replicas (``epoch_lineage``): one lane per broker and snapshot, epochs as coloured spans over the offset
+   axis, the offset ranges where replicas of the same snapshot disagree outlined in red, and the offsets
+   the partition's findings name (committed, epoch end, truncation point, batch) marked;
 5. a summary table (report × rule/kind × severity) and the top findings (warning or worse) with their
    evidence pointers.
 
@@ -36,10 +45,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from epochlib.incidents import Incident, group_incidents, offsets_of, recheck_commands, relative_pointer
+from epochlib.incidents import to_ms as ms_of
 from epochlib.rules import ReplicaSnapshot, SnapshotRounds, epoch_disagreements, held_end, to_ms
 
 from .config import Config, parse_date_range
-from .summary import REPORT_TABLES, SEVERITIES
+from .summary import REPORT_TABLES, SEVERITIES, finding_rows, input_roots
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,6 +63,14 @@ TOP_FINDINGS = 100
 MAX_BROKER_SERIES = 10
 #: Snapshot groups drawn per lineage chart (the most recent ones).
 MAX_SNAPSHOT_GROUPS = 12
+#: Partitions whose lineage is drawn without being asked for (those with an error-or-worse finding).
+MAX_AUTO_LINEAGE = 24
+#: Lanes in the timeline (the subjects of the most severe incidents).
+MAX_TIMELINE_LANES = 40
+#: Findings listed inside one incident (the rest are counted).
+MAX_INCIDENT_FINDINGS = 60
+#: Offsets marked on one lineage chart.
+MAX_OFFSET_MARKS = 40
 
 # Colour-blind-safe palette (Okabe-Ito, then a few Tableau colours for more series).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
@@ -104,27 +123,45 @@ def render_html_report(
     spark: SparkSession | None = None,
 ) -> str:
     """The report as one HTML string (see :func:`write_html_report`)."""
-    subjects = [(str(t), int(p)) for t, p in partitions]
+    requested = [(str(t), int(p)) for t, p in partitions]
     tables = {name: _load(config, name, date_from, date_to, spark=spark)
               for name in (*REPORT_TABLES, "stale_metadata_rates")}
     days = [date_from + dt.timedelta(days=i) for i in range((date_to - date_from).days + 1)]
+    findings = finding_rows(tables)
+    incidents = group_incidents(findings)
+    incident_of = {id(f): inc for inc in incidents for f in inc.findings}
+    roots = input_roots(config)
+    auto = _severe_partitions(incidents)
+    subjects = list(dict.fromkeys(requested + auto[:MAX_AUTO_LINEAGE]))
+    lanes = {tp: _load_lanes(config, date_from, date_to, tp[0], tp[1], spark)
+             for tp in dict.fromkeys(subjects + _timeline_partitions(incidents))}
+    history = _partition_history(config, date_from, date_to, _timeline_partitions(incidents), spark)
     body = [
-        _header(config, date_from, date_to, tables),
+        _header(config, date_from, date_to, tables, incidents),
+        _filter_bar(findings),
+        _timeline_section(incidents, date_from, date_to, lanes, history),
+        _incidents_section(incidents, roots, set(subjects)),
+        *(_lineage_section(config, t, p, lanes.get((t, p)),
+                           [f for f in findings if f.get("topic") == t and f.get("partition") == p],
+                           auto=(t, p) not in requested)
+          for t, p in subjects),
         _stale_rate_section(config, tables["stale_metadata_rates"], days),
         _resets_section(config, tables["spurious_offset_resets"], days),
         _fencing_section(config, tables["fencing_violations"]),
-        *(_lineage_section(config, date_from, date_to, t, p, tables["fencing_violations"], spark)
-          for t, p in subjects),
         _summary_section(config, tables),
-        _top_findings_section(tables),
+        _top_findings_section(tables, incident_of, roots),
     ]
+    if len(auto) > MAX_AUTO_LINEAGE:
+        body.insert(4, f'<p class="note">Lineage drawn for the first {MAX_AUTO_LINEAGE} of {len(auto)} partitions '
+                       "with an error-or-worse finding (most severe incidents first); ask for others with "
+                       "<code>--partition TOPIC:PARTITION</code>.</p>")
     title = f"epoch-audit: {config.cluster}, {date_from} .. {date_to}"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n"
         + "\n".join(body)
-        + "\n</main>\n</body>\n</html>\n"
+        + f"\n</main>\n<script>{_SCRIPT}</script>\n</body>\n</html>\n"
     )
 
 
@@ -176,16 +213,19 @@ def _no_data(table: str, config: Config, what: str = "") -> str:
     return f'<p class="nodata">No data: {reason}.</p>'
 
 
-def _header(config: Config, start: dt.date, end: dt.date, tables: Mapping[str, pa.Table | None]) -> str:
+def _header(config: Config, start: dt.date, end: dt.date, tables: Mapping[str, pa.Table | None],
+            incidents: Sequence[Incident] = ()) -> str:
     from epochlib import __version__
 
-    counts = {name: (t.num_rows if t is not None else None) for name, t in tables.items() if name in REPORT_TABLES}
+    counts: dict[str, int | None] = {"incidents": len(incidents)}
+    counts.update({name: (t.num_rows if t is not None else None) for name, t in tables.items()
+                   if name in REPORT_TABLES})
     worse = 0
     for name in REPORT_TABLES:
         t = tables.get(name)
         if t is not None and "severity" in t.column_names:
             worse += sum(1 for s in t.column("severity").to_pylist() if s in ("warning", "error", "critical"))
-    total = sum(n for n in counts.values() if n)
+    total = sum(n for name, n in counts.items() if n and name != "incidents")
     cards = "".join(
         f'<div class="card"><div class="n">{"–" if n is None else f"{n:,}"}</div>'
         f'<div class="l">{_e(name.replace("_", " "))}</div></div>' for name, n in counts.items())
@@ -198,8 +238,8 @@ def _header(config: Config, start: dt.date, end: dt.date, tables: Mapping[str, p
     )
 
 
-def _section(sid: str, title: str, intro: str, content: str) -> str:
-    return (f'<section id="{sid}" aria-labelledby="{sid}-h"><h2 id="{sid}-h">{_e(title)}</h2>\n'
+def _section(sid: str, title: str, intro: str, content: str, attrs: str = "") -> str:
+    return (f'<section id="{sid}" aria-labelledby="{sid}-h"{attrs}><h2 id="{sid}-h">{_e(title)}</h2>\n'
             f'<p class="intro">{intro}</p>\n{content}</section>')
 
 
@@ -353,45 +393,41 @@ def _summary_section(config: Config, tables: Mapping[str, pa.Table | None]) -> s
     return _section("summary", "Summary", "Every finding in the range, counted.", content)
 
 
-def _top_findings_section(tables: Mapping[str, pa.Table | None]) -> str:
-    cols = ["severity", "rule", "kind", "event_ts", "topic", "partition", "group_id", "client_id", "broker",
-            "detail", "evidence", "finding_id"]
-    found = []
-    for report in REPORT_TABLES:
-        for r in _rows(tables.get(report), cols):
-            if r["severity"] in ("warning", "error", "critical"):
-                found.append((report, r))
+def _top_findings_section(tables: Mapping[str, pa.Table | None], incident_of: Mapping[int, Incident] | None = None,
+                          roots: Mapping[str, str | None] | None = None) -> str:
+    found = [(str(r.get("report")), r) for r in finding_rows(tables)
+             if r.get("severity") in ("warning", "error", "critical")]
+    incident_of = incident_of or {}
     order = {s: i for i, s in enumerate(SEVERITIES)}
     epoch = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
 
     def key(item: tuple[str, dict[str, Any]]) -> tuple[Any, ...]:
         r = item[1]
-        ts = r["event_ts"] if isinstance(r["event_ts"], dt.datetime) else epoch
+        ts = r.get("event_ts") if isinstance(r.get("event_ts"), dt.datetime) else epoch
         if ts.tzinfo is None:
             ts = ts.replace(tzinfo=dt.timezone.utc)
-        return (order.get(r["severity"], 9), -ts.timestamp(), str(r["finding_id"]))
+        return (order.get(r.get("severity"), 9), -ts.timestamp(), str(r.get("finding_id")))
 
     found.sort(key=key)
     intro = (f"Findings of severity warning or worse, most severe and most recent first (at most {TOP_FINDINGS}). "
-             "The evidence pointers name the file and byte position, log offset, checkpoint line or capture "
-             "frame to re-check each finding with Kafka's own tools.")
+             "The evidence pointers name the file (relative to the input roots) and byte position, log offset, "
+             "checkpoint line or capture frame to re-check each finding with Kafka's own tools.")
     if not found:
         return _section("top-findings", "Top findings", intro,
                         '<p class="nodata">No findings of severity warning or worse in this range.</p>')
     items = []
     for report, r in found[:TOP_FINDINGS]:
-        subject = []
-        if r["topic"] is not None:
-            subject.append(f"{r['topic']}-{r['partition']}" if r["partition"] is not None else str(r["topic"]))
-        for label in ("group_id", "client_id", "broker"):
-            if r[label] is not None:
-                subject.append(f"{label.replace('_id', '')} {r[label]}")
-        ts = r["event_ts"].strftime("%Y-%m-%d %H:%M:%S") if isinstance(r["event_ts"], dt.datetime) else ""
-        evidence = "".join(f"<li><code>{_e(p)}</code></li>" for p in (r["evidence"] or []))
+        subject = _finding_subjects(r)
+        ts = r["event_ts"].strftime("%Y-%m-%d %H:%M:%S") if isinstance(r.get("event_ts"), dt.datetime) else ""
+        evidence = "".join(f"<li><code>{_e(relative_pointer(str(p), roots or {}))}</code></li>"
+                           for p in (r.get("evidence") or []))
+        inc = incident_of.get(id(r))
+        link = f'<br><a href="#incident-{inc.number}">incident #{inc.number}</a>' if inc is not None else ""
+        attrs = _filter_attrs(str(r.get("severity")), {report}, subject)
         items.append(
-            f'<tr><td>{_sev(r["severity"])}</td><td>{_e(report)}<br><b>{_e(r["rule"])}</b> {_e(r["kind"])}</td>'
-            f'<td class="mono">{_e(ts)}</td><td>{_e(", ".join(subject))}</td>'
-            f'<td>{_e(r["detail"])}<ul class="evidence">{evidence}</ul></td></tr>')
+            f'<tr{attrs}><td>{_sev(r.get("severity"))}{link}</td><td>{_e(report)}<br><b>{_e(r.get("rule"))}</b> '
+            f'{_e(r.get("kind"))}</td><td class="mono">{_e(ts)}</td><td>{_e(", ".join(subject))}</td>'
+            f'<td>{_e(r.get("detail"))}<ul class="evidence">{evidence}</ul></td></tr>')
     more = len(found) - TOP_FINDINGS
     tail = f'<p class="note">{more:,} more not listed.</p>' if more > 0 else ""
     content = ('<table class="data findings"><caption>Findings (warning or worse)</caption><thead><tr>'
@@ -401,9 +437,354 @@ def _top_findings_section(tables: Mapping[str, pa.Table | None]) -> str:
     return _section("top-findings", "Top findings", intro, content)
 
 
+def _finding_subjects(r: Mapping[str, Any]) -> list[str]:
+    """``orders-3``, ``group g``, ``client c``, ``broker b``: what a finding is about, as the filter matches it."""
+    subject = []
+    if r.get("topic") is not None:
+        subject.append(f"{r['topic']}-{r['partition']}" if r.get("partition") is not None else str(r["topic"]))
+    for label in ("group_id", "client_id", "broker"):
+        if r.get(label) is not None:
+            subject.append(f"{label.replace('_id', '')} {r[label]}")
+    return subject
+
+
 def _sev(severity: Any) -> str:
     colour = SEVERITY_COLOURS.get(str(severity), "#999")
     return f'<span class="sev" style="border-color:{colour}">{_e(severity)}</span>'
+
+
+# ------------------------------------------------------------------------------------ triage: incidents
+
+
+def _filter_attrs(severity: str | None, reports: Iterable[str], subjects: Iterable[str]) -> str:
+    """``data-sev``/``data-rep``/``data-subj`` attributes the page's filter script matches (omitted ones
+    never hide the element)."""
+    out = ""
+    if severity:
+        out += f' data-sev="{_e(severity)}"'
+    reps = " ".join(sorted(set(reports)))
+    if reps:
+        out += f' data-rep="{_e(reps)}"'
+    subj = "|".join(s.lower() for s in subjects)
+    if subj:
+        out += f' data-subj="{_e(subj)}"'
+    return out
+
+
+def _severe_partitions(incidents: Sequence[Incident]) -> list[tuple[str, int]]:
+    """Partitions with an error-or-worse finding, in incident order (most severe first)."""
+    out: dict[tuple[str, int], None] = {}
+    for inc in incidents:
+        for f in inc.findings:
+            if f.get("severity") in ("error", "critical") and f.get("topic") is not None and f.get("partition") is not None:
+                out.setdefault((str(f["topic"]), int(f["partition"])), None)
+    return list(out)
+
+
+def _timeline_lanes(incidents: Sequence[Incident]) -> list[tuple[str, Any]]:
+    """Timeline lanes in incident order: ``("p", (topic, partition))``, ``("t", topic)`` for topic-level
+    findings, ``("g", group)``/``("b", broker)`` for incidents that name no topic."""
+    lanes: dict[tuple[str, Any], None] = {}
+    for inc in incidents:
+        keys: list[tuple[str, Any]] = [("p", tp) for tp in inc.partitions] + [("t", t) for t in inc.topics]
+        if not keys:
+            keys = [("g", g) for g in inc.groups] or [("b", b) for b in inc.brokers]
+        for k in keys:
+            lanes.setdefault(k, None)
+    return list(lanes)[:MAX_TIMELINE_LANES]
+
+
+def _timeline_partitions(incidents: Sequence[Incident]) -> list[tuple[str, int]]:
+    return [k for kind, k in _timeline_lanes(incidents) if kind == "p"]
+
+
+def _hms(ms: int | None) -> str:
+    if ms is None:
+        return "?"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _span_text(inc: Incident) -> str:
+    if inc.start_ms is None:
+        return "time unknown"
+    start, end = _hms(inc.start_ms), _hms(inc.end_ms)
+    if inc.end_ms == inc.start_ms:
+        return f"{start} UTC"
+    minutes = ((inc.end_ms or inc.start_ms) - inc.start_ms) // 60_000
+    took = f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min" if minutes else "< 1 min"
+    return f"{start} – {end[11:] if end[:10] == start[:10] else end} UTC ({took})"
+
+
+def _roots_block(roots: Mapping[str, str | None]) -> str:
+    """The variables the re-check commands use: the input roots and a bootstrap server to fill in."""
+    import shlex
+
+    from epochlib.incidents import ROOT_VARIABLES
+
+    lines = [f"export {ROOT_VARIABLES.get(name, name.upper())}={shlex.quote(str(path))}"
+             for name, path in roots.items() if path]
+    lines.append("export BOOTSTRAP=broker-1:9092   # any broker of the cluster")
+    return ('<p>The commands below use these variables (evidence paths are relative to the input roots, so the '
+            'same commands work on any copy of the evidence):</p><pre class="cmd"><code>'
+            + _e("\n".join(lines)) + "</code></pre>")
+
+
+def _incidents_section(incidents: Sequence[Incident], roots: Mapping[str, str | None],
+                       lineage_drawn: set[tuple[str, int]]) -> str:
+    sid, title = "incidents", "Incidents"
+    intro = ("Findings grouped into incidents: the same partition (or topic, or consumer group) and causally linked "
+             "(a finding naming its cause, a shared evidence record) or close in time. Most severe first; inside "
+             "each, the findings in time order, what the kind usually means, and the commands that confirm the "
+             "evidence with Kafka's own tools.")
+    if not incidents:
+        return _section(sid, title, intro, '<p class="nodata">No findings in this range, so no incidents.</p>')
+    cards = [_roots_block(roots)]
+    for inc in incidents:
+        cards.append(_incident_card(inc, roots, lineage_drawn))
+    return _section(sid, title, intro, "".join(cards))
+
+
+def _incident_card(inc: Incident, roots: Mapping[str, str | None], lineage_drawn: set[tuple[str, int]]) -> str:
+    attrs = _filter_attrs(inc.severity, inc.reports, inc.subjects())
+    n = len(inc.findings)
+    records = f" · {inc.records_affected:,} records affected" if inc.records_affected else ""
+    subj = []
+    for label, values in (("partitions", [f"{t}-{p}" for t, p in inc.partitions]), ("topics", inc.topics),
+                          ("groups", inc.groups), ("clients", inc.clients), ("brokers", inc.brokers)):
+        if values:
+            shown = ", ".join(values[:12]) + (f" (+{len(values) - 12})" if len(values) > 12 else "")
+            subj.append(f"<b>{label}</b> <span class=\"mono\">{_e(shown)}</span>")
+    kinds = " ".join(f'<span class="kind">{_e(r)} {_e(k)} ×{c}</span>' for r, k, _s, c in inc.kinds)
+    commands = recheck_commands(inc, roots)
+    cmd_text = "\n".join(f"# {c.what}\n{c.command}" for c in commands)
+    links = " ".join(f'<a href="#lineage-{_slug(t)}-{p}">lineage of {_e(t)}-{p}</a>'
+                     for t, p in inc.partitions if (t, p) in lineage_drawn)
+    rows = []
+    for f in inc.findings[:MAX_INCIDENT_FINDINGS]:
+        ts = _hms(ms_of(f.get("event_ts")))
+        ev = "".join(f"<li><code>{_e(relative_pointer(str(p), roots))}</code></li>" for p in (f.get("evidence") or []))
+        f_attrs = _filter_attrs(str(f.get("severity")), [str(f.get("report") or "")], _finding_subjects(f))
+        rows.append(f'<tr{f_attrs}><td class="mono">{_e(ts[11:] if ts[:10] == _hms(inc.start_ms)[:10] else ts)}</td>'
+                    f'<td>{_sev(f.get("severity"))}</td><td><b>{_e(f.get("rule"))}</b> {_e(f.get("kind"))}</td>'
+                    f'<td>{_e(", ".join(_finding_subjects(f)))}</td>'
+                    f'<td>{_e(f.get("detail"))}<ul class="evidence">{ev}</ul></td></tr>')
+    more = n - MAX_INCIDENT_FINDINGS
+    tail = f'<p class="note">{more:,} more findings not listed.</p>' if more > 0 else ""
+    table = ('<table class="data findings"><thead><tr><th scope="col">time (UTC)</th><th scope="col">severity</th>'
+             '<th scope="col">rule / kind</th><th scope="col">subject</th><th scope="col">detail and evidence</th>'
+             f'</tr></thead><tbody>{"".join(rows)}</tbody></table>{tail}')
+    open_ = " open" if inc.severity in ("critical", "error") else ""
+    colour = SEVERITY_COLOURS.get(inc.severity, "#999")
+    return (
+        f'<article class="incident" id="incident-{inc.number}"{attrs} style="border-left-color:{colour}">'
+        f'<h3>{_sev(inc.severity)} #{inc.number} {_e(inc.title)}</h3>'
+        f'<p class="meta">{_e(_span_text(inc))} · {n:,} finding{"s" if n != 1 else ""}{records} · '
+        f'{_e(", ".join(inc.reports))} · <span class="mono">{_e(inc.incident_id)}</span></p>'
+        f'<p class="subjects">{" · ".join(subj)}</p>'
+        f'<p class="guide"><b>Usually means:</b> {_e(inc.meaning)}. <b>What to do:</b> {_e(inc.action)}.</p>'
+        f'<p class="kinds">{kinds}{" · " + links if links else ""}</p>'
+        f'<details{open_}><summary>Re-check with Kafka\'s tools ({len(commands)} command'
+        f'{"s" if len(commands) != 1 else ""})</summary><pre class="cmd"><code>{_e(cmd_text)}</code></pre></details>'
+        f'<details><summary>Findings in time order ({n:,})</summary>{table}</details></article>'
+    )
+
+
+def _filter_bar(findings: Sequence[Mapping[str, Any]]) -> str:
+    present = Counter(str(f.get("severity")) for f in findings)
+    boxes = "".join(f'<label class="sevbox"><input type="checkbox" name="sev" value="{s}" checked> '
+                    f'{_sev(s)} <span class="n">{present.get(s, 0):,}</span></label>' for s in SEVERITIES)
+    reports = "".join(f'<option value="{r}">{_e(r.replace("_", " "))}</option>' for r in REPORT_TABLES)
+    return (
+        '<nav id="filters" class="filters" aria-label="Filter the report">'
+        f'<span class="flabel">Severity</span>{boxes}'
+        f'<label>Report <select id="f-report"><option value="">all reports</option>{reports}</select></label>'
+        '<label>Subject <input id="f-subject" type="search" size="26" '
+        'placeholder="orders-3, group g, client c, broker 1"></label>'
+        '<span id="filter-status" role="status" aria-live="polite"></span>'
+        '<noscript><span class="note">(filters need JavaScript; everything is shown)</span></noscript></nav>'
+    )
+
+
+# ------------------------------------------------------------------------------------- triage: timeline
+
+_TICK_MINUTES = (5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)
+_SHORT_SPAN_MS = 6 * 3_600_000
+
+
+def time_axis(date_from: dt.date, date_to: dt.date, events: Sequence[int]) -> tuple[int, int, int]:
+    """(lo, hi, tick step) in ms for the timeline: the whole range with hour ticks (wider steps for long
+    ranges), zoomed to the events ± 30 min with finer ticks when they span less than six hours."""
+    lo = ms_of(date_from) or 0
+    hi = ms_of(date_to + dt.timedelta(days=1)) or lo + 86_400_000
+    inside = [t for t in events if lo <= t <= hi]
+    if inside and max(inside) - min(inside) < _SHORT_SPAN_MS:
+        q = 15 * 60_000
+        lo = max(lo, (min(inside) // q) * q - 2 * q)
+        hi = min(hi, -(-max(inside) // q) * q + 2 * q)
+    span_min = (hi - lo) / 60_000
+    step = next((m for m in _TICK_MINUTES if span_min / m <= 24), 1440 * math.ceil(span_min / 1440 / 24))
+    return lo, hi, step * 60_000
+
+
+def _leader_changes(lanes: Sequence[_Lane] | None, history: pa.Table | None) -> list[tuple[int, int | None, str, bool]]:
+    """(time ms, earliest possible time ms or None when exact, label, unclean) of the partition's leader
+    changes: exact from ``partition_history`` rows, else bracketed by the replica snapshots (an epoch first
+    seen in a snapshot began after the previous snapshot)."""
+    out: list[tuple[int, int | None, str, bool]] = []
+    rows = _rows(history, ["controller_ts", "metadata_offset", "leader", "leader_epoch", "unclean", "change"])
+    if rows:
+        rows.sort(key=lambda r: (r["metadata_offset"] if r["metadata_offset"] is not None else -1))
+        prev = None
+        for r in rows:
+            epoch, t = r["leader_epoch"], ms_of(r["controller_ts"])
+            if epoch is not None and t is not None and prev is not None and epoch != prev:
+                label = (f"leader epoch {epoch} (leader {r['leader']}) at {_hms(t)} UTC, from the metadata log"
+                         + (" — unclean election" if r["unclean"] else ""))
+                out.append((t, None, label, bool(r["unclean"])))
+            prev = epoch if epoch is not None else prev
+        return out
+    if not lanes:
+        return out
+    times = sorted({ms_of(ln.snapshot) or 0 for ln in lanes})
+    first_seen: dict[int, int] = {}
+    for ln in lanes:
+        t = ms_of(ln.snapshot) or 0
+        for epoch, _s in ln.entries:
+            first_seen[epoch] = min(first_seen.get(epoch, t), t)
+    for epoch, t in sorted(first_seen.items()):
+        if t <= times[0]:
+            continue  # already there in the first snapshot: when it began is unknown
+        before = max(x for x in times if x < t)
+        out.append((t, before, f"leader epoch {epoch} first seen in the snapshot of {_hms(t)} UTC: elected after "
+                               f"{_hms(before)}", False))
+    return out
+
+
+def _timeline_section(incidents: Sequence[Incident], date_from: dt.date, date_to: dt.date,
+                      lanes_by_tp: Mapping[tuple[str, int], list[_Lane] | None],
+                      history: Mapping[tuple[str, int], pa.Table | None]) -> str:
+    sid, title = "timeline", "Timeline"
+    intro = ("The range on one time axis, one lane per affected partition (topic, group or broker when an incident "
+             "names no partition): incident spans as bands, stale metadata responses (●), offset resets (▼), other "
+             "findings (|) and leader changes (◆; a thin line back to the previous snapshot when only the "
+             "snapshots bracket the change, red when the metadata log says it was unclean). Hover for details.")
+    lanes = _timeline_lanes(incidents)
+    if not lanes:
+        return _section(sid, title, intro, '<p class="nodata">No incidents in this range.</p>')
+    changes = {tp: _leader_changes(lanes_by_tp.get(tp), history.get(tp)) for kind, tp in lanes if kind == "p"}
+    events = [t for inc in incidents for t in (inc.start_ms, inc.end_ms) if t is not None]
+    events += [c[0] for cs in changes.values() for c in cs]
+    lo, hi, step = time_axis(date_from, date_to, events)
+    width, left, right, top, lane_h = 1000, 180, 16, 34, 24
+    plot_w = width - left - right
+    height = top + len(lanes) * lane_h + 44
+
+    def x(t: int) -> float:
+        return left + (min(max(t, lo), hi) - lo) / max(hi - lo, 1) * plot_w
+
+    out = [_svg_open("chart-timeline", width, height, "Incidents and leader changes over time",
+                     f"Timeline from {_hms(lo)} to {_hms(hi)} UTC of {len(incidents)} incident(s) on {len(lanes)} "
+                     "lane(s).")]
+    t = -(-lo // step) * step
+    axis_y = top + len(lanes) * lane_h
+    label_every = max(1, math.ceil((hi - lo) / step * 44 / plot_w))  # a label needs ~44 px
+    k = 0
+    while t <= hi:
+        tx = x(t)
+        stamp = dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc)
+        label = stamp.strftime("%m-%d") if stamp.hour == 0 and stamp.minute == 0 and hi - lo > 86_400_000 else \
+            stamp.strftime("%H:%M")
+        out.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{top}" y2="{axis_y}" class="grid"/>')
+        if k % label_every == 0:
+            out.append(f'<text class="tick" x="{tx:.1f}" y="{axis_y + 14}" text-anchor="middle">{label}</text>')
+        t += step
+        k += 1
+    out.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+               f"time (UTC), {_hms(lo)[:10]}{' .. ' + _hms(hi - 1)[:10] if hi - lo > 86_400_000 else ''}</text>")
+    for i, (kind, key) in enumerate(lanes):
+        y = top + i * lane_h
+        mid = y + lane_h / 2
+        if kind == "p":
+            name, match = f"{key[0]}-{key[1]}", (lambda f, k=key: f.get("topic") == k[0] and f.get("partition") == k[1])
+        elif kind == "t":
+            name, match = f"{key} (topic)", (lambda f, k=key: f.get("topic") == k and f.get("partition") is None)
+        elif kind == "g":
+            name, match = f"group {key}", (lambda f, k=key: f.get("group_id") == k and f.get("topic") is None)
+        else:
+            name, match = f"broker {key}", (lambda f, k=key: str(f.get("broker")) == k and f.get("topic") is None)
+        mine = [inc for inc in incidents if any(match(f) for f in inc.findings)]
+        subjects = {name.lower()} | {s.lower() for inc in mine for s in inc.subjects()}
+        out.append(f'<g class="lane-row"{_filter_attrs(None, (), sorted(subjects))}>'
+                   f'<rect x="{left}" y="{y + 2}" width="{plot_w}" height="{lane_h - 4}" class="lane-bg"/>'
+                   f'<text class="lane" x="{left - 8}" y="{mid + 4:.1f}" text-anchor="end">'
+                   f'{_e(name if len(name) <= 26 else name[:25] + "…")}</text>')
+        for inc in mine:
+            if inc.start_ms is None:
+                continue
+            x0, x1 = x(inc.start_ms), x(inc.end_ms or inc.start_ms)
+            out.append(f'<a href="#incident-{inc.number}"><rect x="{x0 - 2:.1f}" y="{y + 3}" width="{max(x1 - x0, 0) + 4:.1f}" '
+                       f'height="{lane_h - 6}" fill="{SEVERITY_COLOURS.get(inc.severity, "#999")}" fill-opacity="0.22" '
+                       f'class="span-band"{_filter_attrs(inc.severity, inc.reports, ())}><title>#{inc.number} '
+                       f'{_e(inc.title)}: {_e(_span_text(inc))}</title></rect></a>')
+        for inc in mine:
+            for f in inc.findings:
+                ts = ms_of(f.get("event_ts"))
+                if ts is None or not match(f):
+                    continue
+                fx, sev = x(ts), str(f.get("severity"))
+                c = SEVERITY_COLOURS.get(sev, "#999")
+                tip = f"<title>{_e(_hms(ts)[11:])} {_e(f.get('rule'))} {_e(f.get('kind'))} ({_e(sev)}): {_e(f.get('detail'))}</title>"
+                fa = _filter_attrs(sev, [str(f.get("report") or "")], ())
+                rule = str(f.get("rule") or "")
+                if rule.startswith("M"):
+                    out.append(f'<circle cx="{fx:.1f}" cy="{mid:.1f}" r="4.5" fill="{c}" class="stale"{fa}>{tip}</circle>')
+                elif rule.startswith("S"):
+                    out.append(f'<path d="M{fx - 5:.1f},{mid - 5:.1f} L{fx + 5:.1f},{mid - 5:.1f} L{fx:.1f},{mid + 5:.1f} Z" '
+                               f'fill="{c}" class="reset"{fa}>{tip}</path>')
+                else:
+                    out.append(f'<rect x="{fx - 1:.1f}" y="{y + 4}" width="2.5" height="{lane_h - 8}" fill="{c}" '
+                               f'class="finding"{fa}>{tip}</rect>')
+        for when, since, label, unclean in changes.get(key, []) if kind == "p" else []:
+            if not lo <= when <= hi:
+                continue
+            cx = x(when)
+            colour = DIVERGENCE_COLOUR if unclean else "#222"
+            if since is not None:
+                out.append(f'<line x1="{x(since):.1f}" x2="{cx:.1f}" y1="{mid:.1f}" y2="{mid:.1f}" stroke="{colour}" '
+                           'stroke-width="1" stroke-dasharray="2 2"/>')
+            out.append(f'<path d="M{cx:.1f},{mid - 6:.1f} L{cx + 5:.1f},{mid:.1f} L{cx:.1f},{mid + 6:.1f} '
+                       f'L{cx - 5:.1f},{mid:.1f} Z" fill="{colour}" class="leader-change"><title>{_e(label)}</title></path>')
+        out.append("</g>")
+    out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{axis_y}" y2="{axis_y}" class="axis"/></svg>')
+    legend = [(s, SEVERITY_COLOURS[s]) for s in SEVERITIES] + [("leader change", "#222"),
+                                                               ("unclean election", DIVERGENCE_COLOUR)]
+    note = ""
+    total = len({k for inc in incidents for k in ([("p", tp) for tp in inc.partitions] + [("t", t) for t in inc.topics])})
+    if total > len(lanes):
+        note = f'<p class="note">{total - len(lanes)} more subject(s) of less severe incidents not drawn.</p>'
+    rows = "".join(
+        f'<tr{_filter_attrs(inc.severity, inc.reports, inc.subjects())}><td><a href="#incident-{inc.number}">'
+        f'#{inc.number}</a></td><td>{_sev(inc.severity)}</td><td class="mono">{_e(_span_text(inc))}</td>'
+        f'<td>{_e(inc.title)}</td><td class="num">{len(inc.findings):,}</td>'
+        f'<td class="num">{_num(inc.records_affected or None)}</td></tr>' for inc in incidents)
+    table = ('<table class="data" id="incident-list"><caption>Incidents, most severe first</caption><thead><tr>'
+             '<th scope="col">incident</th><th scope="col">severity</th><th scope="col">time</th>'
+             '<th scope="col">what and where</th><th scope="col">findings</th><th scope="col">records affected</th>'
+             f'</tr></thead><tbody>{rows}</tbody></table>')
+    return _section(sid, title, intro, _figure("chart-timeline", "".join(out), legend) + note + table)
+
+
+def _partition_history(config: Config, start: dt.date, end: dt.date, parts: Sequence[tuple[str, int]],
+                       spark: SparkSession | None) -> dict[tuple[str, int], pa.Table | None]:
+    """``partition_history`` rows (the replayed KRaft metadata log) per partition; empty when the table
+    does not exist (no metadata log ingested)."""
+    out: dict[tuple[str, int], pa.Table | None] = {}
+    for t, p in parts:
+        data = _load(config, "partition_history", start, end, spark=spark, where={"topic": t, "partition": p})
+        if data is None:
+            return {}
+        out[(t, p)] = data
+    return out
 
 
 # ------------------------------------------------------------------------------------------- lineage
@@ -449,17 +830,12 @@ def divergences(group: Sequence[_Lane]) -> list[tuple[int, int, str]]:
             for d in epoch_disagreements([ln.replica for ln in group])]
 
 
-def _lineage_section(config: Config, start: dt.date, end: dt.date, topic: str, partition: int,
-                     fencing: pa.Table | None, spark: SparkSession | None) -> str:
-    sid = f"lineage-{_slug(topic)}-{partition}"
-    title = f"Epoch lineage of {topic}-{partition} across replicas"
-    intro = ("One lane per broker and log-dir snapshot: each leader epoch is a coloured span from its start offset "
-             "to the next epoch's start (the last one to the log end offset, or the high watermark). A grey band "
-             "marks offsets below the log start; red outlines mark offsets replicas of the same snapshot assign to "
-             "different epochs (divergence).")
+def _load_lanes(config: Config, start: dt.date, end: dt.date, topic: str, partition: int,
+                spark: SparkSession | None) -> list[_Lane] | None:
+    """The partition's replica snapshots in the range as lanes; None when ``epoch_lineage`` does not exist."""
     data = _load(config, "epoch_lineage", start, end, spark=spark, where={"topic": topic, "partition": partition})
     if data is None:
-        return _section(sid, title, intro, _no_data("epoch_lineage", config))
+        return None
     rows = _rows(data, ["broker", "snapshot_ts", "entries", "log_start_offset", "high_watermark",
                         "log_end_offset", "source"])
     lanes = []
@@ -468,49 +844,87 @@ def _lineage_section(config: Config, start: dt.date, end: dt.date, topic: str, p
                    if x and x.get("epoch") is not None and x.get("start_offset") is not None]
         end_off = r["log_end_offset"] if r["log_end_offset"] is not None else r["high_watermark"]
         snap = r["snapshot_ts"] or dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+        if snap.tzinfo is None:
+            snap = snap.replace(tzinfo=dt.timezone.utc)
         lanes.append(_Lane(int(r["broker"]) if r["broker"] is not None else -1, snap, entries, end_off,
                            r["log_start_offset"], r["high_watermark"], str(r["source"] or "")))
+    return lanes
+
+
+def _offset_marks(findings: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, str]]:
+    """(offset, label, severity) for the offsets a partition's findings name, most severe first, one per
+    offset (:func:`epochlib.incidents.offsets_of`)."""
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    marks: dict[int, tuple[int, str, str]] = {}
+    for f in sorted(findings, key=lambda f: order.get(str(f.get("severity")), 9)):
+        for col, off in offsets_of(f):
+            if off not in marks:
+                marks[off] = (off, f"{f.get('rule')} {f.get('kind')}: {col.replace('_', ' ')} {off:,}",
+                              str(f.get("severity")))
+    return list(marks.values())[:MAX_OFFSET_MARKS]
+
+
+def _lineage_section(config: Config, topic: str, partition: int, lanes: list[_Lane] | None,
+                     findings: Sequence[Mapping[str, Any]], *, auto: bool = False) -> str:
+    sid = f"lineage-{_slug(topic)}-{partition}"
+    title = f"Epoch lineage of {topic}-{partition} across replicas"
+    intro = ("One lane per broker and log-dir snapshot: each leader epoch is a coloured span from its start offset "
+             "to the next epoch's start (the last one to the log end offset, or the high watermark). A grey band "
+             "marks offsets below the log start; red outlines mark offsets replicas of the same snapshot assign to "
+             "different epochs (divergence); triangles with dashed lines mark the offsets this partition's findings "
+             "name.")
+    if auto:
+        intro += " Drawn because the partition has an error-or-worse finding."
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    worst = min((str(f.get("severity")) for f in findings), key=lambda s: order.get(s, 9), default="info")
+    attrs = _filter_attrs(worst, {str(f.get("report")) for f in findings if f.get("report")},
+                          [f"{topic}-{partition}"])
+    if lanes is None:
+        return _section(sid, title, intro, _no_data("epoch_lineage", config), attrs)
     if not lanes:
         return _section(sid, title, intro, _no_data(
             "", config, f"no snapshots of <code>{_e(topic)}-{partition}</code> in <code>epoch_lineage</code> "
-            "for this range"))
+            "for this range"), attrs)
     groups = _snapshot_groups(lanes, dt.timedelta(seconds=config.rules.snapshot_tolerance_seconds))
     note = ""
     if len(groups) > MAX_SNAPSHOT_GROUPS:
         note = (f'<p class="note">Showing the last {MAX_SNAPSHOT_GROUPS} of {len(groups)} snapshot times.</p>')
         groups = groups[-MAX_SNAPSHOT_GROUPS:]
     chart_id = f"chart-{sid}"
-    chart, diverged = lineage_chart(chart_id, title, groups)
+    chart, diverged = lineage_chart(chart_id, title, groups, _offset_marks(findings))
     parts = [chart, note]
     if diverged:
         items = "".join(f"<li>{_e(snap)}: offsets {lo:,}–{hi - 1:,} — {_e(what)}</li>" for snap, lo, hi, what in diverged)
         parts.append(f'<div class="alert"><b>Divergence between replicas</b><ul>{items}</ul></div>')
     else:
         parts.append('<p class="ok">Replicas of each snapshot agree on the epoch of every offset they all hold.</p>')
-    related = [r for r in _rows(fencing, ["rule", "kind", "severity", "topic", "partition", "broker", "detail"])
-               if r["topic"] == topic and r["partition"] == partition]
-    if related:
-        items = "".join(f"<li>{_sev(r['severity'])} <b>{_e(r['rule'])}</b> {_e(r['kind'])}: {_e(r['detail'])}</li>"
-                        for r in related[:20])
-        parts.append(f'<p>Fencing findings for this partition ({len(related):,}):</p><ul class="plain">{items}</ul>')
+    if findings:
+        items = "".join(f"<li>{_sev(r.get('severity'))} <b>{_e(r.get('rule'))}</b> {_e(r.get('kind'))}: "
+                        f"{_e(r.get('detail'))}</li>" for r in findings[:20])
+        parts.append(f'<p>Findings for this partition ({len(findings):,}):</p><ul class="plain">{items}</ul>')
     parts.append(_data_table(
         ["snapshot (UTC)", "broker", "epochs (epoch@start offset)", "log start", "high watermark", "log end",
          "checkpoint"],
         [[ln.snapshot.strftime("%Y-%m-%d %H:%M:%S"), ln.broker, " ".join(f"{e}@{s:,}" for e, s in ln.entries),
           _num(ln.log_start), _num(ln.high_watermark), _num(ln.end), ln.source]
          for g in groups for ln in g]))
-    return _section(sid, title, intro, "".join(parts))
+    return _section(sid, title, intro, "".join(parts), attrs)
 
 
-def lineage_chart(chart_id: str, title: str, groups: Sequence[Sequence[_Lane]]) -> tuple[str, list[tuple]]:
-    """SVG of lanes (snapshot × broker) of epoch spans over a shared offset axis; returns (svg, divergences)."""
+def lineage_chart(chart_id: str, title: str, groups: Sequence[Sequence[_Lane]],
+                  marks: Sequence[tuple[int, str, str]] = ()) -> tuple[str, list[tuple]]:
+    """SVG of lanes (snapshot × broker) of epoch spans over a shared offset axis, with ``marks``
+    ((offset, label, severity): a triangle and a dashed line each); returns (svg, divergences)."""
     lanes = [ln for g in groups for ln in g]
     lo = min([min((s for _e, s in ln.entries), default=0) for ln in lanes]
              + [ln.log_start for ln in lanes if ln.log_start is not None])
     hi = max(ln.known_end() for ln in lanes)
+    if marks:  # a commit past the log end is the point: widen the axis to show it
+        lo = min(lo, min(m[0] for m in marks))
+        hi = max(hi, max(m[0] for m in marks) + 1)
     if hi <= lo:
         hi = lo + 1
-    lane_h, gap, left, right, top = 18, 10, 190, 20, 34
+    lane_h, gap, left, right, top = 18, 10, 190, 20, 44 if marks else 34
     height = top + sum(len(g) * (lane_h + 4) + gap for g in groups) + 46
     width = 860
     plot_w = width - left - right
@@ -563,6 +977,14 @@ def lineage_chart(chart_id: str, title: str, groups: Sequence[Sequence[_Lane]]) 
                        f'{_e(what)}</title></rect>')
         y += gap
     axis_y = y
+    for off, label, sev in marks:
+        mx = x(off)
+        colour = SEVERITY_COLOURS.get(sev, "#999")
+        out.append(f'<g class="mark"><title>{_e(label)}</title>'
+                   f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{top - 6}" y2="{axis_y}" stroke="{colour}" '
+                   f'stroke-dasharray="4 3" stroke-width="1.5"/>'
+                   f'<path d="M{mx - 5:.1f},{top - 14} L{mx + 5:.1f},{top - 14} L{mx:.1f},{top - 5} Z" '
+                   f'fill="{colour}"/></g>')
     out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{axis_y}" y2="{axis_y}" class="axis"/>')
     for t in ticks:
         tx = x(t)
@@ -571,6 +993,7 @@ def lineage_chart(chart_id: str, title: str, groups: Sequence[Sequence[_Lane]]) 
     out.append("</svg>")
     legend = [(f"epoch {e}", colours[e]) for e in epochs]
     legend += [("below log start", "#bbbbbb"), ("divergence", DIVERGENCE_COLOUR)]
+    legend += [(f"finding offset ({s})", SEVERITY_COLOURS[s]) for s in SEVERITIES if any(m[2] == s for m in marks)]
     return _figure(chart_id, "".join(out), legend), diverged
 
 
@@ -824,4 +1247,81 @@ table.data th{background:var(--panel)}td.num{text-align:right}caption{text-align
 .ok{color:#1b5e20}.plain{padding-left:18px}
 details{margin:6px 0}summary{cursor:pointer;color:var(--muted)}
 @media print{details{display:none}}
+"""
+
+_CSS += """
+[data-hidden]{display:none!important}
+.filters{position:sticky;top:0;z-index:5;background:#fff;border-bottom:1px solid var(--line);padding:8px 0;
+display:flex;flex-wrap:wrap;gap:6px 14px;align-items:center}
+.filters .flabel{color:var(--muted)}.filters .n{color:var(--muted);font-size:12px}
+.filters select,.filters input[type=search]{font:inherit;padding:2px 4px}
+#filter-status{color:var(--muted);margin-left:auto}
+.incident{border:1px solid var(--line);border-left:6px solid #999;border-radius:6px;padding:6px 14px;margin:12px 0;
+background:#fff}
+.incident h3{font-size:16px;margin:6px 0}.incident .meta{color:var(--muted);margin:2px 0}
+.incident p{margin:4px 0}.kind{display:inline-block;background:var(--panel);border:1px solid var(--line);
+border-radius:4px;padding:0 6px;margin:0 4px 2px 0;font-size:12.5px}
+pre.cmd{background:#1d1f21;color:#e8e8e8;padding:8px 10px;border-radius:6px;overflow-x:auto;white-space:pre;
+font-size:12px}
+.span-band:hover{fill-opacity:.4}
+"""
+
+# The page's one script: filters by severity, report and subject (no network, no library). State lives in
+# the URL hash so a filtered view can be linked: #sev=critical,error&report=fencing_violations&subject=orders-3
+# It marks the document when it ran (data-filters="ready") or failed (data-script-error), for the tests.
+_SCRIPT = """
+(function () {
+  "use strict";
+  var root = document.documentElement;
+  try {
+    var boxes = [].slice.call(document.querySelectorAll("#filters input[name=sev]"));
+    var report = document.getElementById("f-report");
+    var subject = document.getElementById("f-subject");
+    var status = document.getElementById("filter-status");
+    var items = [].slice.call(document.querySelectorAll("[data-sev],[data-rep],[data-subj]"));
+    var read = function () {
+      var h = {};
+      location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+        var i = kv.indexOf("=");
+        if (i > 0) { h[kv.slice(0, i)] = decodeURIComponent(kv.slice(i + 1).replace(/\\+/g, " ")); }
+      });
+      if (h.sev !== undefined) {
+        var want = h.sev.split(",");
+        boxes.forEach(function (b) { b.checked = want.indexOf(b.value) >= 0; });
+      }
+      if (h.report !== undefined) { report.value = h.report; }
+      if (h.subject !== undefined) { subject.value = h.subject; }
+    };
+    var apply = function (write) {
+      var sev = boxes.filter(function (b) { return b.checked; }).map(function (b) { return b.value; });
+      var rep = report.value;
+      var sub = subject.value.trim().toLowerCase();
+      var shown = 0, total = 0;
+      items.forEach(function (el) {
+        var s = el.getAttribute("data-sev"), r = el.getAttribute("data-rep"), j = el.getAttribute("data-subj");
+        var ok = (s === null || sev.indexOf(s) >= 0) &&
+                 (!rep || r === null || (" " + r + " ").indexOf(" " + rep + " ") >= 0) &&
+                 (!sub || j === null || j.indexOf(sub) >= 0);
+        if (ok) { el.removeAttribute("data-hidden"); } else { el.setAttribute("data-hidden", ""); }
+        if (el.classList.contains("incident")) { total += 1; if (ok) { shown += 1; } }
+      });
+      status.textContent = shown + " of " + total + " incidents shown";
+      if (write) {
+        var hash = "#sev=" + sev.join(",") + "&report=" + encodeURIComponent(rep) +
+                   "&subject=" + encodeURIComponent(subject.value.trim());
+        try { history.replaceState(null, "", hash); } catch (e) { location.hash = hash; }
+      }
+    };
+    read();
+    apply(false);
+    boxes.forEach(function (b) { b.addEventListener("change", function () { apply(true); }); });
+    report.addEventListener("change", function () { apply(true); });
+    subject.addEventListener("input", function () { apply(true); });
+    window.addEventListener("hashchange", function () { read(); apply(false); });
+    root.setAttribute("data-filters", "ready");
+  } catch (err) {
+    root.setAttribute("data-script-error", String((err && err.message) || err));
+    throw err;
+  }
+})();
 """

@@ -1,0 +1,254 @@
+"""Incidents (issue 17): findings grouped by subject, cause and time; the simulator's truth for the demo forms
+one incident per injected anomaly; re-check commands name the evidence relative to the input roots; the
+terminal summary and the JSON summary list the same incidents."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shlex
+
+import pytest
+
+from epochlib.incidents import (
+    IncidentWindows,
+    group_incidents,
+    parse_pointer,
+    recheck_commands,
+    relative_path,
+)
+
+T0 = int(dt.datetime(2024, 3, 4, 6, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
+MIN = 60_000
+HOUR = 60 * MIN
+ROOTS = {"offsets": "/data/in/offsets", "logdirs": "/data/in/logdirs", "metadata": "/data/in/metadata"}
+
+
+def f(fid: str, rule: str, kind: str, sev: str, ms: int, **kw) -> dict:
+    return {"finding_id": fid, "rule": rule, "kind": kind, "severity": sev, "event_ts": ms, **kw}
+
+
+def unclean_election(topic: str = "orders", partition: int = 3) -> list[dict]:
+    """17 F2 commits of two groups after an unclean election, the consumers' rewinds, then the replicas'
+    truncation and an unresolved divergence seen at the next snapshot rounds (2 h apart)."""
+    rows = [f(f"f2-{i}", "F2", "commit_beyond_epoch_end", "error", T0 + i * 3 * MIN, topic=topic, partition=partition,
+              group_id=("orders-audit", "orders-processor")[i % 2], end_offset=89004, committed_offset=90000 + 100 * i,
+              records_affected=996 + 100 * i,
+              evidence=[f"offsets:/data/in/offsets/__consumer_offsets-7/00000000000000000000.log@{100 * i} offset {i}"])
+            for i in range(17)]  # fmt: skip
+    rows.append(f("s1", "S1a", "truncation", "info", T0 + 55 * MIN, topic=topic, partition=partition,
+                  group_id="orders-processor", previous_offset=91500, new_offset=89046, truncation_point=89004))
+    rows.append(f("l5", "L5", "lineage_truncated", "info", T0 + 2 * HOUR, topic=topic, partition=partition, broker="1",
+                  evidence=["checkpoint:/data/in/logdirs/broker=1/snapshot=20240304T080000Z/orders-3/"
+                            "leader-epoch-checkpoint line 4"]))
+    rows.append(f("d1", "D1", "replica_divergence_unresolved", "error", T0 + 4 * HOUR, topic=topic,
+                  partition=partition, broker="3", records_affected=14160))
+    return rows
+
+
+def test_an_unclean_election_is_one_incident_in_time_order():
+    other = f("skip", "S2b", "spurious_skip", "error", T0 + 10 * MIN, topic="orders", partition=4,
+              group_id="orders-processor", previous_offset=79861, new_offset=82876, records_skipped=3015)
+    incidents = group_incidents([*reversed(unclean_election()), other])
+    assert len(incidents) == 2
+    big = next(i for i in incidents if i.partitions == (("orders", 3),))
+    assert len(big.findings) == 20 and big.severity == "error"
+    times = [r["event_ts"] for r in big.findings]
+    assert times == sorted(times) and big.findings[0]["finding_id"] == "f2-0" and big.findings[-1]["finding_id"] == "d1"
+    assert big.start_ms == T0 and big.end_ms == T0 + 4 * HOUR
+    assert big.groups == ("orders-audit", "orders-processor") and big.brokers == ("1", "3")
+    # the largest count per (group or replica, partition), not the sum of 17 overlapping ones
+    assert big.records_affected == (996 + 1600) + (996 + 1500) + 14160
+    assert big.title == "F2 commit_beyond_epoch_end on orders-3"
+    assert ("F2", "commit_beyond_epoch_end", "error", 17) in big.kinds and "truncated" in big.meaning
+    # the same group on another partition minutes later is a separate incident (different partition,
+    # not a group-wide action: the group link only spans minutes)
+    assert next(i for i in incidents if i is not big).partitions == (("orders", 4),)
+
+
+def test_time_windows_split_a_partition_and_join_a_group_action():
+    a = f("a", "S1e", "spurious_rewind", "error", T0, topic="t", partition=0, group_id="g")
+    b = f("b", "S1e", "spurious_rewind", "error", T0 + 4 * HOUR, topic="t", partition=0, group_id="g")
+    assert len(group_incidents([a, b])) == 2  # 4 h apart on one partition: two incidents
+    assert len(group_incidents([a, b], IncidentWindows(partition_gap_ms=5 * HOUR))) == 1
+    resets = [f(f"r{p}", "S1b", "operator_reset", "info", T0 + p * 1000, topic="shipments", partition=p,
+                group_id="router") for p in range(3)]  # fmt: skip
+    late = f("r9", "S1b", "operator_reset", "info", T0 + HOUR, topic="shipments", partition=9, group_id="router")
+    incidents = group_incidents([*resets, late])
+    assert [len(i.partitions) for i in incidents] == [3, 1]  # one reset command, then another an hour later
+
+
+def test_causes_and_shared_evidence_join_across_subjects_and_time():
+    k2 = f("k2", "K2", "unclean_leader_election", "warning", T0, topic="orders", partition=3)
+    f2 = f("f2", "F2", "commit_beyond_epoch_end", "error", T0 + 10 * HOUR, topic="orders", partition=3,
+           group_id="g", cause_finding_id="k2")
+    (one,) = group_incidents([k2, f2])
+    assert one.lead is not None and one.lead["kind"] == "unclean_leader_election"  # the cause names it
+    assert one.severity == "error"
+    m2 = f("m2", "M2", "broker_served_stale", "warning", T0, topic="orders", partition=2, broker="1",
+           evidence=["capture:/data/in/metadata/a.jsonl line 1446"])
+    s1 = f("s1", "S1d", "spurious_rewind_to_earliest", "error", T0 + 14 * MIN, topic="orders", partition=7,
+           group_id="g2", correlated_finding_id="m2")
+    m2b = f("m2b", "M2", "broker_served_stale", "warning", T0 + 30 * MIN, topic="payments", partition=0,
+            broker="2", evidence=["capture:/data/in/metadata/a.jsonl line 1446"])  # the same response
+    (joined,) = group_incidents([m2, s1, m2b])
+    assert {fid["finding_id"] for fid in joined.findings} == {"m2", "s1", "m2b"}
+    assert [i.partitions for i in group_incidents([m2, {**s1, "correlated_finding_id": None}])] == [
+        (("orders", 7),), (("orders", 2),)]
+
+
+def test_incidents_are_numbered_most_severe_first_then_by_time():
+    rows = [f("i", "F4", "commit_epoch_dropped", "info", T0, topic="a", partition=0, group_id="g1"),
+            f("w", "M2", "broker_served_stale", "warning", T0 + MIN, topic="b", partition=0, broker="1"),
+            f("e2", "S2b", "spurious_skip", "error", T0 + 2 * HOUR, topic="c", partition=0, group_id="g3"),
+            f("e1", "S1e", "spurious_rewind", "error", T0 + HOUR, topic="d", partition=0, group_id="g4"),
+            f("c", "L3", "batch_epoch_regression", "critical", T0 + 3 * HOUR, topic="e", partition=0, broker="2")]
+    got = [(i.number, i.severity, i.findings[0]["finding_id"]) for i in group_incidents(rows)]
+    assert got == [(1, "critical", "c"), (2, "error", "e1"), (3, "error", "e2"), (4, "warning", "w"), (5, "info", "i")]
+    ids = {i.incident_id for i in group_incidents(rows)}
+    assert ids == {i.incident_id for i in group_incidents(list(reversed(rows)))}  # stable ids
+
+
+# ------------------------------------------------------------------------------------- the demo's truth
+
+
+def _expected_components(truth: list[dict]) -> set[frozenset[tuple]]:
+    """The simulator's own guarantee (epochlib/sim/incidents.py): a partition belongs to one incident, and
+    an incident's dedicated group acts on its partitions at one instant. As sets of subjects."""
+    parent: dict[tuple, tuple] = {}
+
+    def find(x: tuple) -> tuple:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    def subject(r: dict) -> tuple:
+        return ("p", r["topic"], r["partition"]) if r.get("partition") is not None else ("t", r["topic"])
+
+    by_group_instant: dict[tuple, tuple] = {}
+    for r in truth:
+        s = find(subject(r))
+        if r.get("group_id"):
+            other = by_group_instant.setdefault((r["group_id"], r["event_ts"]), s)
+            parent[find(other)] = s
+    comps: dict[tuple, set] = {}
+    for r in truth:
+        comps.setdefault(find(subject(r)), set()).add(subject(r))
+    return {frozenset(c) for c in comps.values()}
+
+
+def _subjects(incident) -> frozenset[tuple]:
+    return frozenset([("p", t, p) for t, p in incident.partitions] + [("t", t) for t in incident.topics])
+
+
+def _anomalies_with_findings(a) -> int:
+    """Injected anomalies that cause findings: every count except the ones that refine another
+    (unresolved divergence is an unclean election's; a re-creation shows only with its M3) or cause none."""
+    import dataclasses
+
+    counts = dataclasses.asdict(a)
+    return sum(counts.values()) - a.unresolved_divergence - a.topic_recreations - a.aborted_txns
+
+
+def test_the_demo_truth_forms_one_incident_per_injected_anomaly(tmp_path):
+    sim = pytest.importorskip("epochlib.sim")
+    from jobs.accuracy import read_truth
+
+    scenario = sim.preset("demo")
+    res = sim.simulate(scenario, tmp_path / "demo")
+    truth = read_truth(res.truth)
+    incidents = group_incidents(truth)
+    assert len(incidents) == _anomalies_with_findings(scenario.anomalies) == 18
+    assert {_subjects(i) for i in incidents} == _expected_components(truth)
+    unclean = next(i for i in incidents if ("orders", 3) in i.partitions)
+    assert {r["kind"] for r in unclean.findings} >= {"commit_beyond_epoch_end", "truncation", "lineage_truncated",
+                                                     "replica_divergence_unresolved"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["accuracy-1", "accuracy-2", "accuracy-3"])
+def test_every_accuracy_preset_gives_one_incident_per_anomaly(preset, tmp_path):
+    """Wider scenarios: two or three incidents of a kind, a partition reused hours later by another
+    incident, a divergence proven two snapshot rounds (6 h) after the commits past its truncation point."""
+    sim = pytest.importorskip("epochlib.sim")
+    from jobs.accuracy import read_truth
+
+    scenario = sim.preset(preset)
+    incidents = group_incidents(read_truth(sim.simulate(scenario, tmp_path / preset).truth))
+    assert len(incidents) == _anomalies_with_findings(scenario.anomalies)
+
+
+# ---------------------------------------------------------------------------------------- re-checking
+
+
+def test_recheck_commands_use_the_input_roots_and_the_suggested_offsets():
+    rows = unclean_election()
+    rows[0]["group_id"] = "it's a group"  # quoting survives odd names
+    (inc,) = group_incidents(rows)
+    cmds = recheck_commands(inc, ROOTS)
+    text = "\n".join(c.command for c in cmds)
+    assert ('kafka-dump-log.sh --files "$OFFSETS/__consumer_offsets-7/00000000000000000000.log" --offsets-decoder '
+            "| grep -E '\\| offset: (0|1|2|3|4) '") in text
+    assert 'cat "$LOGDIRS/broker=1/snapshot=20240304T080000Z/orders-3/leader-epoch-checkpoint"' in text
+    assert "kafka-topics.sh --bootstrap-server \"$BOOTSTRAP\" --describe --topic orders" in text
+    assert "--describe --group orders-audit" in text
+    dry = [c.command for c in cmds if "--reset-offsets" in c.command]
+    assert all(c.endswith("--dry-run") for c in dry) and len(dry) == 3
+    assert ("kafka-consumer-groups.sh --bootstrap-server \"$BOOTSTRAP\" --group orders-audit --topic orders:3 "
+            "--reset-offsets --to-offset 89004 --dry-run") in dry  # the epoch end the F2 evidence names
+    odd = next(c for c in dry if "it" in c)
+    assert shlex.split(odd)[4] == "it's a group"
+    assert "/data/in" not in text  # every evidence path is relative to a root
+
+
+def test_pointers_and_relative_paths():
+    p = parse_pointer("offsets:/data/in/offsets/__consumer_offsets-3/00000000000000000000.log@4096 offset 12")
+    assert p is not None and (p.kind, p.position, p.unit, p.number) == ("offsets", 4096, "offset", 12)
+    assert p.file.endswith("00000000000000000000.log")
+    c = parse_pointer("capture:/data/in/metadata/x.pcap frame 7")
+    assert c is not None and (c.kind, c.unit, c.number, c.position) == ("capture", "frame", 7, None)
+    assert parse_pointer("no pointer here") is None
+    assert relative_path("file:///data/in/logdirs/broker=1/x", ROOTS) == "$LOGDIRS/broker=1/x"
+    nested = {"offsets": "/data", "logdirs": "/data/in/logdirs"}
+    assert relative_path("/data/in/logdirs/a", nested) == "$LOGDIRS/a"  # the longest root wins
+    assert relative_path("/elsewhere/a", ROOTS) == "/elsewhere/a"
+    assert relative_path("/data/in/offsets-old/a", ROOTS) == "/data/in/offsets-old/a"  # not a prefix match
+
+
+# ----------------------------------------------------------------------------- terminal and JSON summary
+
+
+def test_terminal_and_json_summaries_list_the_same_incidents(tmp_path):
+    import pyarrow as pa
+
+    from jobs import schemas
+    from jobs.config import Config, Inputs, Output
+    from jobs.sink import write_small
+    from jobs.summary import format_summary, summarise, summary_dict
+
+    day = dt.date(2024, 3, 4)
+    cfg = Config(cluster="c1", output=Output(root=str(tmp_path / "t")), inputs=Inputs(**ROOTS))
+    rows = unclean_election()
+    rows.append(f("skip", "S2b", "spurious_skip", "error", T0 + 9 * HOUR, topic="orders", partition=4,
+                  group_id="orders-processor", previous_offset=79861, new_offset=82876, records_skipped=3015))
+    by_table: dict[str, list[dict]] = {"fencing_violations": [], "spurious_offset_resets": []}
+    for r in rows:
+        table = "spurious_offset_resets" if r["rule"].startswith("S") else "fencing_violations"
+        by_table[table].append({**r, "cluster": "c1", "event_date": day, "run_id": "r",
+                                "event_ts": dt.datetime.fromtimestamp(r["event_ts"] / 1000, dt.timezone.utc)})
+    for table, items in by_table.items():
+        schema = schemas.arrow_schema(table)
+        data = pa.Table.from_pylist([{fl.name: r.get(fl.name) for fl in schema} for r in items], schema=schema)
+        write_small(data, table, config=cfg, date_range=(day, day))
+    s = summarise(cfg, day, day)
+    text = format_summary(s)
+    assert "incidents: 2 (2 error)" in text
+    assert "#1   error    2024-03-04 06:00:00 .. 10:00:00  F2 commit_beyond_epoch_end on orders-3 (20 findings" in text
+    assert "#2   error    2024-03-04 15:00:00  S2b spurious_skip on orders-4 (1 finding, 3,015 records)" in text
+    data = json.loads(json.dumps(summary_dict(s)))  # JSON-ready as is
+    assert [(i["number"], i["title"], i["finding_count"]) for i in data["incidents"]] == [
+        (1, "F2 commit_beyond_epoch_end on orders-3", 20), (2, "S2b spurious_skip on orders-4", 1)]
+    assert data["incidents"][0]["start"] == "2024-03-04T06:00:00.000Z"
+    assert any("--to-offset 79861 --dry-run" in c["command"] for c in data["incidents"][1]["recheck"])
+    assert data["input_roots"]["offsets"] == "/data/in/offsets" and data["total"] == 21
