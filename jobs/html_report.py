@@ -458,7 +458,7 @@ def _sev(severity: Any) -> str:
 
 def _filter_attrs(severity: str | None, reports: Iterable[str], subjects: Iterable[str]) -> str:
     """``data-sev``/``data-rep``/``data-subj`` attributes the page's filter script matches (omitted ones
-    never hide the element)."""
+    never hide the element; ``severity`` may list several, space-separated: shown when any is selected)."""
     out = ""
     if severity:
         out += f' data-sev="{_e(severity)}"'
@@ -515,6 +515,21 @@ def _span_text(inc: Incident) -> str:
     return f"{start} – {end[11:] if end[:10] == start[:10] else end} UTC ({took})"
 
 
+def _used_roots(incidents: Sequence[Incident], roots: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The input roots some evidence path lies under (a config pointing elsewhere would export a
+    variable no command uses)."""
+    from epochlib.incidents import parse_pointer, relative_path
+
+    used = {}
+    for name, root in roots.items():
+        for inc in incidents:
+            if any((p := parse_pointer(str(t))) is not None and relative_path(p.file, {name: root}) != p.file
+                   for f in inc.findings for t in (f.get("evidence") or ())):
+                used[name] = root
+                break
+    return used
+
+
 def _roots_block(roots: Mapping[str, str | None]) -> str:
     """The variables the re-check commands use: the input roots and a bootstrap server to fill in."""
     import shlex
@@ -524,8 +539,10 @@ def _roots_block(roots: Mapping[str, str | None]) -> str:
     lines = [f"export {ROOT_VARIABLES.get(name, name.upper())}={shlex.quote(str(path))}"
              for name, path in roots.items() if path]
     lines.append("export BOOTSTRAP=broker-1:9092   # any broker of the cluster")
-    return ('<p>The commands below use these variables (evidence paths are relative to the input roots, so the '
-            'same commands work on any copy of the evidence):</p><pre class="cmd"><code>'
+    where = ("evidence paths are relative to the input roots, so the same commands work on any copy of the "
+             "evidence" if len(lines) > 1 else "the evidence lies under none of the configured input roots, so its "
+             "paths are given as recorded")
+    return (f'<p>The commands below use these variables ({where}):</p><pre class="cmd"><code>'
             + _e("\n".join(lines)) + "</code></pre>")
 
 
@@ -538,9 +555,10 @@ def _incidents_section(incidents: Sequence[Incident], roots: Mapping[str, str | 
              "evidence with Kafka's own tools.")
     if not incidents:
         return _section(sid, title, intro, '<p class="nodata">No findings in this range, so no incidents.</p>')
-    cards = [_roots_block(roots)]
+    used = _used_roots(incidents, roots)
+    cards = [_roots_block(used)]
     for inc in incidents:
-        cards.append(_incident_card(inc, roots, lineage_drawn))
+        cards.append(_incident_card(inc, used, lineage_drawn))
     return _section(sid, title, intro, "".join(cards))
 
 
@@ -714,7 +732,8 @@ def _timeline_section(incidents: Sequence[Incident], date_from: dt.date, date_to
             name, match = f"broker {key}", (lambda f, k=key: str(f.get("broker")) == k and f.get("topic") is None)
         mine = [inc for inc in incidents if any(match(f) for f in inc.findings)]
         subjects = {name.lower()} | {s.lower() for inc in mine for s in inc.subjects()}
-        out.append(f'<g class="lane-row"{_filter_attrs(None, (), sorted(subjects))}>'
+        sevs = " ".join(sv for sv in SEVERITIES if any(inc.severity == sv for inc in mine))
+        out.append(f'<g class="lane-row"{_filter_attrs(sevs, (), sorted(subjects))}>'
                    f'<rect x="{left}" y="{y + 2}" width="{plot_w}" height="{lane_h - 4}" class="lane-bg"/>'
                    f'<text class="lane" x="{left - 8}" y="{mid + 4:.1f}" text-anchor="end">'
                    f'{_e(name if len(name) <= 26 else name[:25] + "…")}</text>')
@@ -1299,7 +1318,7 @@ _SCRIPT = """
       var shown = 0, total = 0;
       items.forEach(function (el) {
         var s = el.getAttribute("data-sev"), r = el.getAttribute("data-rep"), j = el.getAttribute("data-subj");
-        var ok = (s === null || sev.indexOf(s) >= 0) &&
+        var ok = (s === null || s.split(" ").some(function (v) { return sev.indexOf(v) >= 0; })) &&
                  (!rep || r === null || (" " + r + " ").indexOf(" " + rep + " ") >= 0) &&
                  (!sub || j === null || j.indexOf(sub) >= 0);
         if (ok) { el.removeAttribute("data-hidden"); } else { el.setAttribute("data-hidden", ""); }
