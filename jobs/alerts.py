@@ -55,7 +55,7 @@ def run_document(
     ``counts`` are the run's :class:`~jobs.runlog.SourceCounts` (per source kind and unit).
     """
     findings: dict[str, Any] = {"total": 0, "by_severity": dict.fromkeys(SEVERITIES, 0), "by_kind": [],
-                                "top": [], "missing_tables": []}
+                                "top": [], "missing_tables": [], "incidents": []}
     days: dict[str, dict[str, Any]] = {}
     day = date_from
     while day <= date_to:
@@ -74,6 +74,8 @@ def run_document(
             for row in summary.top_findings
         ]
         findings["missing_tables"] = list(summary.missing)
+        # the incidents the terminal summary lists and the HTML report draws, with their re-check commands
+        findings["incidents"] = [inc.to_dict(summary.roots) for inc in summary.incidents]
         for (d, sev), n in summary.by_day.items():
             if d is not None and d.isoformat() in days:
                 days[d.isoformat()]["findings"][sev] = n

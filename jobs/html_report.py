@@ -50,7 +50,7 @@ from epochlib.incidents import to_ms as ms_of
 from epochlib.rules import ReplicaSnapshot, SnapshotRounds, epoch_disagreements, held_end, to_ms
 
 from .config import Config, parse_date_range
-from .summary import REPORT_TABLES, SEVERITIES, finding_rows, input_roots
+from .summary import REPORT_TABLES, SEVERITIES, input_roots, report_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -127,7 +127,7 @@ def render_html_report(
     tables = {name: _load(config, name, date_from, date_to, spark=spark)
               for name in (*REPORT_TABLES, "stale_metadata_rates")}
     days = [date_from + dt.timedelta(days=i) for i in range((date_to - date_from).days + 1)]
-    findings = finding_rows(tables)
+    findings = report_rows(tables)
     incidents = group_incidents(findings)
     incident_of = {id(f): inc for inc in incidents for f in inc.findings}
     roots = input_roots(config)
@@ -395,7 +395,7 @@ def _summary_section(config: Config, tables: Mapping[str, pa.Table | None]) -> s
 
 def _top_findings_section(tables: Mapping[str, pa.Table | None], incident_of: Mapping[int, Incident] | None = None,
                           roots: Mapping[str, str | None] | None = None) -> str:
-    found = [(str(r.get("report")), r) for r in finding_rows(tables)
+    found = [(str(r.get("report")), r) for r in report_rows(tables)
              if r.get("severity") in ("warning", "error", "critical")]
     incident_of = incident_of or {}
     order = {s: i for i, s in enumerate(SEVERITIES)}

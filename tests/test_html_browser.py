@@ -23,7 +23,7 @@ import pytest
 from epochlib.incidents import group_incidents
 from jobs.config import Config, Inputs, Output
 from jobs.html_report import write_html_report
-from jobs.summary import finding_rows
+from jobs.summary import report_rows
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync")
@@ -108,7 +108,7 @@ def test_the_page_script_runs_and_the_hash_filters_apply(chromium, report, tmp_p
     from jobs.html_report import _load
 
     tables = {t: _load(cfg, t, D1, D2) for t in ("stale_metadata", "fencing_violations", "spurious_offset_resets")}
-    incidents = group_incidents(finding_rows(tables))
+    incidents = group_incidents(report_rows(tables))
     everything = {i.number for i in incidents}
 
     dom, stderr = dump_dom(chromium, page, tmp_path)
@@ -174,7 +174,7 @@ def test_the_demo_report_forms_one_incident_per_injected_anomaly(spark, chromium
     start, end = (dt.date.fromisoformat(d) for d in res.date_range)
     tables = {t: _load(config, t, start, end)
               for t in ("stale_metadata", "fencing_violations", "spurious_offset_resets")}
-    incidents = group_incidents(finding_rows(tables))
+    incidents = group_incidents(report_rows(tables))
     truth = read_truth(res.truth)
     assert len(incidents) == _anomalies_with_findings(scenario.anomalies) == 18
     assert {_subjects(i) for i in incidents} == _expected_components(truth)
