@@ -336,9 +336,16 @@ METADATA_RESPONSE = M(
 
 
 def _decode_body(spec: MessageSpec, version: int, buf: Buffer, pos: int) -> dict[str, Any]:
+    """Decode a request/response body; bytes after it are counted, not refused.
+
+    Java's ``NetworkClient`` and librdkafka parse a body and ignore what follows it (librdkafka's
+    mock cluster sends a flexible MetadataResponse with one extra byte), so the client acted on
+    that body: it is decoded, and the excess is returned as ``"trailing_bytes"`` (present only
+    when there are some, like ``"_unknown_tags"``). A short or malformed body still raises.
+    """
     body, end = decode(spec, version, buf, pos)
     if end != len(buf):
-        raise DecodeError(f"{spec.name} v{version}: {len(buf) - end} bytes after the body", end)
+        body["trailing_bytes"] = len(buf) - end
     return body
 
 
@@ -346,10 +353,12 @@ def decode_metadata_response(buf: Buffer, api_version: int, *, with_header: bool
     """Decode a MetadataResponse (no size prefix) at ``api_version``.
 
     Returns the body dict (snake_case keys as in spec §5.4; absent fields hold their
-    defaults), plus ``correlation_id`` when ``with_header``. The whole buffer must be used.
+    defaults), plus ``correlation_id`` when ``with_header``, plus ``trailing_bytes`` (the count
+    of bytes after the complete body) when the buffer holds more than the body, as clients
+    ignore them.
 
     Raises:
-        DecodeError: truncated, malformed, unsupported version or trailing bytes.
+        DecodeError: truncated, malformed or unsupported version.
     """
     pos = 0
     header: dict[str, Any] = {}
@@ -424,7 +433,8 @@ def decode_metadata_request(
     """Decode a MetadataRequest (no size prefix).
 
     With the header, the version comes from it (``api_version`` if given must agree) and the
-    result carries ``api_version``, ``correlation_id`` and ``client_id``.
+    result carries ``api_version``, ``correlation_id`` and ``client_id``. Bytes after the body
+    are counted in ``trailing_bytes``, as for responses.
     """
     pos = 0
     header: dict[str, Any] = {}
@@ -469,6 +479,7 @@ METADATA_ARROW_SCHEMA = pa.schema([
     ("isr", pa.list_(pa.int32())),
     ("offline_replicas", pa.list_(pa.int32())),
     ("top_error", pa.int16()),
+    ("trailing_bytes", pa.int32()),
     ("error", pa.string()),
 ])
 _OBS_COLUMNS = [n for n in METADATA_ARROW_SCHEMA.names if n != "response_index"]
@@ -480,13 +491,15 @@ def metadata_observations(buf: Buffer, api_version: int) -> list[dict[str, Any]]
     One row per (topic, partition); a topic without partitions (e.g. an error topic) gives one
     row with the partition columns null, and a response without topics one row with the topic
     columns null, so errors stay visible. ``topic_id`` is null below v10 or when all-zero;
-    ``leader_epoch`` is -1 below v7. Raises :class:`DecodeError` for undecodable input.
+    ``leader_epoch`` is -1 below v7; ``trailing_bytes`` counts the bytes after the complete
+    body (0 when none; they are ignored, as clients do). Raises :class:`DecodeError` for
+    undecodable input (a short or malformed body).
     """
     r = decode_metadata_response(buf, api_version)
     base = {
         "correlation_id": r["correlation_id"], "throttle_time_ms": r["throttle_time_ms"],
         "cluster_id": r["cluster_id"], "controller_id": r["controller_id"],
-        "top_error": r["error_code"], "error": None,
+        "top_error": r["error_code"], "trailing_bytes": r.get("trailing_bytes", 0), "error": None,
     }
     empty_topic = dict.fromkeys(("topic", "topic_id", "is_internal", "topic_error"))
     empty_part = dict.fromkeys(("partition", "partition_error", "leader_id", "leader_epoch", "replicas",

@@ -151,8 +151,10 @@ def test_metadata_response_round_trip(v):
     assert d == {"correlation_id": 77, **expected(v)}
     assert p.encode_metadata_response(d, v, 77) == raw
     assert raw[4:5] == (b"\x00" if v >= 9 else raw[4:5])  # flexible: empty header tag section
+    # bytes after the body are counted, not refused (issue 12); a short body still fails
+    assert p.decode_metadata_response(raw + b"\x00", v) == {**d, "trailing_bytes": 1}
     with pytest.raises(DecodeError):
-        p.decode_metadata_response(raw + b"\x00", v)
+        p.decode_metadata_response(raw[:-1], v)
 
 
 def _bits(x: int) -> set[int] | None:
