@@ -13,7 +13,22 @@ groups (preview layouts: decoded where the spec gives them, kept raw otherwise o
 layout does not fit). Types ≥ 25 (or negative) are unknown: recognised, raw bytes kept, no
 error — as the broker's loader skips them.
 
-Leniency, as Kafka's readers: bytes after a complete key or value struct are ignored.
+Leniency, as Kafka's readers (one rule for every decoder in epochlib, see also
+:mod:`epochlib.protocol`):
+
+* bytes after a complete key or value struct are not an error: the struct is decoded and the
+  excess is counted in ``"trailing_bytes"`` of the key/value dict (present only when > 0); a
+  short or malformed struct still raises;
+* a value whose version is above the highest known one is read with the newest known layout
+  when that layout is flexible, as Kafka's own readers do (the generated ``read`` does not check
+  the version; fields added later can only be tagged, KIP-915): ``"version"`` keeps the real
+  number and ``"version_above_known": True`` marks it. When the newest layout is not flexible
+  (none of the tables below today; the consumer embedded protocol is handled on its own), a
+  newer version could have appended untagged fields anywhere, so it stays a DecodeError;
+* negative versions are always an error.
+
+The tables follow spec/coordinator-versions.md (the newest schema files read), which is newer
+than spec/kafka-formats.md §1 where they differ.
 
 Public decoders raise only :class:`~epochlib.errors.DecodeError` (position relative to the
 key or value bytes). :func:`decode_offsets_arrow` never raises on row data: a bad row gets its
@@ -96,7 +111,10 @@ KEY_SPECS.update({t: _GROUP_ID_KEY for t in (3, 4, 6, 9, 11, 12, 15, 17, 18, 20,
 KEY_SPECS.update({t: _MEMBER_KEY for t in (5, 7, 8, 10, 13, 14, 19, 21, 22)})
 
 # OffsetCommitValue (§1.4). v1 added expireTimestamp, v2 dropped it again, v3 added
-# leaderEpoch (KIP-320), v4 is v3 in the flexible encoding (no broker writes it yet).
+# leaderEpoch (KIP-320), v4 is v3 in the flexible encoding plus the tagged TopicId (tag 0,
+# KAFKA-19141, written by Kafka 4.1+; zero uuid = absent). Type 0 (LegacyOffsetCommitValue,
+# v0 only in Kafka's files) is read with this table too: its v0 bytes are identical, and old
+# brokers' type-0 keys may sit beside values of any OffsetCommitValue version (formats §1.4).
 OFFSET_COMMIT_VALUE = M(
     "OffsetCommitValue", "0-4", "4+",
     F("offset", "int64"),
@@ -104,6 +122,7 @@ OFFSET_COMMIT_VALUE = M(
     F("metadata", "string"),
     F("commitTimestamp", "int64"),
     F("expireTimestamp", "int64", "1", default=-1),
+    F("TopicId", "uuid", "4+", tag=0, tagged="4+"),
 )
 
 # GroupMetadataValue (§1.4). v1 added member.rebalanceTimeout, v2 currentStateTimestamp,
@@ -154,6 +173,12 @@ _PARTITION_METADATA = (
     )),
 )
 _TASKS = (F("SubtopologyId", "string"), F("Partitions", "[]int32"))
+# ConsumerGroupCurrentMemberAssignmentValue's own TopicPartitions: tag 0 AssignmentEpochs
+# (KIP-1251, one epoch per entry of Partitions; null = not written).
+_TOPIC_ID_PARTITIONS_EPOCHS = (
+    *_TOPIC_ID_PARTITIONS,
+    F("AssignmentEpochs", "[]int32", nullable="0+", tag=0, tagged="0+", default=None),
+)
 
 
 def _v0(name: str, *fields) -> MessageSpec:
@@ -164,7 +189,9 @@ VALUE_SPECS: dict[int, MessageSpec | None] = {
     0: OFFSET_COMMIT_VALUE,
     1: OFFSET_COMMIT_VALUE,
     2: GROUP_METADATA_VALUE,
-    3: _v0("ConsumerGroupMetadataValue", F("Epoch", "int32")),
+    3: _v0("ConsumerGroupMetadataValue", F("Epoch", "int32"),
+           F("MetadataHash", "int64", tag=0, tagged="0+", default=0),  # KIP-1101, 4.1
+           F("CreationTimeMs", "int64", tag=1, tagged="0+", default=-1)),  # KIP-1282
     4: _v0("ConsumerGroupPartitionMetadataValue", *_PARTITION_METADATA),
     5: _v0(
         "ConsumerGroupMemberMetadataValue",
@@ -181,7 +208,8 @@ VALUE_SPECS: dict[int, MessageSpec | None] = {
             F("SupportedProtocols", "[]struct", fields=(F("Name", "string"), F("Metadata", "bytes"))),
         )),
     ),
-    6: _v0("ConsumerGroupTargetAssignmentMetadataValue", F("AssignmentEpoch", "int32")),
+    6: _v0("ConsumerGroupTargetAssignmentMetadataValue", F("AssignmentEpoch", "int32"),
+           F("AssignmentTimestamp", "int64", tag=0, tagged="0+", default=0)),  # KIP-1263, 4.3
     7: _v0("ConsumerGroupTargetAssignmentMemberValue",
            F("TopicPartitions", "[]struct", fields=_TOPIC_ID_PARTITIONS)),
     8: _v0(
@@ -189,8 +217,8 @@ VALUE_SPECS: dict[int, MessageSpec | None] = {
         F("MemberEpoch", "int32"),
         F("PreviousMemberEpoch", "int32"),
         F("State", "int8"),
-        F("AssignedPartitions", "[]struct", fields=_TOPIC_ID_PARTITIONS),
-        F("PartitionsPendingRevocation", "[]struct", fields=_TOPIC_ID_PARTITIONS),
+        F("AssignedPartitions", "[]struct", fields=_TOPIC_ID_PARTITIONS_EPOCHS),
+        F("PartitionsPendingRevocation", "[]struct", fields=_TOPIC_ID_PARTITIONS_EPOCHS),
     ),
     9: _v0("ShareGroupPartitionMetadataValue", *_PARTITION_METADATA),
     10: _v0("ShareGroupMemberMetadataValue",
@@ -210,7 +238,13 @@ VALUE_SPECS: dict[int, MessageSpec | None] = {
     # its "Version" field would clash with the value version: exposed as "regex_version"
     16: _v0("ConsumerGroupRegularExpressionValue",
             F("Topics", "[]string"), F("Version", "int64", key="regex_version"), F("Timestamp", "int64")),
-    17: _v0("StreamsGroupMetadataValue", F("Epoch", "int32")),
+    # changed without a version bump (coordinator-versions §2): the newest layout first; values of
+    # the older preview layout are read with PREVIEW_OLDER_LAYOUTS[17]
+    17: _v0("StreamsGroupMetadataValue",
+            F("Epoch", "int32"),
+            F("MetadataHash", "int64"),
+            F("ValidatedTopologyEpoch", "int32", tag=0, tagged="0+", default=-1),
+            F("AssignmentConfigs", "[]struct", fields=(F("Key", "string"), F("Value", "string")))),
     18: _v0("StreamsGroupPartitionMetadataValue", *_PARTITION_METADATA),
     19: _v0(
         "StreamsGroupMemberMetadataValue",
@@ -236,6 +270,13 @@ VALUE_SPECS: dict[int, MessageSpec | None] = {
             F("AssignmentEpoch", "int32"),
             F("ResolvedTopicIdsBySubtopology", "[]struct", fields=(
                 F("SubtopologyId", "string"), F("TopicIds", "[]uuid")))),
+}
+
+#: Earlier layouts of preview values that changed without a version bump, tried in order when
+#: the newest one (VALUE_SPECS) does not fit the bytes exactly; the value then names the
+#: layout it was read with in ``"layout"``.
+PREVIEW_OLDER_LAYOUTS: dict[int, tuple[MessageSpec, ...]] = {
+    17: (M("StreamsGroupMetadataValue (Kafka 4.0 preview)", "0", "0+", F("Epoch", "int32")),),
 }
 
 
@@ -269,7 +310,8 @@ def snake_type_name(record_type: int) -> str:
 def decode_key(key: Buffer) -> dict[str, Any]:
     """Decode a ``__consumer_offsets`` key.
 
-    Returns ``{"record_type", "type_name", ...key fields}``; unknown types give
+    Returns ``{"record_type", "type_name", ...key fields}`` (+ ``"trailing_bytes"`` when bytes
+    follow the complete key struct: counted, not an error); unknown types give
     ``{"record_type", "type_name": "Unknown", "raw": bytes after the type}``.
 
     Raises:
@@ -285,8 +327,11 @@ def _decode_key(key: Buffer) -> dict[str, Any]:
     spec = KEY_SPECS.get(record_type)
     if spec is None:
         return {"record_type": record_type, "type_name": UNKNOWN_TYPE_NAME, "raw": bytes(key[2:])}
-    fields, _ = decode(spec, 0, key, pos)
-    return {"record_type": record_type, "type_name": TYPE_NAMES[record_type], **fields}
+    fields, end = decode(spec, 0, key, pos)
+    out = {"record_type": record_type, "type_name": TYPE_NAMES[record_type], **fields}
+    if end < len(key):
+        out["trailing_bytes"] = len(key) - end
+    return out
 
 
 def decode_value(record_type: int, value: Buffer | None) -> dict[str, Any] | None:
@@ -298,12 +343,54 @@ def decode_value(record_type: int, value: Buffer | None) -> dict[str, Any] | Non
     types, types 22/23, preview layouts that do not fit) are ``{"version", "raw"}``
     (plus ``"layout_error"`` for the last case).
 
+    Marks (module docstring): ``"trailing_bytes"`` (bytes after the complete struct, when > 0),
+    ``"version_above_known": True`` (a version above the table's newest, read with the newest
+    flexible layout), ``"layout"`` (a preview value read with an older layout of its type).
+
     Raises:
-        DecodeError: malformed value of a known type, or an unsupported value version.
+        DecodeError: malformed or short value of a known type, a negative version, or a
+            version above a non-flexible newest layout.
     """
     if value is None:
         return None
     return _wrap(_decode_value, record_type, value)
+
+
+def _layout_version(spec: MessageSpec, version: int) -> tuple[int, bool]:
+    """(version whose layout reads ``version``, whether it is above the newest known one).
+
+    Above the newest version, Kafka's generated readers use the newest layout they know; that is
+    only safe when the newest layout is flexible (later fields can then only be tagged).
+    """
+    hi = spec.valid_versions.hi
+    if version > hi and hi in spec.flexible_versions:
+        return hi, True
+    if version not in spec.valid_versions:
+        raise DecodeError(f"{spec.name} version {version} not in {spec.valid_versions}", 0)
+    return version, False
+
+
+def _decode_fitting(record_type: int, spec: MessageSpec, version: int, value: Buffer, pos: int):
+    """Decode with ``spec`` (or, for a preview type, the first earlier layout that uses every byte).
+
+    Returns ``(fields, end, spec used, above_known)``; raises the newest layout's error when none fits.
+    """
+    first: tuple | None = None
+    error: DecodeError | None = None
+    for cand in (spec, *PREVIEW_OLDER_LAYOUTS.get(record_type, ())):
+        try:
+            layout, above = _layout_version(cand, version)
+            fields, end = decode(cand, layout, value, pos)
+        except DecodeError as e:
+            error = error or e
+            continue
+        if end == len(value):
+            return fields, end, cand, above
+        first = first or (fields, end, cand, above)
+    if first is not None:
+        return first
+    assert error is not None
+    raise error
 
 
 def _decode_value(record_type: int, value: Buffer) -> dict[str, Any]:
@@ -315,9 +402,7 @@ def _decode_value(record_type: int, value: Buffer) -> dict[str, Any]:
     if spec is None:
         return {"version": version, "raw": bytes(value[2:])}
     try:
-        if version not in spec.valid_versions:
-            raise DecodeError(f"{spec.name} version {version} not in {spec.valid_versions}", 0)
-        fields, _ = decode(spec, version, value, pos)
+        fields, end, used, above = _decode_fitting(record_type, spec, version, value, pos)
     except DecodeError as e:
         if record_type in PREVIEW_TYPES:
             return {"version": version, "raw": bytes(value[2:]), "layout_error": str(e)}
@@ -326,7 +411,14 @@ def _decode_value(record_type: int, value: Buffer) -> dict[str, Any]:
         for m in fields["members"]:
             m["subscription_decoded"] = _try(decode_consumer_subscription, m["subscription"])
             m["assignment_decoded"] = _try(decode_consumer_assignment, m["assignment"])
-    return {"version": version, **fields}
+    out = {"version": version, **fields}
+    if used is not spec:
+        out["layout"] = used.name
+    if above:
+        out["version_above_known"] = True
+    if end < len(value):
+        out["trailing_bytes"] = len(value) - end
+    return out
 
 
 def _try(fn, raw: bytes):
@@ -340,8 +432,11 @@ def _decode_embedded(spec: MessageSpec, raw: Buffer) -> dict[str, Any]:
     version, pos = w.read_int16(raw, 0)
     if version < 0:
         raise DecodeError(f"{spec.name}: negative version {version}", 0)
-    fields, _ = decode(spec, min(version, spec.valid_versions.hi), raw, pos)
-    return {"version": version, **fields}
+    fields, end = decode(spec, min(version, spec.valid_versions.hi), raw, pos)
+    out = {"version": version, **fields}
+    if end < len(raw):
+        out["trailing_bytes"] = len(raw) - end
+    return out
 
 
 def decode_consumer_subscription(raw: Buffer) -> dict[str, Any]:
@@ -360,7 +455,11 @@ class CoordinatorRecord:
 
     ``key`` / ``value`` are the dicts of :func:`decode_key` / :func:`decode_value`;
     ``raw_value`` holds the value bytes when they were kept undecoded. The offset-commit
-    convenience fields are None for other types (``group`` is set for every group-keyed type).
+    convenience fields are None for other types (``group`` is set for every group-keyed type);
+    ``topic_id`` is the OffsetCommitValue v4+ TopicId (None when absent or all-zero).
+    ``trailing_bytes`` counts the bytes after the complete key and value structs (0 = none);
+    ``version_above_known`` is True when the value's version is above the newest known one
+    (read with the newest layout), False for other values, None for tombstones.
     """
 
     record_type: int
@@ -378,6 +477,9 @@ class CoordinatorRecord:
     metadata: str | None = None
     commit_timestamp: int | None = None
     expire_timestamp: int | None = None
+    topic_id: str | None = None
+    trailing_bytes: int = 0
+    version_above_known: bool | None = None
 
     @property
     def is_offset_commit(self) -> bool:
@@ -400,13 +502,17 @@ def decode_record(key: Buffer, value: Buffer | None) -> CoordinatorRecord:
     common = dict(
         record_type=rt, type_name=k["type_name"], key=k, value=v, is_tombstone=value is None,
         value_version=None if v is None else v["version"], raw_value=raw, group=group,
+        trailing_bytes=k.get("trailing_bytes", 0) + (0 if v is None else v.get("trailing_bytes", 0)),
+        version_above_known=None if v is None else v.get("version_above_known", False),
     )
     if rt in (0, 1):
         common.update(topic=k["topic"], partition=k["partition"])
         if v is not None:
+            tid = v["topic_id"]
             common.update(
                 offset=v["offset"], leader_epoch=v["leader_epoch"], metadata=v["metadata"],
                 commit_timestamp=v["commit_timestamp"], expire_timestamp=v["expire_timestamp"],
+                topic_id=None if tid == w.ZERO_UUID else tid,
             )
     return CoordinatorRecord(**common)
 
@@ -478,6 +584,8 @@ ARROW_SCHEMA = pa.schema([
     ("expire_timestamp", pa.int64()),
     ("group_metadata_json", pa.string()),
     ("error", pa.string()),
+    ("trailing_bytes", pa.int32()),
+    ("value_version_above_known", pa.bool_()),
 ])
 _COLUMNS = ARROW_SCHEMA.names
 _NUMERIC = {f.name: f.type.to_pandas_dtype() for f in ARROW_SCHEMA if pa.types.is_integer(f.type)}
@@ -503,7 +611,8 @@ def _reference_row(key: Buffer | None, value: Buffer | None) -> dict[str, Any]:
         record_type=rec.record_type, value_version=rec.value_version, is_tombstone=rec.is_tombstone,
         group_id=rec.group, topic=rec.topic, partition=rec.partition, committed_offset=rec.offset,
         leader_epoch=rec.leader_epoch, metadata=rec.metadata, commit_timestamp=rec.commit_timestamp,
-        expire_timestamp=rec.expire_timestamp,
+        expire_timestamp=rec.expire_timestamp, trailing_bytes=rec.trailing_bytes,
+        value_version_above_known=rec.version_above_known,
     )
     if rec.record_type == 2 and rec.value is not None:
         row["group_metadata_json"] = json.dumps(rec.value, default=_json_default, sort_keys=True)
@@ -617,8 +726,10 @@ def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
 
     Offset commits (types 0/1, value v0–v3 or tombstone, ASCII strings) are read straight from
     the Arrow buffers with numpy; every other row (group metadata, KIP-848, unknown types,
-    v4, non-ASCII text, malformed bytes) goes through :func:`_reference_row`, so each row
-    equals :func:`decode_offsets_rows`. Row data never raises: a bad row has only ``error`` set.
+    v4 and above, non-ASCII text, malformed bytes) goes through :func:`_reference_row`, so each
+    row equals :func:`decode_offsets_rows`. Row data never raises: a bad row has only ``error``
+    set. ``trailing_bytes`` counts the bytes after the complete key and value structs;
+    ``value_version_above_known`` marks a value read with the newest layout (null for tombstones).
 
     Args:
         keys: ``binary`` or ``large_binary`` array (null keys become error rows).
@@ -639,6 +750,7 @@ def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
     g_start, g_len = kc.string()
     t_start, t_len = kc.string()
     partition = kc.int(4)
+    key_end = kc.pos
     oc = kc.ok
 
     # value: int16 version, then the per-version layouts of OffsetCommitValue v0-v3
@@ -658,9 +770,12 @@ def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
     exp_pos = vc.pos
     vc.ok &= ~is1 | (exp_pos + 8 <= vc.end)
     expire = np.where(is1, vbuf.int(np.where(vc.ok & is1, exp_pos, 0), 8), -1)
+    value_end = np.where(is1, exp_pos + 8, exp_pos)
 
     fast = oc & (tomb | vc.ok)
     live = fast & ~tomb
+    # bytes after the complete key / value structs: counted, as the reference does
+    trailing = (ke - key_end) + np.where(live, ve - value_end, 0)
     g_arr, g_bad = _gather_binary(kbuf, g_start, g_len, fast)
     t_arr, t_bad = _gather_binary(kbuf, t_start, t_len, fast)
     m_arr, m_bad = _gather_binary(vbuf, m_start, m_len, live)
@@ -673,7 +788,8 @@ def decode_offsets_arrow(keys: pa.Array, values: pa.Array) -> pa.RecordBatch:
         "record_type": (rtype, fast), "value_version": (version, live), "is_tombstone": (tomb, fast),
         "partition": (partition, fast), "committed_offset": (offset, live),
         "leader_epoch": (leader_epoch, live), "commit_timestamp": (commit, live),
-        "expire_timestamp": (expire, live),
+        "expire_timestamp": (expire, live), "trailing_bytes": (trailing, fast),
+        "value_version_above_known": (np.zeros(n, bool), live),
     }
     strings = {"group_id": g_arr, "topic": t_arr, "metadata": m_arr}
     ref_rows = []

@@ -36,20 +36,22 @@ TOPIC_ID = w.uuid_to_str(bytes(range(1, 17)))
 VALUE_VECTORS = [
     ("OffsetCommitValue v1", 1, "0001000000000000002a00000000018bcfe568000000018bd50bc400",
      {"version": 1, "offset": 42, "leader_epoch": -1, "metadata": "", "commit_timestamp": 1700000000000,
-      "expire_timestamp": 1700086400000}),
+      "expire_timestamp": 1700086400000, "topic_id": w.ZERO_UUID}),
     ("OffsetCommitValue v3", 1, "0003000000000000002a0000000700000000018bcfe56800",
      {"version": 3, "offset": 42, "leader_epoch": 7, "metadata": "", "commit_timestamp": 1700000000000,
-      "expire_timestamp": -1}),
+      "expire_timestamp": -1, "topic_id": w.ZERO_UUID}),
     ("OffsetCommitValue v4", 1, "0004000000000000002a00000007010000018bcfe5680000",
      {"version": 4, "offset": 42, "leader_epoch": 7, "metadata": "", "commit_timestamp": 1700000000000,
-      "expire_timestamp": -1}),
+      "expire_timestamp": -1, "topic_id": w.ZERO_UUID}),
     ("GroupMetadataValue v3", 2, GV3, {"version": 3, **GROUP}),
     ("GroupMetadataValue v4", 2, GV4, {"version": 4, **GROUP}),
-    ("ConsumerGroupMetadataValue v0", 3, "00000000000900", {"version": 0, "epoch": 9}),
+    ("ConsumerGroupMetadataValue v0", 3, "00000000000900",
+     {"version": 0, "epoch": 9, "metadata_hash": 0, "creation_time_ms": -1}),
     ("ConsumerGroupCurrentMemberAssignmentValue v0", 8,
      "0000000000090000000800020102030405060708090a0b0c0d0e0f10030000000000000001000100",
      {"version": 0, "member_epoch": 9, "previous_member_epoch": 8, "state": 0,
-      "assigned_partitions": [{"topic_id": TOPIC_ID, "partitions": [0, 1]}], "partitions_pending_revocation": []}),
+      "assigned_partitions": [{"topic_id": TOPIC_ID, "partitions": [0, 1], "assignment_epochs": None}],
+      "partitions_pending_revocation": []}),
     ("ConsumerGroupMemberMetadataValue v0", 5,
      "000000000263026802027400000003e8000100110100007530020672616e67650301020000",
      {"version": 0, "instance_id": None, "rack_id": None, "client_id": "c", "client_host": "h",
@@ -188,7 +190,7 @@ def test_group_and_kip848_records_fill_group_only():
     rec = c.decode_record(HEX("0002000167"), HEX(GV3))
     assert rec.group == "g" and rec.topic is None and rec.offset is None and rec.value["generation"] == 5
     rec = c.decode_record(HEX("0003000167"), HEX("00000000000900"))
-    assert rec.group == "g" and rec.value == {"version": 0, "epoch": 9}
+    assert rec.group == "g" and rec.value == {"version": 0, "epoch": 9, "metadata_hash": 0, "creation_time_ms": -1}
 
 
 @pytest.mark.parametrize("rt", [25, 99, 32767, -1])
@@ -210,7 +212,8 @@ def test_streams_types_without_layout_and_preview_mismatch_are_kept_raw():
     [
         (b"\x00", None, 0),
         (HEX("0001000567"), None, 4),
-        (HEX("000100016700017400000000"), HEX("0005"), 0),
+        (HEX("000100016700017400000000"), HEX("ffff"), 0),  # negative version
+        (HEX("000100016700017400000000"), HEX("0005"), 2),  # v5 read as v4: no offset
         (HEX("000100016700017400000000"), HEX("0003000000000000002a00000007ffff"), 14),
         (HEX("0002000167"), GV3[:60], None),
         (HEX("0005000167"), HEX("00000000"), None),
