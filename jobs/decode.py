@@ -6,7 +6,10 @@ pcap/pcapng, Parquet/JSONL offset dumps and the tools' text dumps, and the KRaft
 (``__cluster_metadata-0`` segments, ``<end>-<epoch>.checkpoint`` snapshots, ``bootstrap.checkpoint``,
 ``--cluster-metadata-decoder`` text: one ``metadata_record``/``control_record`` line per record). One JSON object per
 batch / record / entry / observation; anything undecodable is an ``{"type": "error", ...}``
-line with its position, and decoding goes on.
+line with its position, and decoding goes on. What is decoded but worth knowing — bytes after a
+complete MetadataResponse body or ``__consumer_offsets`` key/value (ignored, as Kafka's clients and
+tools do), or a value version above the newest known one (read with the newest layout) — gets an
+``{"type": "info", "unit", "position", "reason"}`` line right after the unit it concerns.
 """
 
 from __future__ import annotations
@@ -181,6 +184,28 @@ def _coordinator_fields(key: bytes | None, value: bytes | None) -> dict[str, Any
     return {"key": rec.key, "value": rec.value, "is_tombstone": rec.is_tombstone}
 
 
+def _info(unit: str, position: Any, reason: str) -> dict[str, Any]:
+    return {"type": "info", "unit": unit, "position": position, "reason": reason}
+
+
+def _coordinator_notes(row: dict[str, Any], unit: str, position: Any) -> Iterator[dict[str, Any]]:
+    """Info lines for a decoded ``__consumer_offsets`` record's marks (see epochlib.coordinator)."""
+    for part in ("key", "value"):
+        n = (row.get(part) or {}).get("trailing_bytes")
+        if n:
+            yield _info(unit, position, f"{n} bytes after the complete __consumer_offsets {part} (ignored)")
+    value = row.get("value") or {}
+    if value.get("version_above_known"):
+        yield _info(unit, position, f"value version {value['version']} is above the newest known; "
+                                    "read with the newest known layout")
+
+
+def _observation_notes(obs: list[dict[str, Any]], unit: str, position: Any) -> Iterator[dict[str, Any]]:
+    n = obs[0]["trailing_bytes"] if obs else 0
+    if n:
+        yield _info(unit, position, f"{n} bytes after the complete MetadataResponse body (ignored, as clients do)")
+
+
 def _segment(data: bytes, offsets_decoder: bool) -> Iterator[dict[str, Any]]:
     for item in records.iter_batches(data):
         if isinstance(item, records.BadBatch):
@@ -195,6 +220,7 @@ def _segment(data: bytes, offsets_decoder: bool) -> Iterator[dict[str, Any]]:
             if offsets_decoder and not item.is_control:
                 row.update(_coordinator_fields(r.key, r.value))
             yield row
+            yield from _coordinator_notes(row, "record", r.offset)
 
 
 def _observations(response: bytes, api_version: int) -> list[dict[str, Any]]:
@@ -213,10 +239,13 @@ def _pcap(data: bytes, broker_ports: tuple[int, ...]) -> Iterator[dict[str, Any]
             yield {"type": "exchange", **base}
             continue
         try:
-            for obs in _observations(item.response, item.api_version):
-                yield {"type": "metadata_observation", **base, **obs}
+            rows = _observations(item.response, item.api_version)
         except DecodeError as e:
             yield {"type": "error", "unit": "frame", "position": item.frame_index, "reason": str(e)}
+            continue
+        for obs in rows:
+            yield {"type": "metadata_observation", **base, **obs}
+        yield from _observation_notes(rows, "frame", item.frame_index)
 
 
 def _b64(v: Any) -> bytes | None:
@@ -240,12 +269,16 @@ def _jsonl(data: bytes) -> Iterator[dict[str, Any]]:
                 version = int(obj["api_version"])
                 meta = {"ts": obj.get("ts"), "client_id": obj.get("client_id"), "broker": obj.get("broker"),
                         "api_version": version, "line": n}
-                for obs in _observations(response, version):
+                rows = _observations(response, version)
+                for obs in rows:
                     yield {"type": "metadata_observation", **meta, **obs}
+                yield from _observation_notes(rows, "line", n)
             elif "key" in obj:  # a dump row with base64 key/value
-                yield {"type": "record", "line": n, "partition": obj.get("partition"),
+                row = {"type": "record", "line": n, "partition": obj.get("partition"),
                        "offset": obj.get("offset"), "timestamp": obj.get("timestamp"),
                        **_coordinator_fields(_b64(obj["key"]), _b64(obj.get("value")))}
+                yield row
+                yield from _coordinator_notes(row, "line", n)
             else:
                 raise ValueError("neither a capture line (response) nor a dump row (key)")
         except (DecodeError, ValueError, TypeError, KeyError) as e:
@@ -261,7 +294,9 @@ def _parquet(path: Path) -> Iterator[dict[str, Any]]:
         cols = batch.to_pydict()
         for i in range(batch.num_rows):
             key, value = cols.get("key", [None] * batch.num_rows)[i], cols.get("value", [None] * batch.num_rows)[i]
-            yield {"type": "record", "row": row, "partition": cols.get("partition", [None] * batch.num_rows)[i],
+            rec = {"type": "record", "row": row, "partition": cols.get("partition", [None] * batch.num_rows)[i],
                    "offset": cols.get("offset", [None] * batch.num_rows)[i],
                    **_coordinator_fields(key, value)}
+            yield rec
+            yield from _coordinator_notes(rec, "row", row)
             row += 1

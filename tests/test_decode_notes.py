@@ -1,0 +1,45 @@
+"""``epoch-audit decode``: units decoded with a note (issue 12 items 1 and 5) print their rows and then
+one ``info`` line, instead of an error line."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from pathlib import Path
+
+from click.testing import CliRunner
+from test_trailing_bytes import _rdkafka_mock_v12
+
+from epochlib import records
+from jobs.cli import cli
+from jobs.decode import decode_path
+
+KEY = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+V5 = struct.pack(">hqi", 5, 1234, 17) + b"\x01" + struct.pack(">q", 1_750_000_000_000) + b"\x00"
+
+
+def test_capture_line_with_a_trailing_byte_gives_observations_and_one_info_line(tmp_path: Path) -> None:
+    line = {"ts": "2026-01-01T00:00:00Z", "client_id": "rdkafka", "broker": "127.0.0.1:39617", "api_version": 12,
+            "response": base64.b64encode(_rdkafka_mock_v12(b"\x00")).decode()}
+    p = tmp_path / "cap.jsonl"
+    p.write_text(json.dumps(line) + "\n")
+    res = CliRunner().invoke(cli, ["decode", str(p)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in res.output.splitlines()]
+    assert [r["type"] for r in rows] == ["metadata_observation"] * 3 + ["info"]
+    assert {r["trailing_bytes"] for r in rows[:3]} == {1}
+    assert rows[3]["unit"] == "line" and rows[3]["position"] == 1 and "1 bytes after" in rows[3]["reason"]
+
+
+def test_segment_record_above_known_version_and_trailing_key_byte(tmp_path: Path) -> None:
+    d = tmp_path / "__consumer_offsets-0"
+    d.mkdir()
+    batch = records.encode_batch([records.NewRecord(KEY + b"\x00", V5, 1_750_000_000_000)], base_offset=7)
+    (d / "00000000000000000007.log").write_bytes(batch)
+    rows = list(decode_path(d / "00000000000000000007.log"))
+    assert [r["type"] for r in rows] == ["batch", "record", "info", "info"]
+    rec = rows[1]
+    assert rec["value"]["version"] == 5 and rec["value"]["offset"] == 1234 and rec["key"]["trailing_bytes"] == 1
+    assert "key" in rows[2]["reason"] and rows[2]["position"] == 7
+    assert "version 5" in rows[3]["reason"]
