@@ -93,6 +93,12 @@ OFFSET_COMMITS = (
     _c("producer_id", I64, "producer id of the batch (-1 when not transactional/idempotent)"),
     _c("txn_state", STR, "none | committed | aborted | open (rules use none and committed only)"),
     *_SOURCE,
+    # last, so ALTER TABLE ADD COLUMNS (which appends) turns an older table into exactly this schema
+    _c("value_version_above_known", pa.bool_(), "true when value_version is above the newest version "
+       "epoch-audit knows and the value was read with the newest (flexible) layout, as Kafka's own readers "
+       "do; false otherwise; null for tombstones, text dumps, or rows predating the column"),
+    _c("trailing_bytes", I32, "bytes after the complete key and value structs, ignored as Kafka's readers do "
+       "(0 = none); null for text dumps or rows predating the column"),
 )
 
 _ASSIGNED = pa.struct([pa.field("topic", STR), pa.field("partitions", pa.list_(I32))])
@@ -123,6 +129,12 @@ GROUP_METADATA = (
     _c("log_partition", I32, "partition of __consumer_offsets holding the record"),
     _c("log_offset", I64, "offset of the record in __consumer_offsets"),
     *_SOURCE,
+    # last, so ALTER TABLE ADD COLUMNS (which appends) turns an older table into exactly this schema
+    _c("value_version_above_known", pa.bool_(), "true when value_version is above the newest version "
+       "epoch-audit knows and the value was read with the newest (flexible) layout, as Kafka's own readers "
+       "do; false otherwise; null for tombstones, text dumps, or rows predating the column"),
+    _c("trailing_bytes", I32, "bytes after the complete key and value structs, ignored as Kafka's readers do "
+       "(0 = none); null for text dumps or rows predating the column"),
 )
 
 RECORD_BATCHES = (
@@ -196,6 +208,8 @@ METADATA_OBSERVATIONS = (
        "or the row predates the column"),
     _c("broker_address", STR, "the serving broker as captured: JSONL `broker` as written (host:port or "
        "node id), pcap peer ip:port (`[v6]:port`); null when the row predates the column"),
+    _c("trailing_bytes", I32, "bytes after the complete MetadataResponse body, ignored as Java's NetworkClient "
+       "and librdkafka do (0 = none); null when the row predates the column"),
 )
 
 # ----------------------------------------------------------------------------------------- operational

@@ -145,6 +145,8 @@ def _commit_rows(ctx_arrays: dict[str, pa.Array], dec: pa.RecordBatch, mask: pa.
         "committed_offset": d.column("committed_offset"), "leader_epoch": d.column("leader_epoch"),
         "metadata": d.column("metadata"), "commit_ms": d.column("commit_timestamp"),
         "expire_ms": d.column("expire_timestamp"),
+        "value_version_above_known": d.column("value_version_above_known"),
+        "trailing_bytes": d.column("trailing_bytes"),
     }
     return p.commit_rows(cols, d.num_rows)
 
@@ -178,4 +180,6 @@ def group_row(rec: coordinator.CoordinatorRecord) -> dict[str, Any]:
         "state_ms": state if isinstance(state, int) and state >= 0 else None,
         "member_count": len(members) if members is not None else None,
         "members": members,
+        "value_version_above_known": rec.version_above_known,
+        "trailing_bytes": rec.trailing_bytes,
     }

@@ -180,6 +180,8 @@ OFFSETS_WORK = pa.schema([
     pa.field("state_ms", pa.int64()),
     pa.field("member_count", pa.int32()),
     pa.field("members", pa.list_(_MEMBER)),
+    pa.field("value_version_above_known", pa.bool_()),
+    pa.field("trailing_bytes", pa.int32()),
 ])
 
 #: What the *commit* pass emits: the ``offset_commits`` columns minus ``cluster``/``event_date`` (Spark adds
@@ -236,5 +238,7 @@ def commit_batch(cols: Mapping[str, Any], n: int) -> pa.RecordBatch:
         "batch_leader_epoch": col("batch_leader_epoch", pa.int32()), "producer_id": col("producer_id", i64),
         "txn_state": repeat("none", n, pa.string()), "source_kind": repeat("offsets", n, pa.string()),
         "source": col("source", pa.string()), "position": col("position", i64),
+        "value_version_above_known": col("value_version_above_known", pa.bool_()),
+        "trailing_bytes": col("trailing_bytes", pa.int32()),
     }
     return pa.RecordBatch.from_arrays([out[f.name] for f in COMMITS], schema=COMMITS)

@@ -12,7 +12,8 @@
 
 Each decodable response becomes one row per (topic, partition) via
 :func:`epochlib.protocol.metadata_observations_arrow` (a response without topics gives one row with the
-topic columns null, as the codec returns it). An undecodable response is quarantined.
+topic columns null, as the codec returns it). An undecodable (short or malformed) response is quarantined;
+bytes after a complete body are ignored as clients do, and counted in ``trailing_bytes``.
 
 ``broker`` is the serving broker's canonical name, resolved once per response by
 :func:`epochlib.brokers.canonical_brokers_arrow`: the node id when the capture gives one, or its
@@ -48,6 +49,7 @@ _OBS = [
     ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()), ("leader_id", pa.int32()),
     ("leader_epoch", pa.int32()), ("replicas", pa.list_(pa.int32())), ("isr", pa.list_(pa.int32())),
     ("offline_replicas", pa.list_(pa.int32())), ("topic_error", pa.int16()), ("partition_error", pa.int16()),
+    ("trailing_bytes", pa.int32()),
 ]
 
 WORK = pa.schema([
@@ -277,4 +279,5 @@ def observations_frame(work: DataFrame) -> DataFrame:
         "correlation_id", "topic", "topic_id", "partition", "leader_id", "leader_epoch", "replicas", "isr",
         "offline_replicas", "topic_error", "partition_error", "cluster_id", "controller_id", "source",
         "position", F.timestamp_millis("capture_ms").alias("event_ts"), "metadata_token", "broker_address",
+        "trailing_bytes",
     )

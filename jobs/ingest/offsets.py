@@ -122,6 +122,7 @@ def commits_frame(commits: DataFrame, side: DataFrame, *, transactional: bool = 
         F.when(F.col("record_ms") >= 0, _ts("record_ms")).alias("record_ts"),
         "batch_leader_epoch", "producer_id", "txn_state",
         F.lit("offsets").alias("source_kind"), "source", "position",
+        "value_version_above_known", "trailing_bytes",
     )
     return commits.unionByName(tx)
 
@@ -138,6 +139,7 @@ def groups_frame(work: DataFrame) -> DataFrame:
         "leader", _ts("state_ms").alias("state_ts"), "member_count", "members",
         _ts_col(event_ms).alias("event_ts"), "log_partition", "log_offset",
         F.lit("offsets").alias("source_kind"), "source", "position",
+        "value_version_above_known", "trailing_bytes",
     )
 
 
