@@ -130,7 +130,7 @@ def test_tokens_are_compared_cluster_wide_and_a_response_counts_once(spark, tmp_
     assert rates[("broker", "b2:9092")] == (1, 1) and rates[("broker", "b1:9092")] == (1, 0)
 
 
-def test_a_table_written_before_the_token_and_address_columns_still_reads(spark, tmp_path) -> None:
+def test_a_table_written_before_the_token_address_and_trailing_columns_still_reads(spark, tmp_path) -> None:
     from deltalake import write_deltalake
 
     from jobs.sink import read_table_arrow, table_location
@@ -138,7 +138,8 @@ def test_a_table_written_before_the_token_and_address_columns_still_reads(spark,
     rows = scenario()
     scratch = Silver(tmp_path / "scratch")
     scratch.write("metadata_observations", rows)
-    old = read_table_arrow("metadata_observations", scratch.config).drop_columns(["metadata_token", "broker_address"])
+    old = read_table_arrow("metadata_observations", scratch.config).drop_columns(
+        ["metadata_token", "broker_address", "trailing_bytes"])
     silver = Silver(tmp_path)
     write_deltalake(table_location("metadata_observations", silver.config), old, partition_by=["cluster", "event_date"])
     run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
