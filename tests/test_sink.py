@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 from jobs import runlog, schemas, sink
 from jobs.config import parse_config
 from jobs.errors import CommitError, ConfigError, SchemaMismatchError, SinkError
-from jobs.sink import SinkOptions, _staged, read_table, read_table_arrow, write_small, write_table
+from jobs.sink import SinkOptions, _lease, _staged, read_table, read_table_arrow, write_small, write_table
 
 D1, D2, D3 = dt.date(2024, 3, 1), dt.date(2024, 3, 2), dt.date(2024, 3, 3)
 UTC = dt.timezone.utc
@@ -52,6 +52,7 @@ def spark_rows(spark, path) -> list[tuple]:
 
 
 def staging_dirs(path: Path) -> list[str]:
+    """Staging folders and their leases (``<token>.lease``) under the table."""
     st = path / sink.STAGING_DIR
     return sorted(os.listdir(st)) if st.exists() else []
 
@@ -128,7 +129,7 @@ def test_empty_frame_creates_the_table_with_its_schema(spark, tmp_path) -> None:
 
 def _stage_like_a_killed_run(spark, config, rows, monkeypatch) -> None:
     """Run a write that dies after Spark staged and the driver moved the files, before the commit,
-    without any cleanup (what SIGKILL leaves behind)."""
+    without any cleanup (what SIGKILL leaves behind: the staging folder, its lease, the moved files)."""
 
     def die(*args, **kwargs):
         raise KeyboardInterrupt("killed")
@@ -136,6 +137,7 @@ def _stage_like_a_killed_run(spark, config, rows, monkeypatch) -> None:
     with monkeypatch.context() as m:
         m.setattr(_staged, "_commit", die)
         m.setattr(_staged, "_discard_staging", lambda *a, **k: None)
+        m.setattr(_lease, "remove_lease", lambda *a, **k: None)
         with pytest.raises(KeyboardInterrupt):
             write_table(rates(spark, rows), RATES, config=config, date_range=(D1, D2))
 
@@ -149,20 +151,20 @@ def test_run_killed_before_commit_leaves_previous_version_and_next_run_cleans_up
     write_table(rates(spark, [("c1", D1, "old", 1)]), RATES, config=config, date_range=(D1, D2))
     _stage_like_a_killed_run(spark, config, [("c1", D1, "dead", 2), ("c1", D2, "dead", 3)], monkeypatch)
 
-    (dead,) = staging_dirs(path)
+    dead, lease = staging_dirs(path)
+    assert lease == f"{dead}{_lease.LEASE_SUFFIX}"
     moved = json.loads((path / sink.STAGING_DIR / dead / "_moves.json").read_text())["files"]
     assert moved and all((path / m).exists() for m in moved)  # orphans beside the live files...
     table = DeltaTable(str(path))
     assert table.version() == 0 and contents(path) == [("c1", D1, "old")]  # ...invisible to readers
     assert spark_rows(spark, path) == [("old", 1)]
 
-    # A concurrent run (inside the grace period) must not touch the dead run's folder.
+    # The very next run (no grace period) removes the dead run's staging folder, lease and moved files:
+    # the lease names a write this process is no longer doing (another process: a pid that is gone).
     write_table(rates(spark, [("c1", D3, "other", 4)]), RATES, config=config, date_range=(D3, D3))
-    assert staging_dirs(path) == [dead]
-    # The next run after the grace period completes and removes the stale staging and its orphans.
-    write_table(rates(spark, [("c1", D1, "new", 5)]), RATES, config=config, date_range=(D1, D2), options=NOW_GRACE)
     assert staging_dirs(path) == []
     assert not any((path / m).exists() for m in moved)
+    write_table(rates(spark, [("c1", D1, "new", 5)]), RATES, config=config, date_range=(D1, D2))
     assert contents(path) == [("c1", D1, "new"), ("c1", D3, "other")]
 
 

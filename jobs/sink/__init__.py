@@ -25,9 +25,16 @@ Two back ends (DESIGN.md "Delta"):
        (``DeltaTable.create_write_transaction``): ``add`` actions for the new files and, for
        ``replace_range``, a partition overwrite of exactly ``cluster = c AND from <= event_date <= to``
        (delta-rs derives the ``remove`` actions from the snapshot it read); a new table is created with
-       ``create_table_with_add_actions`` in one commit;
-    4. the staging folder is removed, as are stale staging folders of runs that died before committing
-       (older than :attr:`SinkOptions.staging_grace`), together with any files they had already moved.
+       ``create_table_with_add_actions`` in one commit, put-if-absent: of two runs creating it at once,
+       the loser writes its rows as an ordinary commit into the table the winner created. A commit that
+       lost a race to a concurrent writer is retried on a fresh snapshot up to
+       :attr:`SinkOptions.commit_retries` times, then fails with a one-line :class:`CommitError` naming the
+       other run (each commit records its run id); see :mod:`._conflict` for the delta-rs behaviour this
+       relies on;
+    4. the staging folder is removed, and so is whatever dead runs left in the table: staging folders
+       whose lease expired or whose owner process is gone, and data files no Delta version references
+       (:mod:`._lease`: each run holds ``_staging/<token>.lease`` with its run id, host, pid and a
+       heartbeat while it writes; folders without a lease fall back to :attr:`SinkOptions.staging_grace`).
 
     A run that dies anywhere before step 3 leaves the table at its previous version: readers follow the
     Delta log, which never names an uncommitted file. The token is recorded in the commit's
@@ -39,7 +46,9 @@ Two back ends (DESIGN.md "Delta"):
     by the ``cluster``/``event_date`` partitions only.
 
 Small tables (a few thousand rows: audit_runs, rates) may skip Spark: :func:`write_small` writes a
-``pyarrow.Table`` with ``deltalake.write_deltalake`` (``mode="overwrite"`` + ``predicate``).
+``pyarrow.Table`` with ``deltalake.write_deltalake`` (``mode="overwrite"`` + ``predicate``). A missing
+table is first created empty, put-if-absent, so that two runs creating it at once do not both commit
+their rows; a lost race is retried like the staged commit's.
 
 Reading back: :func:`read_table` gives a Spark DataFrame. With delta-spark it is ``format("delta")``;
 without it, Spark cannot read the Delta log, so the file list comes from delta-rs
@@ -51,7 +60,8 @@ deletion vectors (only delta-spark writes them) cannot be read this way and rais
 
 Modules: :mod:`._target` (where a table is, options and result types, back-end choice),
 :mod:`._write` (the verbs), :mod:`._delta_spark`, :mod:`._staged` (the delta-rs commit path),
-:mod:`._read`, :mod:`._fit` (schema fitting); locations go through :mod:`jobs.fs`.
+:mod:`._conflict` (commit races: bounded retries, naming the other run), :mod:`._lease` (who owns a
+staging folder), :mod:`._read`, :mod:`._fit` (schema fitting); locations go through :mod:`jobs.fs`.
 """
 
 from __future__ import annotations

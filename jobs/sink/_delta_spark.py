@@ -1,4 +1,15 @@
-"""The delta-spark back end: Spark's own Delta data source (Databricks, or spark-submit with delta-spark)."""
+"""The delta-spark back end: Spark's own Delta data source (Databricks, or spark-submit with delta-spark).
+
+Concurrency mirrors the delta-rs path (:mod:`._staged`): Delta's first commit of a path is put-if-absent
+(the loser of two creating runs gets a ``MetadataChangedException``/``ProtocolChangedException``), and a
+``replaceWhere`` overwrite that lost a race gets ``ConcurrentDeleteReadException`` and friends; the whole
+write is retried a bounded number of times (:attr:`SinkOptions.commit_retries`, Delta re-reads the table
+each time), then fails with a one-line :class:`CommitError` naming the other run, which every commit
+records as ``userMetadata``. Leftovers: Delta Spark writes data files straight into the table (no
+staging), so files of a killed run are removed by ``VACUUM`` on the platform's schedule, not by this job.
+(This back end cannot run in the project's test environment — no Maven — and is covered with a fake
+writer in ``tests/test_sink_concurrency.py``.)
+"""
 
 from __future__ import annotations
 
@@ -8,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from jobs.errors import CommitError
 
-from ._target import SinkResult, Target, open_delta, sql_predicate
+from . import _lease
+from ._conflict import other_run, with_retries
+from ._target import SinkOptions, SinkResult, Target, open_delta, sql_predicate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -17,26 +30,43 @@ __all__ = ["write_delta_spark"]
 
 
 def write_delta_spark(
-    df: DataFrame, tgt: Target, mode: str, drange: tuple[dt.date, dt.date] | None, partition_by: Sequence[str]
+    df: DataFrame,
+    tgt: Target,
+    mode: str,
+    drange: tuple[dt.date, dt.date] | None,
+    partition_by: Sequence[str],
+    options: SinkOptions | None = None,
 ) -> SinkResult:
-    writer = df.write.format("delta").partitionBy(*partition_by).option("mergeSchema", "true")  # new columns
-    if mode == "append":
-        writer = writer.mode("append")
-    else:
-        pred = sql_predicate(tgt.cluster, drange).replace("event_date >= '", "event_date >= DATE'").replace(
-            "event_date <= '", "event_date <= DATE'"
-        )
-        writer = writer.mode("overwrite").option("replaceWhere", pred)
-    try:
+    options = options or SinkOptions()
+    run = _lease.run_name(options.run_id)
+    what = f"Delta write of {tgt.table!r} to {tgt.location}"
+
+    def attempt(n: int) -> None:
+        writer = df.write.format("delta").partitionBy(*partition_by).option("mergeSchema", "true")  # new columns
+        writer = writer.option("userMetadata", run)
+        if mode == "append":
+            writer = writer.mode("append")
+        else:
+            pred = sql_predicate(tgt.cluster, drange).replace("event_date >= '", "event_date >= DATE'").replace(
+                "event_date <= '", "event_date <= DATE'"
+            )
+            writer = writer.mode("overwrite").option("replaceWhere", pred)
         if tgt.is_catalog:
             writer.saveAsTable(tgt.location)
         else:
             writer.save(tgt.spark)
+
+    def winner() -> str:
+        return "another writer (catalog table)" if tgt.is_catalog else other_run(tgt.native, tgt.storage_options, run)
+
+    try:
+        with_retries(attempt, retries=options.commit_retries, what=what, committed=lambda: False, winner=winner)
+    except CommitError:
+        raise
     except Exception as exc:
-        raise CommitError(f"Delta write of {tgt.table!r} to {tgt.location} failed: {exc}") from exc
+        raise CommitError(f"{what} failed: {' '.join(str(exc).split())[:500]}") from exc
     version = None
     if not tgt.is_catalog:
         opened = open_delta(tgt.native, tgt.storage_options, quiet=True)
         version = opened.version() if opened is not None else None
     return SinkResult(tgt.table, tgt.location, "delta-spark", mode, version, None, None, drange)
-

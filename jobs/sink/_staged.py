@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,8 @@ import pyarrow as pa
 from jobs.errors import CommitError, SinkError
 from jobs.fs import filesystem
 
+from . import _lease
+from ._conflict import RUN_KEY, STAGING_KEY, other_run, with_retries
 from ._fit import arrow_schema_for, fit_table_schema
 from ._target import SinkOptions, SinkResult, Target, open_delta
 
@@ -33,7 +36,8 @@ log = logging.getLogger("jobs.sink")
 
 STAGING_DIR = "_staging"
 _MANIFEST = "_moves.json"
-_COMMIT_KEY = "epochAudit.staging"
+_COMMIT_KEY = STAGING_KEY
+_TOKEN_FILE = re.compile(r"^(\d{8}T\d{6}Z-[0-9a-f]{12})-")  # <token>-part-….parquet, see final_rel
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -81,27 +85,32 @@ def write_delta_rs(
     existing = open_delta(uri, tgt.storage_options)
     if existing is not None:
         fit_table_schema(existing, arrow_schema, tgt)
-    staged = _stage(df, tgt, partition_by)
     fs, base = filesystem(tgt.location)
-    try:
-        _check_staged_partitions(staged, tgt, mode, drange)
-        adds = _add_actions(staged, tgt, fs, base, options, arrow_schema)
-        _move_into_table(staged, fs, base, options)
-        _commit(uri, tgt, adds, mode, drange, partition_by, arrow_schema, staged.token)
-    except BaseException:
-        # A clean failure: undo what we can now (a killed process leaves this to the next run's cleanup).
-        _discard_staging(fs, base, staged.token, committed=False)
-        raise
-    _discard_staging(fs, base, staged.token, committed=True)
-    _clean_stale_staging(uri, tgt, fs, base, options, keep=staged.token)
+    root = f"{base.rstrip('/')}/{STAGING_DIR}"
+    token, run = _new_token(), _lease.run_name(options.run_id)
+    with _lease.hold(fs, root, token, run, options.lease):
+        try:
+            staged = _stage(df, tgt, partition_by, token)
+            _check_staged_partitions(staged, tgt, mode, drange)
+            adds = _add_actions(staged, tgt, fs, base, options, arrow_schema)
+            _move_into_table(staged, fs, base, options)
+            _commit(uri, tgt, adds, mode, drange, partition_by, arrow_schema, token, run, options)
+        except BaseException:
+            # A clean failure: undo what we can now (a killed process leaves this to the next run's cleanup).
+            # The moved files stay if the commit landed after all (delta-rs#2609: an error after a commit).
+            _discard_staging(fs, base, token, committed=token in _committed_tokens(uri, tgt))
+            _lease.remove_lease(fs, root, token)
+            raise
+        _discard_staging(fs, base, token, committed=True)
+    _lease.remove_lease(fs, root, token)
+    _clean_leftovers(uri, tgt, fs, base, options, keep=token)
     version = open_delta(uri, tgt.storage_options).version()
     rows = sum(json.loads(a.stats).get("numRecords", 0) for a in adds)
     return SinkResult(tgt.table, tgt.location, "delta-rs", mode, version, len(adds), rows, drange)
 
 
-def _stage(df: DataFrame, tgt: Target, partition_by: list[str]) -> _Staged:
+def _stage(df: DataFrame, tgt: Target, partition_by: list[str], token: str) -> _Staged:
     """Step 1: Spark writes the rows as Parquet under ``<table>/_staging/<token>/`` (parallel, executors)."""
-    token = _new_token()
     staging = f"{tgt.spark}/{STAGING_DIR}/{token}"
     spark = df.sparkSession
     key = "spark.sql.parquet.outputTimestampType"
@@ -223,21 +232,41 @@ def _commit(
     partition_by: list[str],
     schema: pa.Schema,
     token: str,
+    run: str,
+    options: SinkOptions,
 ) -> None:
-    """Step 3: one Delta transaction (create, append, or partition overwrite of the range)."""
+    """Step 3: one Delta transaction (create, append, or partition overwrite of the range).
+
+    A missing table is created *with* the rows in version 0, put-if-absent (``max_commit_retries=0``): of
+    two runs creating it at once one wins, the other finds the table and writes its rows as an ordinary
+    append/overwrite. A commit that lost a race is retried on a fresh snapshot (:mod:`._conflict`)."""
     from deltalake import DeltaTable
     from deltalake import Schema as DeltaSchema
     from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
-    props = CommitProperties(custom_metadata={_COMMIT_KEY: token})
-    try:
+    meta = {_COMMIT_KEY: token, RUN_KEY: run}
+    what = f"Delta commit of {tgt.table!r} at {tgt.location}"
+
+    def attempt(n: int) -> None:
         if not DeltaTable.is_deltatable(uri, storage_options=tgt.storage_options):
-            create_table_with_add_actions(
-                uri, DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=partition_by,
-                storage_options=tgt.storage_options, commit_properties=props,
-            )
-            return
+            try:
+                create_table_with_add_actions(
+                    uri, DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=partition_by,
+                    storage_options=tgt.storage_options,
+                    commit_properties=CommitProperties(custom_metadata=meta, max_commit_retries=0),
+                )
+                return
+            except Exception as exc:
+                if not DeltaTable.is_deltatable(uri, storage_options=tgt.storage_options):
+                    raise
+                log.info("%s: another run created the table first (%s); writing into it", what, exc)
         table = DeltaTable(uri, storage_options=tgt.storage_options)
+        if mode == "append":
+            props = CommitProperties(custom_metadata=meta)  # blind: delta-rs may rebase it on a newer version
+        else:
+            # Not rebased by delta-rs: an overwrite of a range that was empty in its snapshot would pass its
+            # conflict check next to a concurrent overwrite of the same range, and both rows would stay.
+            props = CommitProperties(custom_metadata=meta, max_commit_retries=0)
         if mode == "append":
             table.create_write_transaction(
                 adds, mode="append", schema=schema, partition_by=partition_by, commit_properties=props
@@ -253,8 +282,17 @@ def _commit(
                 adds, mode="overwrite", schema=schema, partition_by=partition_by,
                 partition_filters=filters, commit_properties=props,
             )
+
+    try:
+        with_retries(
+            attempt, retries=options.commit_retries, what=what,
+            committed=lambda: token in _committed_tokens(uri, tgt),
+            winner=lambda: other_run(uri, tgt.storage_options, run),
+        )
+    except CommitError:
+        raise
     except Exception as exc:
-        raise CommitError(f"Delta commit of {tgt.table!r} at {tgt.location} failed: {exc}") from exc
+        raise CommitError(f"{what} failed: {' '.join(str(exc).split())}") from exc
 
 
 def _discard_staging(fs: pafs.FileSystem, base: str, token: str, *, committed: bool) -> None:
@@ -279,32 +317,106 @@ def _read_manifest(fs: pafs.FileSystem, staging_path: str) -> list[str]:
         return []
 
 
-def _clean_stale_staging(
+def _clean_leftovers(
     uri: str, tgt: Target, fs: pafs.FileSystem, base: str, options: SinkOptions, keep: str
 ) -> list[str]:
-    """Step 4: remove staging folders of runs that died (older than the grace period). Files such a run
-    had already moved into the table are deleted too, unless the run's token is in a commit."""
+    """Step 4: remove what dead runs left in this table — their staging folders and leases, and data files
+    they had moved into the partitions — i.e. what no Delta version references and no live run owns
+    (:mod:`._lease` says when a run counts as live). Returns the tokens cleaned.
+
+    The order of reads makes a run that starts or commits meanwhile safe: the table's files are listed
+    first, then the leases (a run moves files only while holding one), then the history (a run removes its
+    lease only after its commit). A data file is removed only when its token is in no retained commit and
+    none of the current snapshot's files, and the token is younger than the oldest retained commit (older
+    ones may have been committed in a log that was since cleaned up: those are VACUUM's business)."""
     import pyarrow.fs as pafs
 
-    root = f"{base.rstrip('/')}/{STAGING_DIR}"
-    infos = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
+    base = base.rstrip("/")
+    root = f"{base}/{STAGING_DIR}"
+    orphans = _token_files(fs, base)
+    staging = {
+        i.base_name
+        for i in fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
+        if i.type == pafs.FileType.Directory
+    }
+    leases = _lease.read_leases(fs, root)
     now = dt.datetime.now(dt.timezone.utc)
-    stale = []
-    for info in infos:
-        token = info.base_name
-        if info.type != pafs.FileType.Directory or token == keep:
-            continue
-        born = _token_time(token)
-        if born is None or now - born < options.staging_grace:
-            continue
-        stale.append(token)
-    if not stale:
+
+    def dead(token: str) -> bool:
+        if token == keep:
+            return False
+        if token in leases:
+            return not _lease.is_live(leases[token], now)
+        born = _token_time(token)  # no lease: written by a sink version without leases
+        return born is not None and now - born >= options.staging_grace
+
+    dead_staging = sorted(t for t in staging | set(leases) if dead(t))
+    dead_files = {
+        t: rels for t, rels in orphans.items()
+        if t != keep and (t in dead_staging or (t not in staging and t not in leases))
+    }
+    if not dead_staging and not dead_files:
         return []
-    committed = _committed_tokens(uri, tgt)
-    for token in stale:
-        log.info("removing stale staging folder %s/%s", root, token)
+    committed, oldest, live_files = _table_state(uri, tgt)
+    for token in dead_staging:
+        owner = leases.get(token)
+        log.info("removing staging folder %s/%s left by %s", root, token, owner.describe() if owner else "a dead run")
         _discard_staging(fs, base, token, committed=token in committed)
-    return stale
+        _lease.remove_lease(fs, root, token)
+    removed = list(dead_staging)
+    for token, rels in sorted(dead_files.items()):
+        born = _token_time(token)
+        if token in committed or oldest is None or born is None or born < oldest:
+            continue
+        gone = [r for r in rels if _plain(r) not in live_files and fs.get_file_info(f"{base}/{r}").is_file]
+        if not gone:
+            continue
+        log.info("removing %d uncommitted data file(s) of dead run %s from %s", len(gone), token, base)
+        for rel in gone:
+            with contextlib.suppress(FileNotFoundError, OSError):
+                fs.delete_file(f"{base}/{rel}")
+        if token not in removed:
+            removed.append(token)
+    return removed
+
+
+def _token_files(fs: pafs.FileSystem, base: str) -> dict[str, list[str]]:
+    """Data files in the table's partition folders named by the staged path (``<token>-part-…``), by token."""
+    import pyarrow.fs as pafs
+
+    out: dict[str, list[str]] = {}
+    for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
+        rel = info.path[len(base) :].lstrip("/")
+        if info.type != pafs.FileType.File or rel.startswith(("_delta_log/", f"{STAGING_DIR}/")):
+            continue
+        m = _TOKEN_FILE.match(info.base_name)
+        if m:
+            out.setdefault(m.group(1), []).append(rel)
+    return out
+
+
+def _table_state(uri: str, tgt: Target) -> tuple[set[str], dt.datetime | None, set[str]]:
+    """Committed staging tokens, the oldest retained commit's time, and the current snapshot's files."""
+    table = open_delta(uri, tgt.storage_options, quiet=True)
+    if table is None:
+        return set(), None, set()
+    history = table.history()
+    committed = {str(c[_COMMIT_KEY]) for c in history if _COMMIT_KEY in c}
+    stamps = [c["timestamp"] for c in history if isinstance(c.get("timestamp"), int)]
+    if any(c.get("version") == 0 for c in history):  # the whole log is retained: every commit is known
+        oldest: dt.datetime | None = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    else:
+        oldest = dt.datetime.fromtimestamp(min(stamps) / 1000, dt.timezone.utc) if stamps else None
+    live = {_plain(str(p)) for p in pa.table(table.get_add_actions()).column("path").to_pylist()}
+    return committed, oldest, live
+
+
+def _plain(path: str) -> str:
+    """A file path with every layer of %-escaping undone: the log, delta-rs' listing and the store
+    escape partition values a different number of times (``a b`` is ``a%2520b`` in ``get_add_actions``)."""
+    while (once := unquote(path)) != path:
+        path = once
+    return path
 
 
 def _committed_tokens(uri: str, tgt: Target) -> set[str]:

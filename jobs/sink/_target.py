@@ -42,8 +42,16 @@ class SinkOptions:
     """Tuning of the delta-rs commit path (the defaults suit nightly and CLI runs)."""
 
     staging_grace: dt.timedelta = dt.timedelta(hours=12)
-    """Staging folders older than this are treated as left by a dead run and removed. It must exceed the
-    longest write, because a *concurrent* run's staging folder younger than this is left alone."""
+    """Only for staging folders *without* a lease (left by a version of the sink that wrote none): older
+    than this, they are treated as left by a dead run and removed. Leased folders follow :attr:`lease`."""
+    lease: dt.timedelta = dt.timedelta(minutes=10)
+    """How long a staging lease stays valid without a heartbeat (renewed every third of it while the run
+    writes). A folder whose lease expired, or whose owner process is gone, is removed by the next write."""
+    commit_retries: int = 5
+    """How many times a commit that lost a race to a concurrent writer is retried on a fresh snapshot before
+    the write fails with a :class:`CommitError` naming the other run."""
+    run_id: str | None = None
+    """The writer's run id, recorded in leases and commits so other runs can name it (default ``host:pid``)."""
     threads: int = 8
     """Driver threads for footer reads and file moves (I/O bound: matters on object stores)."""
     storage_options: Mapping[str, str] | None = None

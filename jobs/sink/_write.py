@@ -12,6 +12,8 @@ from jobs import schemas
 from jobs.config import Config
 from jobs.errors import CommitError, SinkError
 
+from . import _lease
+from ._conflict import RUN_KEY, other_run, with_retries
 from ._delta_spark import write_delta_spark
 from ._fit import check_rows_in_range_arrow, conform_arrow, conform_spark, fit_table_schema, spark_schema_for
 from ._staged import write_delta_rs
@@ -80,7 +82,7 @@ def write_table(
     spark_schema = spark_schema_for(table, df)
     df = conform_spark(df, spark_schema, table)
     if chosen == "delta-spark":
-        return write_delta_spark(df, tgt, mode, drange, partition_by)
+        return write_delta_spark(df, tgt, mode, drange, partition_by, options)
     return write_delta_rs(df, tgt, mode, drange, list(partition_by), spark_schema, options)
 
 
@@ -116,20 +118,55 @@ def write_small(
             partition_by=partition_by, backend=wanted, options=options,
         )
     from deltalake import DeltaTable, write_deltalake
+    from deltalake.transaction import CommitProperties
 
     uri = tgt.native
     check_rows_in_range_arrow(data, tgt, mode, drange)
     existing = open_delta(uri, tgt.storage_options)
     if existing is not None:
         fit_table_schema(existing, schema, tgt)
-    kwargs: dict[str, Any] = {"partition_by": list(partition_by), "storage_options": tgt.storage_options}
-    try:
+    else:
+        _create_if_absent(uri, schema, list(partition_by), tgt)
+    run = _lease.run_name(options.run_id)
+    kwargs: dict[str, Any] = {
+        "partition_by": list(partition_by), "storage_options": tgt.storage_options,
+        "commit_properties": CommitProperties(custom_metadata={RUN_KEY: run}),
+    }
+    what = f"delta-rs write of {table!r} at {tgt.location}"
+
+    def attempt(n: int) -> None:
         if mode == "append":
             write_deltalake(uri, data, mode="append", **kwargs)
         else:
             write_deltalake(uri, data, mode="overwrite", predicate=sql_predicate(tgt.cluster, drange), **kwargs)
+
+    try:
+        with_retries(
+            attempt, retries=options.commit_retries, what=what, committed=lambda: False,
+            winner=lambda: other_run(uri, tgt.storage_options, run),
+        )
+    except CommitError:
+        raise
     except Exception as exc:
-        raise CommitError(f"delta-rs write of {table!r} at {tgt.location} failed: {exc}") from exc
+        raise CommitError(f"{what} failed: {' '.join(str(exc).split())}") from exc
     version = DeltaTable(uri, storage_options=tgt.storage_options).version()
     return SinkResult(table, tgt.location, "delta-rs", mode, version, None, data.num_rows, drange)
 
+
+
+def _create_if_absent(uri: str, schema: pa.Schema, partition_by: list[str], tgt: Any) -> None:
+    """Create the empty table, put-if-absent: ``write_deltalake`` on a missing table lets two creating runs
+    both commit their rows (see :mod:`._conflict`), so the table is created first, alone, and the rows go
+    in a separate conflict-checked commit. Losing the creation race to another run is fine."""
+    from deltalake import DeltaTable
+    from deltalake import Schema as DeltaSchema
+    from deltalake.transaction import CommitProperties
+
+    try:
+        DeltaTable.create(
+            uri, DeltaSchema.from_arrow(schema), mode="error", partition_by=partition_by,
+            storage_options=tgt.storage_options, commit_properties=CommitProperties(max_commit_retries=0),
+        )
+    except Exception as exc:
+        if not DeltaTable.is_deltatable(uri, storage_options=tgt.storage_options):
+            raise CommitError(f"creating {tgt.table!r} at {tgt.location} failed: {exc}") from exc
