@@ -81,9 +81,14 @@ def _write(fs: pafs.FileSystem, root: str, token: str, run: str, seconds: float)
 def hold(fs: pafs.FileSystem, root: str, token: str, run: str, lease: dt.timedelta) -> Iterator[None]:
     """Own ``<root>/<token>`` for the duration of the block: write the lease, renew it from a daemon thread,
     stop renewing on exit. The lease file itself is removed by the caller after the staging folder."""
+    from jobs.errors import SinkError
+
     seconds = max(lease.total_seconds(), 1.0)
-    fs.create_dir(root, recursive=True)
-    _write(fs, root, token, run, seconds)
+    try:
+        fs.create_dir(root, recursive=True)
+        _write(fs, root, token, run, seconds)
+    except OSError as exc:
+        raise SinkError(f"cannot write the staging lease {_path(root, token)}: {exc}") from exc
     with _ACTIVE_LOCK:
         _ACTIVE.add(token)
     stop = threading.Event()
