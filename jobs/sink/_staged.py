@@ -98,12 +98,15 @@ def write_delta_rs(
         except BaseException:
             # A clean failure: undo what we can now (a killed process leaves this to the next run's cleanup).
             # The moved files stay if the commit landed after all (delta-rs#2609: an error after a commit).
-            _discard_staging(fs, base, token, committed=token in _committed_tokens(uri, tgt))
+            _discard_staging(fs, base, token, committed=_landed(uri, tgt, token))
             _lease.remove_lease(fs, root, token)
             raise
         _discard_staging(fs, base, token, committed=True)
     _lease.remove_lease(fs, root, token)
-    _clean_leftovers(uri, tgt, fs, base, options, keep=token)
+    try:
+        _clean_leftovers(uri, tgt, fs, base, options, keep=token)
+    except Exception as exc:  # the write is committed; the next run retries the cleanup
+        log.warning("%s: cleaning what dead runs left at %s failed: %s", tgt.table, tgt.location, exc)
     version = open_delta(uri, tgt.storage_options).version()
     rows = sum(json.loads(a.stats).get("numRecords", 0) for a in adds)
     return SinkResult(tgt.table, tgt.location, "delta-rs", mode, version, len(adds), rows, drange)
@@ -417,6 +420,14 @@ def _plain(path: str) -> str:
     while (once := unquote(path)) != path:
         path = once
     return path
+
+
+def _landed(uri: str, tgt: Target, token: str) -> bool:
+    """Whether this run's commit is in the table after all; unknown counts as yes (keeps the files)."""
+    try:
+        return token in _committed_tokens(uri, tgt)
+    except Exception:
+        return True
 
 
 def _committed_tokens(uri: str, tgt: Target) -> set[str]:
