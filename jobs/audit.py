@@ -136,6 +136,7 @@ def run_audit(
             (unless that write fails too: the original error is raised either way).
     """
     from .runlog import audit_run_table, write_audit_runs
+    from .sink import running_as
 
     say = progress or (lambda _line: None)
     start, end = parse_date_range(date_from, date_to)
@@ -144,7 +145,8 @@ def run_audit(
     say(f"run {run.run_id[:12]}: cluster {config.cluster}, {start} .. {end}, "
         f"output {config.output.table_location('')}")
     try:
-        _run(spark, config, start, end, run, result, reports, ingest, say, progress_interval)
+        with running_as(run.run_id):
+            _run(spark, config, start, end, run, result, reports, ingest, say, progress_interval)
     except Exception as exc:
         result.status = "failed"
         error = " ".join(str(exc).split()) or type(exc).__name__

@@ -355,3 +355,14 @@ def test_lease_liveness() -> None:
     assert _lease.is_live(lease(host="elsewhere", pid=_dead_pid()))  # another host: only the lease counts
     assert not _lease.is_live(lease(pid=os.getpid(), token="not-being-written"))
     assert _lease.is_live(None)  # a lease being written right now
+
+
+def test_writes_inside_an_audit_run_are_named_after_it() -> None:
+    """run_audit wraps its writes in ``running_as``: leases and conflict messages name the audit run."""
+    from jobs.sink import running_as
+
+    assert _lease.run_name(None).count(":") == 1  # host:pid outside a run
+    with running_as("run-42"):
+        assert _lease.run_name(None) == "run-42"
+        assert _lease.run_name("explicit") == "explicit"
+    assert not _lease.run_name(None).startswith("run-42")

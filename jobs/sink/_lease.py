@@ -26,6 +26,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,9 +59,24 @@ class Lease:
         return f"run {self.run} (pid {self.pid} on {self.host}, staging {self.token})"
 
 
+_CURRENT_RUN: ContextVar[str | None] = ContextVar("epoch_audit_sink_run", default=None)
+
+
+@contextlib.contextmanager
+def running_as(run_id: str) -> Iterator[None]:
+    """Name every sink write in this block after the audit run ``run_id``, so a concurrent writer's
+    conflict message and the leases name the run an operator can find in ``audit_runs``."""
+    token = _CURRENT_RUN.set(run_id)
+    try:
+        yield
+    finally:
+        _CURRENT_RUN.reset(token)
+
+
 def run_name(run_id: str | None) -> str:
-    """The run id recorded in leases and commits: the caller's, else ``host:pid``."""
-    return run_id or f"{_HOST}:{os.getpid()}"
+    """The run id recorded in leases and commits: the caller's, else the audit run in force
+    (:func:`running_as`), else ``host:pid``."""
+    return run_id or _CURRENT_RUN.get() or f"{_HOST}:{os.getpid()}"
 
 
 def _path(root: str, token: str) -> str:
