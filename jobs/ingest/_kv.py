@@ -28,7 +28,17 @@ import pyarrow.compute as pc
 
 from epochlib import coordinator
 
-from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, commit_batch, make_batch, repeat, side_row
+from ._rows import (
+    OFFSETS_WORK,
+    RAW_MAX,
+    RowBuffer,
+    bad_value,
+    commit_batch,
+    make_batch,
+    ms_in_range,
+    repeat,
+    side_row,
+)
 
 __all__ = ["COMMIT_PASS", "SIDE_PASS", "Pass", "decode_kv", "group_row"]
 
@@ -90,11 +100,11 @@ def decode_kv(keys: pa.Array, values: pa.Array, ctx_cols: Mapping[str, Any], p: 
     """
     keys, values = _arr(keys), _arr(values)
     dec = coordinator.decode_offsets_arrow(keys, values)
-    err = dec.column("error")
+    ctx_arrays = {k: _arr(v) for k, v in ctx_cols.items()}
+    err = _value_errors(dec, ctx_arrays)
     rtype = dec.column("record_type")
     n = dec.num_rows
     commit_mask = pc.and_(pc.is_null(err), pc.is_in(rtype, pa.array([0, 1], rtype.type))).fill_null(False)
-    ctx_arrays = {k: _arr(v) for k, v in ctx_cols.items()}
     n_commit = pc.sum(commit_mask.cast(pa.int64())).as_py() or 0
     if n_commit:
         mask = p.commit_mask(commit_mask, _is_tx(ctx_arrays, n))
@@ -128,8 +138,43 @@ def decode_kv(keys: pa.Array, values: pa.Array, ctx_cols: Mapping[str, Any], p: 
                               q_ms=ctx.get("record_ms"), broker=ctx.get("broker"),
                               log_partition=ctx.get("log_partition"), log_offset=log_offset))
             continue
-        rows.add({**ctx, **group_row(rec)})
+        row = {**ctx, **group_row(rec)}
+        why = bad_value(row, OFFSETS_WORK)
+        if why is not None:  # e.g. a state timestamp no date can hold: a bad value of this record
+            n_bad += 1
+            rows.add(side_row(source, ctx.get("position"), unit, f"record at log offset {ctx.get('log_offset')}: "
+                              f"{why}", ((k or b"") + (v or b""))[:RAW_MAX], q_ms=ctx.get("record_ms"),
+                              broker=ctx.get("broker"), log_partition=ctx.get("log_partition"),
+                              log_offset=ctx.get("log_offset")))
+            continue
+        rows.add(row)
     yield rows.flush(), n_bad, len(idx) - n_bad
+
+
+def _value_errors(dec: pa.RecordBatch, ctx: Mapping[str, pa.Array]) -> pa.Array:
+    """The decoder's ``error`` column, plus a reason for each otherwise good row holding a time that no
+    date column can hold (a CRC-valid commit whose commitTimestamp is 2^62, a record timestamp of year
+    146 million): such a row is a bad value of its unit and quarantined, in both passes alike."""
+    err = dec.column("error")
+    checks = [("commitTimestamp", dec.column("commit_timestamp")),
+              ("expireTimestamp", dec.column("expire_timestamp"))]
+    if ctx.get("record_ms") is not None:
+        checks.append(("record timestamp", ctx["record_ms"]))
+    found: dict[int, str] = {}
+    for name, a in checks:
+        a = _arr(a)
+        ok = ms_in_range(a)
+        if pc.all(ok).as_py():
+            continue
+        for i in np.flatnonzero(pc.invert(ok).to_numpy(zero_copy_only=False)).tolist():
+            found.setdefault(i, f"{name} {a[i].as_py()} ms is outside 0001-01-01..9999-12-31")
+    if not found:
+        return err
+    errs = err.to_pylist()
+    for i, why in found.items():
+        if errs[i] is None:
+            errs[i] = why
+    return pa.array(errs, pa.string())
 
 
 def _commit_rows(ctx_arrays: dict[str, pa.Array], dec: pa.RecordBatch, mask: pa.Array | None,

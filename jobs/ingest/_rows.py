@@ -19,6 +19,7 @@ defined here so that no input module imports another: :data:`OFFSETS_WORK` (ever
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
@@ -32,12 +33,16 @@ from jobs.schemas import arrow_schema
 __all__ = [
     "COMMITS",
     "FILE_SCHEMA",
+    "MS_MAX",
+    "MS_MIN",
     "OFFSETS_WORK",
     "RAW_MAX",
     "SIDE_FIELDS",
     "RowBuffer",
     "commit_batch",
+    "bad_value",
     "make_batch",
+    "ms_in_range",
     "repeat",
     "side_row",
     "stats_row",
@@ -45,6 +50,16 @@ __all__ = [
 ]
 
 RAW_MAX = 4096
+
+#: Epoch-ms bounds of what a Spark/Delta timestamp (and its ``event_date``) can hold: 0001-01-01 ..
+#: 9999-12-31 UTC. A time outside them is a bad value of its unit (a quarantine row), never a crash in
+#: ``timestamp_millis`` or a row dated in year 146 million.
+MS_MIN = -62_135_596_800_000
+MS_MAX = 253_402_300_799_999
+
+#: The columns of the work schemas that hold epoch milliseconds (checked against MS_MIN..MS_MAX).
+_MS_COLUMNS = frozenset({"q_ms", "record_ms", "commit_ms", "expire_ms", "state_ms", "capture_ms", "snapshot_ms",
+                         "max_timestamp"})
 
 SIDE_FIELDS: list[pa.Field] = [
     pa.field("row_kind", pa.string()),
@@ -99,12 +114,27 @@ class RowBuffer:
         return batch
 
 
+#: Bit widths of the integer context columns a quarantine row may carry (others: 64).
+_CTX_BITS = {"log_partition": 32, "partition": 32, "batch_leader_epoch": 32, "api_version": 16}
+
+
+def _ms_ok(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and MS_MIN <= value <= MS_MAX
+
+
 def side_row(source: str, position: int | None, unit: str, reason: str, raw: bytes | None = None,
              q_ms: int | None = None, **extra: Any) -> dict[str, Any]:
-    """A ``quarantine`` work row."""
+    """A ``quarantine`` work row. A ``q_ms`` outside what a date can hold is dropped (the row is then
+    dated by the run), as are context values that do not fit their column: the quarantine row of a bad
+    value must not fail on that same value."""
+    for k, v in extra.items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            half = 1 << (_CTX_BITS.get(k, 64) - 1)
+            if not -half <= v < half:
+                extra[k] = None
     return {"row_kind": "quarantine", "source": source, "position": position, "unit": unit,
-            "reason": reason[:2000], "raw": None if raw is None else bytes(raw[:RAW_MAX]), "q_ms": q_ms,
-            **extra}
+            "reason": reason[:2000], "raw": None if raw is None else bytes(raw[:RAW_MAX]),
+            "q_ms": q_ms if _ms_ok(q_ms) else None, **extra}
 
 
 def stats_row(source: str, unit: str, n_read: int, n_bad: int, n_out: int) -> dict[str, Any]:
@@ -120,22 +150,71 @@ def repeat(value: Any, n: int, type_: pa.DataType) -> pa.Array:
 
 def ts_ms(value: Any) -> int | None:
     """Epoch ms from an ISO-8601 string or a number (epoch ms); None when absent or unparseable
-    (the ``timestamp`` of JSONL dump and capture lines)."""
+    (the ``timestamp`` of JSONL dump and capture lines).
+
+    Raises:
+        ValueError: a number that is not finite or lies outside what a date can hold
+            (:data:`MS_MIN` .. :data:`MS_MAX`): a bad value of its line, not an unknown time.
+    """
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    if isinstance(value, str):
+    ms: int | None = None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"timestamp {value!r} is not a finite number")
+        ms = int(value) if abs(value) < 1e19 else None
+        if ms is None:
+            raise ValueError(f"timestamp {value!r:.40} is outside 0001-01-01..9999-12-31")
+    elif isinstance(value, int):
+        ms = value
+    elif isinstance(value, str):
         s = value.strip()
-        if re.fullmatch(r"-?\d+", s):
-            return int(s)
-        try:
-            dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            return None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
-        return int(dt.timestamp() * 1000)
+        if re.fullmatch(r"-?\d{1,30}", s):
+            ms = int(s)
+        else:
+            try:
+                dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
+            except ValueError:
+                return None
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=timezone.utc)
+            try:
+                ms = int(dt.timestamp() * 1000)
+            except (OverflowError, ValueError):
+                return None
+    else:
+        return None
+    if not MS_MIN <= ms <= MS_MAX:
+        raise ValueError(f"timestamp {str(value)[:40]} is outside 0001-01-01..9999-12-31")
+    return ms
+
+
+def ms_in_range(ms: pa.Array) -> pa.Array:
+    """Per value of an epoch-ms array: True when it is null or a time a date can hold."""
+    ok = pc.and_(pc.greater_equal(ms, MS_MIN), pc.less_equal(ms, MS_MAX))
+    return ok.fill_null(True)
+
+
+_INT_BITS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+
+
+def bad_value(row: Mapping[str, Any], schema: pa.Schema) -> str | None:
+    """Why a row-wise work row cannot be stored in ``schema``: an integer column holding a non-integer
+    or a number beyond its type, or an epoch-ms column beyond what a date can hold; None when it fits.
+    The reason names the column and the value, for the quarantine row of its unit."""
+    for name, value in row.items():
+        if value is None or name not in schema.names:
+            continue
+        t = schema.field(name).type
+        bits = _INT_BITS.get(t)
+        if bits is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{name} is not an integer: {str(value)[:40]!r}"
+        if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+            return f"{name} {str(value)[:40]} does not fit a {bits}-bit column"
+        if name in _MS_COLUMNS and not MS_MIN <= value <= MS_MAX:
+            return f"{name} {value} is outside 0001-01-01..9999-12-31"
     return None
 
 

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from jobs.fs import iter_lines, open_reader
 
 from ._kv import COMMIT_PASS, SIDE_PASS, Pass, decode_kv
-from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, side_row, stats_row, ts_ms
+from ._rows import MS_MAX, OFFSETS_WORK, RAW_MAX, RowBuffer, side_row, stats_row, ts_ms
 
 __all__ = ["decode_dump_commits", "decode_dump_side"]
 
@@ -69,8 +69,17 @@ def _parquet_ms(col: pa.Array) -> pa.Array:
     if pa.types.is_integer(t):
         return pc.cast(col, pa.int64())
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return pa.array([ts_ms(x) for x in col.to_pylist()], pa.int64())
+        return pa.array([_lenient_ms(x) for x in col.to_pylist()], pa.int64())
     return pa.nulls(len(col), pa.int64())
+
+
+def _lenient_ms(value: Any) -> int | None:
+    """A Parquet string timestamp in ms; one outside what a date can hold is kept as such so that
+    :func:`._kv.decode_kv` quarantines its row (an unparseable one is unknown: None)."""
+    try:
+        return ts_ms(value)
+    except ValueError:
+        return MS_MAX + 1
 
 
 def _binary(col: pa.Array) -> pa.Array:
@@ -172,11 +181,9 @@ def _decode_jsonl(src: str, broker: str | None, p: Pass) -> Iterator[pa.RecordBa
                 ms = ts_ms(ts)
                 if ts is not None and ms is None:
                     raise ValueError(f"unparseable timestamp {str(ts)[:40]!r}")
-                part = obj.get("partition")
-                off = obj.get("offset")
-                part = None if part is None else int(part)
-                off = None if off is None else int(off)
-            except (ValueError, TypeError, binascii.Error) as e:
+                part = _bounded(obj.get("partition"), "partition", 32)
+                off = _bounded(obj.get("offset"), "offset", 64)
+            except (ValueError, TypeError, OverflowError, RecursionError, binascii.Error) as e:
                 n_bad += 1
                 side.add(side_row(src, line_no, "line", f"bad dump line: {e}", line[:RAW_MAX], broker=broker))
                 continue
@@ -196,6 +203,18 @@ def _decode_jsonl(src: str, broker: str | None, p: Pass) -> Iterator[pa.RecordBa
     if p.side:
         side.add(stats_row(src, "line", n_read, n_bad, n_out))
         yield side.flush()
+
+
+def _bounded(value: Any, name: str, bits: int) -> int | None:
+    """An optional integer field of a dump line that must fit its ``bits``-bit column (None stays None)."""
+    if value is None:
+        return None
+    v = int(value)
+    if isinstance(value, float) and v != value:
+        raise ValueError(f"{name} {value!r} is not an integer")
+    if not -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
+        raise ValueError(f"{name} {str(value)[:40]} does not fit a {bits}-bit column")
+    return v
 
 
 def _b64(value: Any) -> bytes | None:

@@ -24,7 +24,7 @@ from epochlib import checkpoint
 from epochlib.errors import DecodeError
 from jobs.fs import open_reader
 
-from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row
+from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, ms_in_range, side_row, stats_row
 from .discover import LEC, PMETA, ROOT_CHECKPOINTS, ROOT_CKPT
 from .ranges import read_range, segment_tables
 
@@ -146,6 +146,7 @@ def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
                 continue
             heads, _ = segment_tables(buf, start, with_records=False)
             del buf
+            heads = _date_checked(heads)
             err = pc.is_valid(heads.column("error"))
             bad = heads.filter(err)
             for h in bad.select(["position", "error", "raw"]).to_pylist():
@@ -163,6 +164,19 @@ def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
                 yield make_batch(WORK, cols, m)
             out.add(stats_row(src, "batch", heads.num_rows, bad.num_rows, m))
             yield out.flush()
+
+
+def _date_checked(heads: pa.RecordBatch) -> pa.RecordBatch:
+    """Batch headers with an ``error`` for each good batch whose max timestamp no date can hold (a
+    bad value of that batch: quarantined, not a failed run in ``timestamp_millis``)."""
+    ok = ms_in_range(heads.column("max_timestamp"))
+    if pc.all(ok).as_py():
+        return heads
+    ts = heads.column("max_timestamp").to_pylist()
+    errs = [e if e is not None or good else f"max timestamp {t} ms is outside 0001-01-01..9999-12-31"
+            for e, good, t in zip(heads.column("error").to_pylist(), ok.to_pylist(), ts, strict=True)]
+    i = heads.schema.get_field_index("error")
+    return heads.set_column(i, "error", pa.array(errs, heads.schema.field("error").type))
 
 
 # ----------------------------------------------------------------------------------- Spark side

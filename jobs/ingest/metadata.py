@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ import pyarrow.compute as pc
 from epochlib import brokers, protocol
 from jobs.fs import iter_lines, open_reader
 
-from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row, ts_ms
+from ._rows import MS_MAX, MS_MIN, RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row, ts_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -185,7 +186,7 @@ def _decode_jsonl(src: str, addresses: dict[str, int]) -> Iterator[pa.RecordBatc
             if ms is None:
                 raise ValueError(f"missing or unparseable ts {str(ts)[:40]!r}")
             token = _metadata_token(obj.get("metadata_token"))
-        except (ValueError, TypeError, binascii.Error) as e:
+        except (ValueError, TypeError, OverflowError, RecursionError, binascii.Error) as e:
             n_bad += 1
             # dated by the line's own time when it had a good one (only the token was wrong)
             side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX], q_ms=ms))
@@ -206,7 +207,7 @@ def _ms(ts: Any) -> int | None:
     if ts is None:
         return None
     if isinstance(ts, float):
-        return int(round(ts * 1000))
+        return int(round(ts * 1000)) if math.isfinite(ts) and abs(ts) < 1e15 else None
     return int(ts)
 
 
@@ -236,7 +237,13 @@ def _decode_pcap(src: str, broker_ports: Sequence[int], addresses: dict[str, int
                 side.add(side_row(src, ex.position, "frame", ex.reason, None))
             continue
         n_read += 1
-        if chunk.add(ex.frame_index, _ms(ex.ts), ex.client_id, ex.broker, ex.response, ex.api_version):
+        ms = _ms(ex.ts)
+        if ms is None or not MS_MIN <= ms <= MS_MAX:
+            n_bad += 1
+            side.add(side_row(src, ex.frame_index, "frame", f"capture time {ex.ts!r:.40} is outside "
+                              "0001-01-01..9999-12-31", None, broker=_broker_text(ex.broker)))
+            continue
+        if chunk.add(ex.frame_index, ms, ex.client_id, ex.broker, ex.response, ex.api_version):
             batch = chunk.flush()
             if batch is not None:
                 yield batch

@@ -20,7 +20,7 @@ from epochlib import coordinator, dumps
 from jobs.fs import open_reader
 
 from ._kv import COMMIT_PASS, SIDE_PASS, Pass
-from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, side_row, stats_row
+from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, bad_value, side_row, stats_row
 
 __all__ = ["decode_text_commits", "decode_text_file", "decode_text_side"]
 
@@ -100,9 +100,39 @@ def _row(item: dict, src: str, broker: str | None) -> dict | None:
     return {**ctx, "row_kind": "group", "key_type": rtype, "record_type": coordinator.snake_type_name(rtype),
             "value_version": item.get("value_version"), "is_tombstone": bool(item.get("is_tombstone")),
             "group_id": item.get("group", item.get("group_id")), "protocol_type": item.get("protocol_type"),
-            "generation": item.get("generation"), "protocol": item.get("protocol"), "leader": item.get("leader"),
+            "generation": item.get("generation") if rtype == 2 else item.get("group_epoch", item.get("epoch")),
+            "protocol": item.get("protocol"), "leader": item.get("leader"),
             "state_ms": _nonneg(item.get("current_state_timestamp")),
             "member_count": None if members is None else len(members), "members": members}
+
+
+def _detect(data: bytes) -> str | None:
+    """The dump format, from the first of the file's first 16 lines (within 1 MiB) that shows one: a
+    garbled first line is one bad line of a dump, not a reason to reject the whole file."""
+    start = 0
+    for _ in range(16):
+        fmt = dumps.detect_dump_format(data[start:start + 8192].decode("utf-8", "replace"))
+        if fmt is not None:
+            return fmt
+        nl = data.find(b"\n", start, 1 << 20)
+        if nl < 0:
+            return None
+        start = nl + 1
+    return None
+
+
+def _unusable(row: dict, item: dict) -> str | None:
+    """Why a parsed dump record cannot become a row: a value that does not fit its column (a partition
+    of 2^40, an offset of 10^30, a commit time no date can hold), or a group record whose key the tool
+    did not print (kafka-dump-log <=3.7 ``unknown::version=N``: no group, no value) -- counted as a
+    quarantined line with the reason, not a row with a null group nor a silent drop."""
+    why = bad_value(row, OFFSETS_WORK)
+    if why is not None:
+        return f"bad value: {why}"
+    if row["row_kind"] == "group" and row.get("group_id") is None:
+        return (f"record type {row.get('key_type')}: the tool printed neither its key nor its value "
+                "(kafka-dump-log <=3.7 'unknown::version'); dump with kafka-dump-log >=3.8 or read the segment")
+    return None
 
 
 def decode_text_file(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
@@ -117,8 +147,7 @@ def decode_text_file(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
         rows.add(stats_row(src, "file", 1, 1, 0))
         yield rows.flush()
         return
-    head = data[:8192].decode("utf-8", "replace")
-    fmt = dumps.detect_dump_format(head)
+    fmt = _detect(data)
     if fmt is None:
         rows.add(side_row(src, 0, "file", "not a Kafka tool dump (unrecognised text format)", data[:RAW_MAX],
                           broker=broker))
@@ -135,7 +164,12 @@ def decode_text_file(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
                               broker=broker))
         else:
             row = _row(item, src, broker)
-            if row is not None:
+            why = None if row is None else _unusable(row, item)
+            if why is not None:
+                n_bad += 1
+                rows.add(side_row(src, item.get("line"), "line", why, None, broker=broker,
+                                  log_partition=item.get("log_partition"), log_offset=item.get("log_offset")))
+            elif row is not None:
                 rows.add(row)
                 if row["row_kind"] != "marker":
                     n_out += 1
