@@ -181,6 +181,8 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
                 units = "batches" if c.unit == "batch" else f"{c.unit}s"
                 say(f"ingest: {c.source_kind:<8} {c.units_read:>10,} {units} read, {c.units_decoded:,} decoded, "
                     f"{c.units_quarantined:,} quarantined, {c.records_decoded:,} records")
+            for line in result.ingest.notes():
+                say(f"ingest: {line}")
         if wanted:
             t1 = time.perf_counter()
             tracker.step("reports")

@@ -5,7 +5,8 @@ The keys are the contract of DESIGN.md ("Entry points"); ``conf/*.toml`` documen
     cluster = "prod-eu1"
     reports = ["stale_metadata", "fencing_violations", "spurious_offset_resets"]
     [inputs]   offsets, logdirs, metadata (paths or URIs, each optional), broker_ports = [9092],
-               broker_addresses = {"10.0.0.13:9092" = 3, "10.0.0.14" = 4} (address -> node id, optional)
+               broker_addresses = {"10.0.0.13:9092" = 3, "10.0.0.14" = 4} (address -> node id, optional),
+               follow_symlinks = false (follow links out of the input roots)
     [output]   root = "..."  |  catalog = "...", schema = "..."; backend = "auto"; [output.storage_options]
     [rules]    lookback_days, correlation_window_minutes, stale_grace_ms, snapshot_tolerance_seconds
     [spark]    master = "local[*]"; [spark.conf] any Spark setting
@@ -89,6 +90,10 @@ class Inputs:
     """Address (``host:port``, or ``host`` for any port) -> node id, for capture brokers that a response's
     own broker list does not name (e.g. pcap peer IPs of a cluster advertising host names). Keys are
     canonical (:func:`epochlib.brokers.normalize_addresses`)."""
+    follow_symlinks: bool = False
+    """Follow symbolic links that lead out of an input root (off by default: a link to ``/etc`` must not
+    become input). Links to paths inside the root are never followed (the target is read at its own path)
+    and a loop is never descended; what is skipped is counted in the run summary."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +270,7 @@ def example_config_path(name: str) -> Path:
 
 
 _TOP_KEYS = ("cluster", "reports", "inputs", "output", "rules", "spark")
-_INPUT_KEYS = ("offsets", "logdirs", "metadata", "broker_ports", "broker_addresses")
+_INPUT_KEYS = ("offsets", "logdirs", "metadata", "broker_ports", "broker_addresses", "follow_symlinks")
 _OUTPUT_KEYS = ("root", "catalog", "schema", "backend", "storage_options")
 _RULE_KEYS = tuple(f.name for f in dataclasses.fields(Rules))
 _SPARK_KEYS = ("master", "conf")
@@ -290,6 +295,7 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
         },
         broker_ports=_ports(inputs_raw["broker_ports"]) if "broker_ports" in inputs_raw else (9092,),
         broker_addresses=_addresses(inputs_raw.get("broker_addresses", {})),
+        follow_symlinks=_bool("inputs.follow_symlinks", inputs_raw.get("follow_symlinks", False)),
     )
 
     out_raw = _table("output", raw.get("output", {}))
@@ -404,6 +410,12 @@ def _ident(key: str, value: Any) -> str:
     if not _IDENT.match(text):
         raise ConfigError(f"'{key}' = {text!r} is not a plain identifier (letters, digits, '_')")
     return text
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"'{key}' must be true or false, got {_type_name(value)} {value!r}")
+    return value
 
 
 def _non_negative_int(key: str, value: Any) -> int:

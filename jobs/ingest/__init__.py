@@ -51,13 +51,32 @@ class IngestResult:
         counts: per (source kind, unit): units read / decoded / quarantined and silver rows produced;
             each satisfies ``units_read == units_decoded + units_quarantined``.
         tables: table name -> :class:`jobs.sink.SinkResult` of its write (silver, quarantine, audit_runs).
-        files: number of input files decoded, unrecognised (quarantined) and ignored, by source kind.
+        files: number of input files decoded, unrecognised (quarantined), ignored, empty (read with zero
+            units: zero-byte segments and dumps, empty directories named like files) and skipped (not
+            read: symlinks out of the root, loops, FIFOs …), by source kind.
+        skipped: source kind -> reason -> number of entries skipped (see ``files``).
+        empty: source kind -> reason -> number of inputs read with zero units.
     """
 
     run: RunContext
     counts: tuple[SourceCounts, ...]
     tables: dict[str, SinkResult] = field(default_factory=dict)
     files: dict[str, dict[str, int]] = field(default_factory=dict)
+    skipped: dict[str, dict[str, int]] = field(default_factory=dict)
+    empty: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        """One line per source kind that had inputs read with zero units or entries skipped, with the
+        reasons (printed with the run's progress lines)."""
+        out = []
+        for kind in sorted(set(self.skipped) | set(self.empty)):
+            for label, by in (("read with zero units", self.empty.get(kind)),
+                              ("skipped, not read", self.skipped.get(kind))):
+                if by:
+                    n = sum(by.values())
+                    why = "; ".join(f"{c} {r}" for r, c in sorted(by.items()))
+                    out.append(f"{kind}: {n} entr{'y' if n == 1 else 'ies'} {label} ({why})")
+        return out
 
     def count(self, source_kind: str, unit: str) -> SourceCounts | None:
         """The counts of one (source kind, unit), None when that unit was not met."""
@@ -150,7 +169,8 @@ def run_ingestion(
     if run is None:
         run = RunContext.start(config, date_from, date_to)
     inputs = config.inputs
-    inv: Inventory = discover(inputs.offsets, inputs.logdirs, inputs.metadata)
+    inv: Inventory = discover(inputs.offsets, inputs.logdirs, inputs.metadata,
+                              follow_symlinks=inputs.follow_symlinks)
     par = default_parallelism(spark)
     works: dict[str, DataFrame] = {}
     offset_commits: DataFrame | None = None
@@ -249,5 +269,9 @@ def run_ingestion(
             "decoded": len(inv.of(kind)),
             "unrecognised": sum(1 for u in inv.unrecognised if u.kind == kind),
             "ignored": sum(1 for k, _ in inv.ignored if k == kind),
+            "empty": sum(1 for e in inv.empty if e.kind == kind),
+            "skipped": sum(1 for e in inv.skipped if e.kind == kind),
         }
-    return IngestResult(run=run, counts=counts, tables=tables, files=files)
+    skipped = {k: inv.reasons(k) for k in ("offsets", "logdirs", "metadata") if inv.reasons(k)}
+    empty = {k: inv.reasons(k, "empty") for k in ("offsets", "logdirs", "metadata") if inv.reasons(k, "empty")}
+    return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty)

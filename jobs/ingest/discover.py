@@ -13,21 +13,32 @@ Only names and sizes are looked at here; contents are read by executors. The lay
 
 Three outcomes per file: a typed :class:`InputFile` (decoded later), *ignored* (a file a Kafka log
 directory normally holds that carries no evidence this job uses: indexes, producer snapshots, other
-topics' segments under ``<offsets>``, ``meta.properties`` …, and hidden ``.``/``_`` files), or
-*unrecognised* — which becomes a ``quarantine`` row with unit ``file``, never an exception.
+topics' segments under ``<offsets>``, ``meta.properties`` …, and hidden ``.``/``_`` files -- but not a
+topic's partition directory such as ``_schemas-0`` or ``_confluent-metrics-3``), or *unrecognised* —
+which becomes a ``quarantine`` row with unit ``file``, never an exception. Besides those, *empty*
+inputs (a zero-byte segment, JSONL or text dump, a directory named like an input file with nothing in
+it) are read with zero units, and *skipped* entries are not read at all, each with its reason
+(:class:`Skipped`).
+
+Local roots are walked by :func:`walk_local`, which does not follow symbolic links out of the root
+unless ``follow_symlinks`` says so, never reads a link to a path inside the root twice (the target is
+read at its own path), never descends a loop and never opens a FIFO, socket or device.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from epochlib.checkpoint import parse_partition_dir_name
 from epochlib.errors import DecodeError
-from jobs.fs import FileEntry, list_files
+from jobs.fs import FileEntry, list_files, resolve
 
-__all__ = ["InputFile", "Inventory", "classify_logdirs", "classify_metadata", "classify_offsets", "discover"]
+__all__ = ["InputFile", "Inventory", "Skipped", "classify_logdirs", "classify_metadata", "classify_offsets",
+           "discover", "walk_local"]
 
 #: Input file forms (the ``form`` column of the work lists).
 SEGMENT = "segment"
@@ -50,6 +61,7 @@ _SEGMENT = re.compile(r"(\d{20})\.log")
 _OFFSETS_DIR = re.compile(r"__consumer_offsets-(\d+)")
 _BROKER = re.compile(r"broker=([^/]+)")
 _SNAPSHOT = re.compile(r"snapshot=([^/]+)")
+_PARTITION_DIR = re.compile(r"_[A-Za-z0-9._-]*-\d+")
 # Files a Kafka log dir holds that carry nothing this job reads (spec §4, §4.1).
 _KAFKA_AUX = re.compile(
     r"(\d{20}\.(index|timeindex|txnindex|snapshot)(\.(deleted|cleaned|swap))?"
@@ -88,6 +100,33 @@ class Unrecognised:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A directory entry that was not read, with why (a symlink out of the root, a loop, a FIFO …), or
+    (in :attr:`Inventory.empty`) an input read with zero units."""
+
+    kind: str
+    source: str
+    reason: str
+
+
+#: Reasons of :class:`Skipped` entries.
+LINK_OUTSIDE = "symbolic link out of the input root (set [inputs] follow_symlinks = true to read it)"
+LINK_INSIDE = "symbolic link to a path inside the input root (read at its own path)"
+LINK_LOOP = "symbolic link loop"
+LINK_BROKEN = "broken symbolic link"
+LINK_SEEN = "directory already read through another link"
+NOT_REGULAR = "not a regular file (FIFO, socket or device)"
+UNREADABLE_DIR = "unreadable directory"
+EMPTY_FILE = "empty file"
+EMPTY_DIR = "directory named like an input file, with nothing in it"
+
+#: Forms whose zero-byte files hold zero units (read, nothing in them) rather than a malformed file.
+_EMPTY_OK = frozenset({SEGMENT, JSONL, TEXT})
+#: Names an input file has; a directory named so is reported when it holds nothing.
+_FILE_LIKE = re.compile(r".*\.(log|jsonl|ndjson|txt|parquet|pcap|pcapng|cap)", re.IGNORECASE)
+
+
 @dataclass(slots=True)
 class Inventory:
     """Everything discovery found, by source kind."""
@@ -95,6 +134,10 @@ class Inventory:
     files: list[InputFile] = field(default_factory=list)
     unrecognised: list[Unrecognised] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)  # (kind, source)
+    skipped: list[Skipped] = field(default_factory=list)
+    """Entries not read at all (symlinks out of the root, loops, FIFOs …), with their reasons."""
+    empty: list[Skipped] = field(default_factory=list)
+    """Inputs read with zero units: zero-byte segments and dumps, empty directories named like files."""
 
     def of(self, kind: str, *forms: str) -> list[InputFile]:
         return [f for f in self.files if f.kind == kind and (not forms or f.form in forms)]
@@ -103,11 +146,27 @@ class Inventory:
         self.files.extend(other.files)
         self.unrecognised.extend(other.unrecognised)
         self.ignored.extend(other.ignored)
+        self.skipped.extend(other.skipped)
+        self.empty.extend(other.empty)
+
+    def reasons(self, kind: str, which: str = "skipped") -> dict[str, int]:
+        """``reason -> count`` of the :attr:`skipped` (or :attr:`empty`) entries of one source kind."""
+        out: dict[str, int] = {}
+        for s in getattr(self, which):
+            if s.kind == kind:
+                out[s.reason] = out.get(s.reason, 0) + 1
+        return out
 
 
-def _hidden(rel: str) -> bool:
-    """Hidden by the Hadoop/Spark convention (``.x``, ``_x``); Kafka's internal ``__topic`` dirs are not."""
-    return any(p.startswith(".") or (p.startswith("_") and not p.startswith("__")) for p in rel.split("/"))
+def _hidden(rel: str, topic_dir: int | None = None) -> bool:
+    """Hidden by the Hadoop/Spark convention (``.x``, ``_x``); Kafka's internal ``__topic`` dirs are not,
+    nor is the path part at index ``topic_dir`` when it is a partition directory (``_schemas-0``)."""
+    for i, p in enumerate(rel.split("/")):
+        if p.startswith(".") or (p.startswith("_") and not p.startswith("__")):
+            if i == topic_dir and p.startswith("_") and _PARTITION_DIR.fullmatch(p):
+                continue
+            return True
+    return False
 
 
 def _broker(rel: str) -> str | None:
@@ -160,10 +219,10 @@ def classify_logdirs(entries: list[FileEntry]) -> Inventory:
     for e in entries:
         parts = e.rel.split("/")
         name = parts[-1]
-        if _hidden(e.rel):
+        snap_i = next((i for i, p in enumerate(parts[:-1]) if _SNAPSHOT.fullmatch(p)), None)
+        if _hidden(e.rel, None if snap_i is None else snap_i + 1):
             inv.ignored.append(("logdirs", e.source))
             continue
-        snap_i = next((i for i, p in enumerate(parts[:-1]) if _SNAPSHOT.fullmatch(p)), None)
         broker_i = next((i for i, p in enumerate(parts[:-1]) if _BROKER.fullmatch(p)), None)
         if snap_i is None or broker_i is None or broker_i > snap_i:
             inv.unrecognised.append(Unrecognised(
@@ -236,8 +295,110 @@ def classify_metadata(entries: list[FileEntry]) -> Inventory:
 _CLASSIFIERS = {"offsets": classify_offsets, "logdirs": classify_logdirs, "metadata": classify_metadata}
 
 
-def discover(offsets: str | None = None, logdirs: str | None = None, metadata: str | None = None) -> Inventory:
+@dataclass(slots=True)
+class Listing:
+    """What :func:`walk_local` found: regular files, skipped entries and empty file-like directories
+    (``(source, reason)`` pairs)."""
+
+    files: list[FileEntry] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    empty_dirs: list[str] = field(default_factory=list)
+
+
+def walk_local(root: str, *, follow_symlinks: bool = False) -> Listing:
+    """Every regular file below the local directory ``root``, sorted by relative path, without following
+    symbolic links out of ``root`` (unless ``follow_symlinks``), without reading a link to a path inside
+    ``root`` (its target is read at its own path), without descending a loop, and without opening
+    FIFOs, sockets or devices (reading a FIFO would block the driver). Sources are ``<root>/<rel>``.
+
+    Raises:
+        FileNotFoundError: ``root`` does not exist.
+    """
+    root = root.rstrip("/") or "/"
+    if not os.path.lexists(root):
+        raise FileNotFoundError(root)
+    out = Listing()
+    real_root = os.path.realpath(root)
+    if not os.path.isdir(root):
+        st_ = os.stat(root)
+        if stat.S_ISREG(st_.st_mode):
+            out.files.append(FileEntry(root, os.path.basename(root), int(st_.st_size)))
+        else:
+            out.skipped.append((root, NOT_REGULAR))
+        return out
+    seen: set[str] = {real_root}
+
+    def inside(real: str) -> bool:
+        return real == real_root or real.startswith(real_root.rstrip("/") + "/")
+
+    def walk(path: str, rel: str, ancestors: frozenset[str]) -> bool:
+        """Walk one directory; True when a regular file was found below it."""
+        try:
+            with os.scandir(path) as it:
+                entries = sorted(it, key=lambda d: d.name)
+        except OSError as e:
+            out.skipped.append((path, f"{UNREADABLE_DIR}: {e.strerror or e}"))
+            return False
+        found = False
+        for de in entries:
+            sub = f"{rel}/{de.name}" if rel else de.name
+            src = f"{root}/{sub}"
+            try:
+                is_link = de.is_symlink()
+                real = os.path.realpath(de.path) if is_link else None
+                if is_link:
+                    if not os.path.exists(de.path):
+                        out.skipped.append((src, LINK_BROKEN))
+                        continue
+                    if real in ancestors:
+                        out.skipped.append((src, LINK_LOOP))
+                        continue
+                    if inside(real):
+                        out.skipped.append((src, LINK_INSIDE))
+                        continue
+                    if not follow_symlinks:
+                        out.skipped.append((src, LINK_OUTSIDE))
+                        continue
+                st_ = os.stat(de.path)
+            except OSError as e:
+                out.skipped.append((src, f"unreadable: {e.strerror or e}"))
+                continue
+            if stat.S_ISDIR(st_.st_mode):
+                key = real or os.path.realpath(de.path)
+                if key in ancestors:
+                    out.skipped.append((src, LINK_LOOP))
+                    continue
+                if key in seen:
+                    out.skipped.append((src, LINK_SEEN))
+                    continue
+                seen.add(key)
+                below = walk(de.path, sub, ancestors | {key})
+                if not below and _FILE_LIKE.fullmatch(de.name):
+                    out.empty_dirs.append(src)
+                found = found or below
+            elif stat.S_ISREG(st_.st_mode):
+                out.files.append(FileEntry(src, sub, int(st_.st_size)))
+                found = True
+            else:
+                out.skipped.append((src, NOT_REGULAR))
+        return found
+
+    walk(root, "", frozenset({real_root}))
+    out.files.sort(key=lambda e: e.rel)
+    return out
+
+
+def _is_local(root: str) -> bool:
+    native = resolve(root).native
+    return native.startswith("/") and "://" not in native
+
+
+def discover(offsets: str | None = None, logdirs: str | None = None, metadata: str | None = None, *,
+             follow_symlinks: bool = False) -> Inventory:
     """List and classify the input roots that are set (driver side: names and sizes only).
+
+    Local roots are walked with :func:`walk_local` (``follow_symlinks`` as there); object stores have no
+    links and are listed with :func:`jobs.fs.list_files`.
 
     Raises:
         jobs.errors.InputError: a root that is set does not exist or cannot be listed.
@@ -249,10 +410,22 @@ def discover(offsets: str | None = None, logdirs: str | None = None, metadata: s
         if not root:
             continue
         try:
-            entries = list_files(root)
+            if _is_local(root):
+                listing = walk_local(resolve(root).native, follow_symlinks=follow_symlinks)
+            else:
+                listing = Listing(files=list_files(root))
         except FileNotFoundError:
             raise InputError(f"{kind} input {root} does not exist") from None
         except OSError as e:
             raise InputError(f"cannot list {kind} input {root}: {e}") from None
-        inv.extend(_CLASSIFIERS[kind](entries))
+        found = _CLASSIFIERS[kind](listing.files)
+        inv.skipped.extend(Skipped(kind, src, why) for src, why in listing.skipped)
+        inv.empty.extend(Skipped(kind, src, EMPTY_DIR) for src in listing.empty_dirs)
+        for f in found.files:
+            if f.size == 0 and f.form in _EMPTY_OK:
+                inv.empty.append(Skipped(kind, f.source, EMPTY_FILE))
+            else:
+                inv.files.append(f)
+        found.files = []
+        inv.extend(found)
     return inv
