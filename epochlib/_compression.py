@@ -568,12 +568,16 @@ def _frame_shapes(u8: np.ndarray, start: np.ndarray, end: np.ndarray, codec: np.
 
 
 def decompress_sections(
-    buf: bytes | bytearray | memoryview, start: np.ndarray, end: np.ndarray, codec: np.ndarray
+    buf: bytes | bytearray | memoryview, start: np.ndarray, end: np.ndarray, codec: np.ndarray,
+    budget: int | None = None,
 ) -> tuple[list[bytes], list[int]]:
     """Decompress the records sections ``buf[start[i]:end[i]]`` (magic 2) with codec ids ``codec[i]``:
     (their bytes in order, the indices ``i`` that failed — ``b""`` in their place).
 
     Each section gives what :func:`decompress` gives for it (the cap included); only the cost differs.
+    With ``budget``, decompression stops after the section that brings the total to ``budget`` bytes:
+    fewer sections than asked are returned, and the caller decodes the rest later (so a run of
+    sections that each stay under the per-section cap cannot add up to gigabytes held at once).
     """
     mv = memoryview(buf)
     u8 = np.frombuffer(mv, np.uint8) if len(mv) else np.zeros(0, np.uint8)
@@ -585,7 +589,10 @@ def decompress_sections(
     append = out.append
     failed: list[int] = []
     sections = zip(range(len(shapes)), start.tolist(), end.tolist(), codec.tolist(), shapes, strict=True)
+    total = 0
     for i, s, e, c, shape in sections:
+        if budget is not None and total >= budget:
+            break
         if c == CODEC_ZSTD:
             d = zstd_frame(mv[s:e], limit)
         elif c == CODEC_GZIP:
@@ -603,6 +610,7 @@ def decompress_sections(
                 failed.append(i)
                 d = b""
         append(d)
+        total += len(d)
     return out, failed
 
 

@@ -11,7 +11,8 @@ modules below each hold one concern:
   ends with ``BadBatch("torn tail: N bytes")``), :func:`scan_batch_boundaries`, :func:`split_points`;
 - :mod:`.encode` — writers for round-trip tests, fixtures and the simulator;
 - :mod:`.arrow` / :mod:`.fastpath` — :func:`batches_arrow`, the columnar version Spark calls, and its
-  numpy magic-2 fast path; it must agree with :func:`iter_batches` (tests enforce it).
+  numpy magic-2 fast path; it must agree with :func:`iter_batches` (tests enforce it);
+  :func:`iter_batches_arrow` gives the same rows in pieces of bounded decompressed size.
 
 Decompression (and the decompressed-size cap) is wholly :mod:`epochlib._compression`'s. Readers are
 sans-IO over ``bytes | bytearray | memoryview``; any exception other than ``DecodeError`` escaping a
@@ -20,7 +21,14 @@ public function is a bug.
 
 from __future__ import annotations
 
-from .arrow import BATCH_SCHEMA, RECORD_SCHEMA, BatchesArrow, batches_arrow
+from .arrow import (
+    BATCH_SCHEMA,
+    DEFAULT_MAX_DECODED,
+    RECORD_SCHEMA,
+    BatchesArrow,
+    batches_arrow,
+    iter_batches_arrow,
+)
 from .encode import encode_batch, encode_control_batch, encode_legacy_message_set
 from .fastpath import FastV2, decode_v2_fast
 from .reference import decode_batch
@@ -48,6 +56,7 @@ __all__ = [
     "BatchesArrow",
     "Buffer",
     "CONTROL_TYPE_NAMES",
+    "DEFAULT_MAX_DECODED",
     "FastV2",
     "HEADER_SIZE_UP_TO_MAGIC",
     "LOG_OVERHEAD",
@@ -63,6 +72,7 @@ __all__ = [
     "encode_control_batch",
     "encode_legacy_message_set",
     "iter_batches",
+    "iter_batches_arrow",
     "scan_batch_boundaries",
     "split_points",
 ]

@@ -9,6 +9,8 @@ and values. Must agree with :func:`.segments.iter_batches` row for row (tests en
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -29,7 +31,8 @@ from .values import (
     _as_buffer,
 )
 
-__all__ = ["BATCH_SCHEMA", "RECORD_SCHEMA", "BatchesArrow", "batches_arrow"]
+__all__ = ["BATCH_SCHEMA", "DEFAULT_MAX_DECODED", "RECORD_SCHEMA", "BatchesArrow", "batches_arrow",
+           "iter_batches_arrow"]
 
 BATCH_SCHEMA = pa.schema(
     [
@@ -119,15 +122,61 @@ def batches_arrow(
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
+    return _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None)[0]
+
+
+#: Decompressed bytes :func:`iter_batches_arrow` lets one piece hold (plus at most one batch, which the
+#: per-batch cap of :mod:`epochlib._compression` bounds).
+DEFAULT_MAX_DECODED = 32 << 20
+
+
+def iter_batches_arrow(
+    buf: Buffer, *, base_position: int = 0, with_records: bool = True, verify_crc: bool = True,
+    max_decoded: int = DEFAULT_MAX_DECODED, max_input: int | None = None,
+) -> Iterator[BatchesArrow]:
+    """:func:`batches_arrow` in pieces that each hold at most about ``max_decoded`` decompressed bytes
+    (plus one batch) and, with ``max_input``, entries starting within ``max_input`` bytes of the piece's
+    first: the per-batch decompression cap alone lets a run of small batches that each inflate to just
+    under it (32 batches of 2 KB) hold gigabytes at once, and the decoded columns of a whole 64 MiB range
+    take ~13x its size. Entries are in file order across pieces; the pieces together are exactly
+    :func:`batches_arrow`'s rows. Without records nothing is decompressed and there is one piece.
+    """
+    buf = _as_buffer(buf)
+    fast_pos, slow = _scan_entries(buf)
+    if not with_records or (not fast_pos and not slow):
+        yield _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None)[0]
+        return
+    budget = max(1, int(max_decoded))
+    while fast_pos or slow:
+        first = min(fast_pos[0] if fast_pos else len(buf), slow[0][0] if slow else len(buf))
+        limit = first + max(1, int(max_input)) if max_input is not None else len(buf) + 1
+        fp = fast_pos[: bisect.bisect_left(fast_pos, limit)]
+        sl = slow[: bisect.bisect_left([p for p, _, _ in slow], limit)]
+        out, stop = _decode(buf, fp, sl, base_position, with_records, verify_crc, budget)
+        yield out
+        nxt = limit if stop is None else stop
+        fast_pos = fast_pos[bisect.bisect_left(fast_pos, nxt):]
+        slow = slow[bisect.bisect_left([p for p, _, _ in slow], nxt):]
+
+
+def _decode(
+    buf: Buffer, fast_pos: list[int], slow: list[tuple[int, int, str | None]], base_position: int,
+    with_records: bool, verify_crc: bool, max_decoded: int | None,
+) -> tuple[BatchesArrow, int | None]:
+    """Decode the scanned entries; with ``max_decoded``, only those before the first magic-2 entry the
+    budget did not reach (returned as the second item; None when all were decoded)."""
+    fb = decode_v2_fast(buf, np.asarray(fast_pos, np.int64), verify_crc, with_records, max_decoded)
+    stop = fast_pos[len(fb.positions)] if len(fb.positions) < len(fast_pos) else None
     slow_items: list[Batch | BadBatch] = []
     for pos, length, problem in slow:
+        if stop is not None and pos >= stop:
+            break
         if problem is None:
             slow_items.append(_entry_or_bad(buf, pos, length, verify_crc, with_records, base_position))
         else:
             reason = f"torn tail: {length} bytes" if problem == "torn" else problem
             slow_items.append(BadBatch(base_position + pos, reason, _raw(buf, pos, length), length))
 
-    fb = decode_v2_fast(buf, np.asarray(fast_pos, np.int64), verify_crc, with_records)
     for pos in fb.rejected:
         length = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1]
         slow_items.append(_entry_or_bad(buf, pos, length, verify_crc, with_records, base_position))
@@ -173,7 +222,7 @@ def batches_arrow(
         slow_rows = [_record_row(b, r) for b in slow_items if isinstance(b, Batch) for r in b.records]
         slow_rec = pa.RecordBatch.from_pylist(slow_rows, schema=RECORD_SCHEMA)
         records = _sorted(_fast_records(fb, base_position), slow_rec, "batch_position", RECORD_SCHEMA)
-    return BatchesArrow(batches, records)
+    return BatchesArrow(batches, records), stop
 
 
 def _sorted(a: pa.RecordBatch, b: pa.RecordBatch, key: str, schema: pa.Schema) -> pa.RecordBatch:

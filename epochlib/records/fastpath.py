@@ -200,9 +200,14 @@ class FastV2:
         self.rec = rec
 
 
-def decode_v2_fast(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records: bool) -> FastV2:
+def decode_v2_fast(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records: bool,
+                   max_decoded: int | None = None) -> FastV2:
     """Decode the magic-2 entries at ``positions`` (sizes already checked to fit ``buf``) column-wise;
     entries failing any check the reference applies are left to the reference (``rejected``).
+
+    With ``max_decoded`` (and records), decompression stops once that many bytes are decompressed:
+    only the first entries are decoded and ``positions`` of the result is that prefix (the caller
+    decodes the rest in another call, :func:`epochlib.records.iter_batches_arrow`).
     """
     nb = len(positions)
     u8 = np.frombuffer(buf, np.uint8) if len(buf) else np.zeros(0, np.uint8)
@@ -231,7 +236,14 @@ def decode_v2_fast(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_re
             # the arena holds buf only if uncompressed batches have records to read from it
             arena_base = len(buf) if (ok & (codec == CODEC_NONE) & (counts > 0)).any() else 0
             chunks = [bytes(buf)] if arena_base else []
-            ds, failed = decompress_sections(buf, rec_start[comp_idx], rec_limit[comp_idx], codec[comp_idx])
+            ds, failed = decompress_sections(buf, rec_start[comp_idx], rec_limit[comp_idx], codec[comp_idx],
+                                             max_decoded)
+            if len(ds) < comp_idx.size:  # the budget ran out: keep the entries before the first not done
+                m = int(comp_idx[len(ds)])
+                positions, h, sizes, ends, attrs, counts, codec, ok, rec_start, rec_limit = (
+                    a[:m] for a in (positions, h, sizes, ends, attrs, counts, codec, ok, rec_start, rec_limit))
+                comp_idx = comp_idx[: len(ds)]
+                nb = m
             lens = np.fromiter(map(len, ds), np.int64, len(ds))
             ends_c = np.cumsum(lens) + arena_base
             rec_start[comp_idx] = ends_c - lens

@@ -144,7 +144,7 @@ def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
                 out.add(stats_row(src, "file", 1, 1, 0))
                 yield out.flush()
                 continue
-            heads, _ = segment_tables(buf, start, with_records=False)
+            heads, _ = next(segment_tables(buf, start, with_records=False))  # headers only: one piece
             del buf
             heads = _date_checked(heads)
             err = pc.is_valid(heads.column("error"))

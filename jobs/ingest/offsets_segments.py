@@ -1,7 +1,8 @@
 """``__consumer_offsets`` segment ranges -> offsets rows (executor side, one function per pass).
 
-Ranges come from :mod:`.ranges` (on batch boundaries). Each is decoded with
-:func:`.ranges.segment_tables`; a bad CRC or a torn tail is one quarantined ``batch``, a record of a good
+Ranges come from :mod:`.ranges` (on batch boundaries). Each is read in pieces of about
+:data:`.ranges.PIECE_BYTES` (cut on batch boundaries) and decoded with :func:`.ranges.segment_tables`, whose
+own pieces bound the decompressed bytes held, so a task's memory does not grow with the range; a bad CRC or a torn tail is one quarantined ``batch``, a record of a good
 batch whose key/value cannot be decoded one quarantined ``record`` (:func:`._kv.decode_kv`). COMMIT/ABORT
 control records become ``marker`` rows for the ``txn_state`` window.
 """
@@ -13,9 +14,12 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from epochlib import records
+from jobs.fs import open_reader
+
 from ._kv import COMMIT_PASS, SIDE_PASS, Pass, decode_kv
 from ._rows import OFFSETS_WORK, RowBuffer, make_batch, repeat, side_row, stats_row
-from .ranges import read_range, segment_tables
+from .ranges import PIECE_BYTES, segment_tables
 
 __all__ = ["OUT_ROWS", "decode_segment_commits", "decode_segment_side"]
 
@@ -50,25 +54,44 @@ def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
     source, start = row["source"], row["start"]
     broker, log_partition = row["broker"], row["log_partition"]
     side = RowBuffer(OFFSETS_WORK)
+    counts = [0, 0, 0, 0, 0]  # batches read, batches bad, records read, records bad, rows out
     try:
-        buf = read_range(row)
-    except OSError as e:
+        with open_reader(source) as r:
+            # the range is read piece by piece (cut on batch boundaries, headers only), so a task holds one
+            # piece's bytes and decoded columns, not the whole range's
+            length = row["end"] - start
+            pieces = records.split_points(lambda pos, n: r.read_at(start + pos, n), length, PIECE_BYTES)
+            for s, e in pieces:
+                buf = r.read_at(start + s, e - s)
+                for heads, rec in segment_tables(buf, start + s):
+                    yield from _decode_piece(heads, rec, row, p, side, counts)
+                    if len(side) >= 8192:
+                        yield side.flush()
+                del buf
+    except OSError as e:  # the rest of the range is one bad file unit; what was decoded before it counts
         if p.side:
             side.add(side_row(source, start, "file", f"unreadable: {e}", broker=broker,
                               log_partition=log_partition))
             side.add(stats_row(source, "file", 1, 1, 0))
-            yield side.flush()
-        return
-    heads, rec = segment_tables(buf, start)
-    del buf
-    n_bad = 0
+    if p.side:
+        n_heads, n_bad, n_rec, n_rec_bad, n_out = counts
+        side.add(stats_row(source, "batch", n_heads, n_bad, 0))
+        side.add(stats_row(source, "record", n_rec, n_rec_bad, n_out))
+        yield side.flush()
+
+
+def _decode_piece(heads: pa.RecordBatch, rec: pa.RecordBatch | None, row: dict, p: Pass, side: RowBuffer,
+                  counts: list[int]) -> Iterator[pa.RecordBatch]:
+    """One piece of a range (:func:`.ranges.segment_tables`): its rows for pass ``p``, quarantine rows
+    into ``side`` and the counts added to ``counts``."""
+    source, broker, log_partition = row["source"], row["broker"], row["log_partition"]
+    counts[0] += heads.num_rows
     if p.side:
         bad = heads.filter(pc.is_valid(heads.column("error")))
-        n_bad = bad.num_rows
+        counts[1] += bad.num_rows
         for h in bad.select(["position", "error", "raw"]).to_pylist():
             side.add(side_row(source, h["position"], "batch", h["error"], h["raw"], broker=broker,
                               log_partition=log_partition))
-    n_out = n_rec = n_rec_bad = 0
     if rec is not None and rec.num_rows:
         is_control = rec.column("is_control")
         any_control = pc.any(is_control).as_py()
@@ -100,14 +123,10 @@ def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
                 "producer_id": data.column("producer_id"),
                 "is_transactional": data.column("is_transactional"),
             }
-            n_rec = m
+            counts[2] += m
             for out, nbad, good in decode_kv(data.column("key"), data.column("value"), ctx_cols, p,
                                              unit="record", source=source):
-                n_out += good
-                n_rec_bad += nbad
+                counts[4] += good
+                counts[3] += nbad
                 if out is not None:
                     yield out
-    if p.side:
-        side.add(stats_row(source, "batch", heads.num_rows, n_bad, 0))
-        side.add(stats_row(source, "record", n_rec, n_rec_bad, n_out))
-        yield side.flush()

@@ -4,7 +4,7 @@ Large segments are decoded by many tasks: the driver sends only names and sizes
 (:func:`ranges_frame`); files up to the target size are one range each, larger ones are cut by
 :func:`plan_segment_ranges` in executors, which reads only the entry headers
 (:func:`epochlib.records.split_points`). Every range starts on a batch boundary, so each decodes on its
-own (:func:`read_range`, :func:`segment_tables`). Both the ``__consumer_offsets`` segments
+own (:func:`read_range`, :func:`segment_tables`, in pieces of bounded decompressed size). Both the ``__consumer_offsets`` segments
 (:mod:`.offsets_segments`) and the log-dir snapshot segments (:mod:`.logdirs`) go this way.
 """
 
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
     from .discover import InputFile
 
-__all__ = ["RANGE_SCHEMA", "plan_segment_ranges", "ranges_frame", "read_range", "segment_tables"]
+__all__ = ["DECODED_BUDGET", "PIECE_BYTES", "RANGE_SCHEMA", "plan_segment_ranges", "ranges_frame", "read_range",
+           "segment_tables"]
 
 #: One row per file or byte range: the input of :func:`plan_segment_ranges` and of the range decoders.
 RANGE_SCHEMA = pa.schema([
@@ -104,18 +105,31 @@ def read_range(row: dict) -> bytes:
         return r.read_at(row["start"], row["end"] - row["start"])
 
 
-def segment_tables(buf: bytes, base: int, *, with_records: bool = True) -> tuple[pa.RecordBatch,
-                                                                                 pa.RecordBatch | None]:
-    """Decode a byte range of a segment with the codec's Arrow batch function
-    (:func:`epochlib.records.batches_arrow`): (one row per log entry, bad ones with ``error``/``raw``;
-    one row per record, ``control_type`` as the marker name ``COMMIT``/``ABORT``/… for control records)."""
-    out = records.batches_arrow(buf, base_position=base, with_records=with_records)
-    rec = out.records
-    if rec is not None and rec.num_rows:
-        ct = rec.column("control_type")
-        names = pa.array([records.CONTROL_TYPE_NAMES.get(i) for i in range(7)], pa.string())
-        valid = pc.and_(pc.greater_equal(ct, 0), pc.less(ct, 7)).fill_null(False)
-        named = pc.if_else(valid, pc.take(names, pc.if_else(valid, ct, 0).cast(pa.int32())),
-                           pa.scalar(None, pa.string()))
-        rec = rec.set_column(rec.schema.get_field_index("control_type"), "control_type", named)
-    return out.batches, rec
+#: Decompressed bytes one task holds at once while decoding a segment range (plus at most one batch,
+#: which epochlib's per-batch cap bounds at 64 MiB): a range is decoded and handed on in pieces of this
+#: size, so 32 batches of 2 KB that each inflate to 64 MiB no longer drive a worker to 4 GiB.
+DECODED_BUDGET = 32 << 20
+#: Input bytes of a range decoded at once: the decoded columns of a batch of commits take ~13x its bytes
+#: (a whole 64 MiB range drove a Python worker to ~850 MiB RSS; 8 MiB pieces keep it near 250 MiB).
+PIECE_BYTES = 8 << 20
+
+
+def segment_tables(buf: bytes, base: int, *, with_records: bool = True,
+                   budget: int | None = None) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None]]:
+    """Decode a byte range of a segment with the codec's Arrow batch function, in pieces of at most
+    ``budget`` (default :data:`DECODED_BUDGET`) decompressed bytes and :data:`PIECE_BYTES` input bytes
+    (:func:`epochlib.records.iter_batches_arrow`): per piece, (one row per log entry, bad ones with
+    ``error``/``raw``; one row per record, ``control_type`` as the marker name ``COMMIT``/``ABORT``/…
+    for control records). Without records there is one piece."""
+    for out in records.iter_batches_arrow(buf, base_position=base, with_records=with_records,
+                                          max_decoded=budget or DECODED_BUDGET, max_input=PIECE_BYTES):
+        rec = out.records
+        if rec is not None and rec.num_rows:
+            ct = rec.column("control_type")
+            names = pa.array([records.CONTROL_TYPE_NAMES.get(i) for i in range(7)], pa.string())
+            valid = pc.and_(pc.greater_equal(ct, 0), pc.less(ct, 7)).fill_null(False)
+            named = pc.if_else(valid, pc.take(names, pc.if_else(valid, ct, 0).cast(pa.int32())),
+                               pa.scalar(None, pa.string()))
+            rec = rec.set_column(rec.schema.get_field_index("control_type"), "control_type", named)
+        yield out.batches, rec
+        del out, rec
