@@ -200,6 +200,8 @@ class SourceCounts:
     records_decoded: int
     units_read: int | None = None
     """Defaults to ``units_decoded + units_quarantined``; when given, it must equal that sum."""
+    units_unpaired: int | None = None
+    """Capture frames that are limits of the capture (unpaired, partial), counted apart from units_read."""
 
     def __post_init__(self) -> None:
         _check("source_kind", self.source_kind, SOURCE_KINDS)
@@ -338,6 +340,7 @@ def audit_run_table(
             "units_quarantined": c.units_quarantined,
             "records_decoded": c.records_decoded,
             **per_source(c.source_kind),
+            "units_unpaired": c.units_unpaired,
         }
         for c in counts
     ] or [{**base, **empty, **per_source(None)}]

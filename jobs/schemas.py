@@ -248,6 +248,9 @@ AUDIT_RUNS = (
     _c("error", STR, "why the run failed (the one-line error), null otherwise"),
     _c("source_status", STR, "this source's status: ok | partial | no_input (null on a failed run's row)"),
     _c("days_without_input", pa.list_(pa.date32()), "days of the range for which this source yielded no rows"),
+    _c("units_unpaired", I64, "capture frames that are limits of the capture, not bad input (not in units_read): "
+       "requests or responses whose other half was not captured, frames cut by the capture's start, end or a "
+       "gap; null for other units and rows written before the column"),
 )
 
 # ------------------------------------------------------------------------------------------------- gold

@@ -55,6 +55,8 @@ class IngestResult:
             units: zero-byte segments and dumps, empty directories named like files) and skipped (not
             read: symlinks out of the root, loops, FIFOs …), by source kind.
         skipped: source kind -> reason -> number of entries skipped (see ``files``).
+        infos: decoder notes that are neither units nor quarantine (e.g. TLS to ports that are not broker
+            ports).
         empty: source kind -> reason -> number of inputs read with zero units.
     """
 
@@ -64,6 +66,8 @@ class IngestResult:
     files: dict[str, dict[str, int]] = field(default_factory=dict)
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
     empty: dict[str, dict[str, int]] = field(default_factory=dict)
+    infos: tuple[str, ...] = ()
+    """Notes from the decoders that are neither counts nor quarantine (TLS on ports that are not broker ports)."""
 
     def notes(self) -> list[str]:
         """One line per source kind that had inputs read with zero units or entries skipped, with the
@@ -76,7 +80,11 @@ class IngestResult:
                     n = sum(by.values())
                     why = "; ".join(f"{c} {r}" for r, c in sorted(by.items()))
                     out.append(f"{kind}: {n} entr{'y' if n == 1 else 'ies'} {label} ({why})")
-        return out
+        unpaired = sum(c.units_unpaired or 0 for c in self.counts)
+        if unpaired:
+            out.append(f"metadata: {unpaired} capture frames unpaired or cut by the capture (counted in "
+                       "audit_runs.units_unpaired, not quarantined)")
+        return out + list(self.infos)
 
     def count(self, source_kind: str, unit: str) -> SourceCounts | None:
         """The counts of one (source kind, unit), None when that unit was not met."""
@@ -119,7 +127,7 @@ def _stats(work: DataFrame, kind: str) -> DataFrame:
     from pyspark.sql import functions as F
 
     return work.filter(F.col("row_kind") == "stats").select(
-        F.lit(kind).alias("source_kind"), "unit", "n_read", "n_bad", "n_out")
+        F.lit(kind).alias("source_kind"), "unit", "n_read", "n_bad", "n_out", "n_unpaired")
 
 
 def run_ingestion(
@@ -238,25 +246,31 @@ def run_ingestion(
                                                date_range=run.date_range)
 
         # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
-        totals: dict[tuple[str, str], list[int]] = {}
+        totals: dict[tuple[str, str], list] = {}
         sparts = [_stats(w, kind) for kind, w in works.items()]
         if sparts:
             s = sparts[0]
             for p in sparts[1:]:
                 s = s.unionByName(p)
             agg = s.groupBy("source_kind", "unit").agg(
-                F.sum("n_read").alias("read"), F.sum("n_bad").alias("bad"), F.sum("n_out").alias("out"))
+                F.sum("n_read").alias("read"), F.sum("n_bad").alias("bad"), F.sum("n_out").alias("out"),
+                F.sum("n_unpaired").alias("unpaired"))
             for r in agg.collect():
                 totals[(r["source_kind"], r["unit"])] = [int(r["read"] or 0), int(r["bad"] or 0),
-                                                         int(r["out"] or 0)]
+                                                         int(r["out"] or 0), r["unpaired"]]
         for u in inv.unrecognised:
-            t = totals.setdefault((u.kind, "file"), [0, 0, 0])
+            t = totals.setdefault((u.kind, "file"), [0, 0, 0, None])
             t[0] += 1
             t[1] += 1
         counts = tuple(
             SourceCounts(source_kind=k, unit=u, units_decoded=r - b, units_quarantined=b, records_decoded=o,
-                         units_read=r)
-            for (k, u), (r, b, o) in sorted(totals.items()))
+                         units_read=r, units_unpaired=None if up is None else int(up))
+            for (k, u), (r, b, o, up) in sorted(totals.items()))
+        # info lines (e.g. TLS handshakes to ports that are not broker ports): few, for the run's notes
+        infos = []
+        if "metadata" in works:
+            infos = [f"metadata: {r['source']}: {r['reason']}" for r in works["metadata"].filter(
+                F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]
         if write_audit and counts:
             tables["audit_runs"] = write_audit_runs(audit_run_table(run, counts), config)
     finally:
@@ -274,4 +288,5 @@ def run_ingestion(
         }
     skipped = {k: inv.reasons(k) for k in ("offsets", "logdirs", "metadata") if inv.reasons(k)}
     empty = {k: inv.reasons(k, "empty") for k in ("offsets", "logdirs", "metadata") if inv.reasons(k, "empty")}
-    return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty)
+    return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
+                        infos=tuple(infos))

@@ -7,7 +7,10 @@ columns of that kind plus the side columns below, and a ``row_kind`` saying what
 - ``quarantine``: one undecodable unit (``unit``, ``reason``, ``raw`` ≤ 4 KiB, ``q_ms`` its own time
   when known);
 - ``stats``: per work item and unit, how many units were read (``n_read``), quarantined (``n_bad``)
-  and how many silver rows came out (``n_out``). Spark sums these; the driver never loops over data.
+  and how many silver rows came out (``n_out``), plus, for captures, the frames that are limits of the
+  capture (``n_unpaired``, not units). Spark sums these; the driver never loops over data;
+- ``info``: a line for the run's notes (``reason``), e.g. TLS handshakes to a port that is not a broker
+  port.
 
 Times stay epoch milliseconds (int64) here; the Spark side turns them into timestamps and dates.
 
@@ -72,6 +75,7 @@ SIDE_FIELDS: list[pa.Field] = [
     pa.field("n_read", pa.int64()),
     pa.field("n_bad", pa.int64()),
     pa.field("n_out", pa.int64()),
+    pa.field("n_unpaired", pa.int64()),
 ]
 
 
@@ -137,10 +141,12 @@ def side_row(source: str, position: int | None, unit: str, reason: str, raw: byt
             "q_ms": q_ms if _ms_ok(q_ms) else None, **extra}
 
 
-def stats_row(source: str, unit: str, n_read: int, n_bad: int, n_out: int) -> dict[str, Any]:
-    """A ``stats`` work row: units read / quarantined, silver rows produced."""
+def stats_row(source: str, unit: str, n_read: int, n_bad: int, n_out: int,
+              n_unpaired: int | None = None) -> dict[str, Any]:
+    """A ``stats`` work row: units read / quarantined, silver rows produced (and, for captures, frames
+    that are limits of the capture rather than units: unpaired or partial)."""
     return {"row_kind": "stats", "source": source, "unit": unit, "n_read": n_read, "n_bad": n_bad,
-            "n_out": n_out}
+            "n_out": n_out, "n_unpaired": n_unpaired}
 
 
 def repeat(value: Any, n: int, type_: pa.DataType) -> pa.Array:

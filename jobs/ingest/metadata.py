@@ -7,8 +7,12 @@
   would hide staleness silently). Unit ``line``, ``position`` = line number.
 - pcap / pcapng: :func:`epochlib.pcap.iter_exchanges` reassembles the TCP streams on the configured broker
   ports and pairs requests with responses by correlation id; the API version comes from the request, the
-  client id from its header. Unit ``frame``, ``position`` = the response's frame number; a
-  :class:`~epochlib.pcap.CaptureError` is one quarantined frame. Traffic carries no metadata token (null).
+  client id from its header. Unit ``frame``, ``position`` = the response's frame number. What the capture
+  holds that cannot be decoded is quarantined: a corrupt frame, and one row per TLS-encrypted TCP stream on a
+  broker port (counted as a frame). Limits of the capture are not bad input and are counted apart, in
+  ``audit_runs.units_unpaired`` (not in ``units_read``): requests or responses whose other half was not
+  captured, frames cut by the capture's start, end or a gap. TLS handshakes to ports that are not broker
+  ports become one ``info`` line per port for the run's notes. Traffic carries no metadata token (null).
 
 Each decodable response becomes one row per (topic, partition) via
 :func:`epochlib.protocol.metadata_observations_arrow` (a response without topics gives one row with the
@@ -224,17 +228,21 @@ def _decode_pcap(src: str, broker_ports: Sequence[int], addresses: dict[str, int
         yield side.flush()
         return
     chunk = _Chunk(src, "frame", side, addresses)
+    tally = pcap.CaptureTally()
     n_read = n_bad = n_file_bad = 0
     for ex in pcap.iter_exchanges(data, broker_ports=tuple(broker_ports), api_keys={3}):
+        tally.add(ex)
         if isinstance(ex, pcap.CaptureError):
-            unit = "file" if ex.unit == "file" else "frame"
-            if unit == "file":
+            if ex.unit == "file":
                 n_file_bad += 1
                 side.add(side_row(src, ex.position, "file", ex.reason, data[:RAW_MAX]))
-            else:
+            elif ex.quarantined:  # corrupt frames; one row per TLS stream on a broker port (counted as a frame)
                 n_read += 1
                 n_bad += 1
-                side.add(side_row(src, ex.position, "frame", ex.reason, None))
+                side.add(side_row(src, ex.position, "frame", ex.reason, None, broker=ex.broker))
+            elif ex.kind == pcap.TLS_PORT:  # not bad input, not a unit: a note for the run's summary
+                side.add({"row_kind": "info", "source": src, "position": ex.position, "reason": ex.reason})
+            # unpaired requests/responses and partial frames are limits of the capture: counted below
             continue
         n_read += 1
         ms = _ms(ex.ts)
@@ -252,8 +260,9 @@ def _decode_pcap(src: str, broker_ports: Sequence[int], addresses: dict[str, int
         yield batch
     if n_file_bad:
         side.add(stats_row(src, "file", n_file_bad, n_file_bad, 0))
-    if n_read or not n_file_bad:
-        side.add(stats_row(src, "frame", n_read, n_bad + chunk.bad, chunk.out))
+    unpaired = tally.unpaired_requests + tally.unpaired_responses + tally.partial_frames
+    if n_read or unpaired or not n_file_bad:
+        side.add(stats_row(src, "frame", n_read, n_bad + chunk.bad, chunk.out, unpaired))
     yield side.flush()
 
 

@@ -1,0 +1,82 @@
+"""Issue 12 item 2 (ingest side): capture limits are counted apart from bad input.
+
+A capture's unpaired requests/responses and partial frames are no quarantine rows: they go to the
+``frame`` stats' ``n_unpaired`` (``audit_runs.units_unpaired``) so that ``units_quarantined`` means
+"could not decode" and ``units_read = units_decoded + units_quarantined`` holds; a TLS stream on a
+broker port is one quarantined frame; TLS to another port is an info line. Frames are built by
+kafka-python and dpkt (see test_pcap_capture_limits).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow as pa
+from test_pcap import _capture, metadata_request, metadata_response
+from test_pcap_capture_limits import B, C, app_data, real_client_hello, server_flight
+
+from jobs.ingest import metadata as md
+from jobs.runlog import RunContext, SourceCounts, audit_run_table
+
+
+def _decode(path: Path) -> list[dict]:
+    rb = pa.RecordBatch.from_pylist([{"source": str(path), "size": path.stat().st_size, "form": "pcap"}],
+                                    schema=md.FILE_SCHEMA)
+    return [r for b in md.decode_capture_files((9092,))(iter([rb])) if b is not None for r in b.to_pylist()]
+
+
+def test_unpaired_and_partial_frames_are_counted_not_quarantined(tmp_path):
+    req7, req9 = metadata_request(2, 7), metadata_request(2, 9)
+    resp7, resp8, resp9 = (metadata_response(2, cid, partitions=2) for cid in (7, 8, 9))
+    old = metadata_response(2, 6)
+    c2 = (C[0], 50002)
+    segs = [
+        (1.0, *C, *B, req7, 0),
+        (1.2, *C, *B, req9, len(req7) + len(metadata_request(2, 8))),  # request 8 never captured
+        (1.5, *B, *C, old[-40:] + resp7 + resp8 + resp9, 0),  # starts inside a frame: one partial
+        (2.0, *c2, *B, metadata_request(2, 11)),  # a request whose response was not captured
+    ]
+    p = tmp_path / "cap.pcap"
+    p.write_bytes(_capture(segs, handshake=False))
+    rows = _decode(p)
+    obs = [r for r in rows if r["row_kind"] == "observation"]
+    assert sorted({r["correlation_id"] for r in obs}) == [7, 9]
+    assert not [r for r in rows if r["row_kind"] == "quarantine"]
+    (stats,) = [r for r in rows if r["row_kind"] == "stats"]
+    assert (stats["unit"], stats["n_read"], stats["n_bad"]) == ("frame", 2, 0)
+    assert stats["n_unpaired"] >= 3  # response 8, request 11, the partial frame (and the cut tail of c2)
+    counts = SourceCounts("metadata", "frame", units_decoded=stats["n_read"] - stats["n_bad"],
+                          units_quarantined=stats["n_bad"], records_decoded=stats["n_out"],
+                          units_read=stats["n_read"], units_unpaired=stats["n_unpaired"])
+    day = dt.date(2024, 3, 1)
+    row = audit_run_table(RunContext("c", day, day), [counts]).to_pylist()[0]
+    assert (row["units_read"], row["units_quarantined"], row["units_unpaired"]) == (2, 0, stats["n_unpaired"])
+
+
+def test_a_tls_stream_on_a_broker_port_is_one_quarantined_frame(tmp_path):
+    c3 = (C[0], 50003)
+    segs = [(1.0, *C, *B, metadata_request(1, 7)), (1.1, *B, *C, metadata_response(1, 7)),
+            (3.0, *c3, *B, real_client_hello()), (3.1, *B, *c3, server_flight()), (3.2, *c3, *B, app_data(3)),
+            (3.3, *B, *c3, app_data(5, 1400))]
+    p = tmp_path / "cap.pcap"
+    p.write_bytes(_capture(segs))
+    rows = _decode(p)
+    (q,) = [r for r in rows if r["row_kind"] == "quarantine"]
+    assert "TLS-encrypted stream" in q["reason"] and q["unit"] == "frame"
+    (stats,) = [r for r in rows if r["row_kind"] == "stats"]
+    assert (stats["n_read"], stats["n_bad"], stats["n_unpaired"]) == (2, 1, 0)
+
+
+def test_tls_to_a_port_that_is_not_a_broker_port_is_an_info_line(tmp_path):
+    port = (B[0], 9093)
+    segs = [(1.0, *C, *B, metadata_request(1, 7)), (1.1, *B, *C, metadata_response(1, 7)),
+            (2.0, *C[:1], 51000, *port, real_client_hello()), (2.1, *port, C[0], 51000, server_flight())]
+    p = tmp_path / "cap.pcap"
+    p.write_bytes(_capture(segs))
+    rows = _decode(p)
+    assert not [r for r in rows if r["row_kind"] == "quarantine"]
+    (info,) = [r for r in rows if r["row_kind"] == "info"]
+    assert "port 9093" in info["reason"]
+    (stats,) = [r for r in rows if r["row_kind"] == "stats"]
+    assert (stats["n_read"], stats["n_bad"], stats["n_unpaired"]) == (1, 0, 0)
