@@ -149,7 +149,8 @@ def run_ingestion(
         date_from, date_to: the inclusive ``event_date`` range to (re)write; ``date_to`` defaults to
             ``date_from``. Ignored when ``run`` is given.
         run: the run's :class:`~jobs.runlog.RunContext` when a larger job (the CLI's ``run``) shares it.
-        split_bytes: target byte size of the segment ranges decoded by one task.
+        split_bytes: target byte size of the segment ranges (and of the line ranges of JSONL captures and text
+            dumps) decoded by one task.
         write_audit: append this run's ``audit_runs`` rows (the CLI may prefer to write them itself once
             the reports have run, with their finding counts).
 
@@ -171,7 +172,8 @@ def run_ingestion(
     from . import metadata as md
     from . import offsets as off
     from ._spark import default_parallelism, files_frame, to_spark_schema
-    from .discover import LEC, PMETA, ROOT_CKPT, SEGMENT, Inventory, discover
+    from .discover import LEC, PCAP, PMETA, ROOT_CKPT, SEGMENT, Inventory, discover
+    from .lines import line_ranges_frame
     from .ranges import ranges_frame
 
     if run is None:
@@ -206,8 +208,16 @@ def run_ingestion(
         works["logdirs"] = w
     capture_files = inv.of("metadata")
     if capture_files:
-        works["metadata"] = files_frame(spark, capture_files, md.FILE_SCHEMA, par).mapInArrow(
-            md.decode_capture_files(inputs.broker_ports, inputs.broker_addresses), to_spark_schema(md.WORK))
+        decode = md.decode_capture_files(inputs.broker_ports, inputs.broker_addresses)
+        mparts = []
+        pcaps = [f for f in capture_files if f.form == PCAP]
+        if pcaps:
+            mparts.append(files_frame(spark, pcaps, md.FILE_SCHEMA, par).mapInArrow(decode, to_spark_schema(md.WORK)))
+        jsonl = [f for f in capture_files if f.form != PCAP]
+        if jsonl:  # line ranges: a multi-GB hourly capture spreads over executors
+            mparts.append(line_ranges_frame(spark, jsonl, split_bytes=split_bytes, parallelism=par)
+                          .mapInArrow(decode, to_spark_schema(md.WORK)))
+        works["metadata"] = mparts[0] if len(mparts) == 1 else mparts[0].unionByName(mparts[1])
     for k in list(works):
         works[k] = works[k].persist(StorageLevel.MEMORY_AND_DISK)
 

@@ -4,7 +4,8 @@
   = base64 of header + body, no size prefix), optionally ``"metadata_token"``: a monotone cluster-metadata
   token recorded beside the response (e.g. the KRaft metadata offset a capturing proxy saw), an integer
   0..2^63-1 that rule M2 compares; absent or null = null, anything else quarantines the line (a dropped token
-  would hide staleness silently). Unit ``line``, ``position`` = line number.
+  would hide staleness silently). Unit ``line``, ``position`` = line number. A large capture is cut into
+  line ranges decoded by many tasks (:mod:`.lines`), with the line numbers of the whole file.
 - pcap / pcapng: :func:`epochlib.pcap.iter_exchanges` reassembles the TCP streams on the configured broker
   ports and pairs requests with responses by correlation id; the API version comes from the request, the
   client id from its header. Unit ``frame``, ``position`` = the response's frame number. What the capture
@@ -40,9 +41,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from epochlib import brokers, protocol
-from jobs.fs import iter_lines, open_reader
+from jobs.fs import open_reader
 
 from ._rows import MS_MAX, MS_MIN, RAW_MAX, SIDE_FIELDS, RowBuffer, make_batch, side_row, stats_row, ts_ms
+from .lines import read_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -168,11 +170,14 @@ class _Chunk:
         return batch
 
 
-def _decode_jsonl(src: str, addresses: dict[str, int]) -> Iterator[pa.RecordBatch]:
+def _decode_jsonl(row: dict, addresses: dict[str, int]) -> Iterator[pa.RecordBatch]:
+    """A JSONL capture, or one line range of it (:data:`~jobs.ingest.lines.LINE_RANGE_SCHEMA`), with the
+    line numbers of the whole file."""
+    src = row["source"]
     side = RowBuffer(WORK)
     chunk = _Chunk(src, "line", side, addresses)
     n_read = n_bad = 0
-    for line_no, _pos, line in iter_lines(src):
+    for line_no, line in read_lines(row):
         if not line.strip():
             continue
         n_read += 1
@@ -280,7 +285,7 @@ def decode_capture_files(broker_ports: Sequence[int], broker_addresses: Mapping[
                 if row["form"] == "pcap":
                     yield from _decode_pcap(row["source"], ports, addresses)
                 else:
-                    yield from _decode_jsonl(row["source"], addresses)
+                    yield from _decode_jsonl(row, addresses)
 
     return fn
 

@@ -44,6 +44,7 @@ def offsets_frames(spark: SparkSession, files: list, *, split_bytes: int,
     from . import kvdumps, offsets_segments, textdumps
     from ._spark import files_frame, to_spark_schema
     from .discover import JSONL, PARQUET, SEGMENT, TEXT
+    from .lines import line_ranges_frame
     from .ranges import ranges_frame
 
     commits_schema, side_schema = to_spark_schema(COMMITS), to_spark_schema(OFFSETS_WORK)
@@ -59,7 +60,10 @@ def offsets_frames(spark: SparkSession, files: list, *, split_bytes: int,
     ):
         chosen = [f for f in files if f.form in forms]
         if chosen:
-            frame = files_frame(spark, chosen, FILE_SCHEMA, parallelism)
+            if forms == (TEXT,):  # text dumps in line ranges: a large dump spreads over executors
+                frame = line_ranges_frame(spark, chosen, split_bytes=split_bytes, parallelism=parallelism)
+            else:
+                frame = files_frame(spark, chosen, FILE_SCHEMA, parallelism)
             commits.append(frame.mapInArrow(commit_fn, commits_schema))
             side.append(frame.mapInArrow(side_fn, side_schema))
     if not commits:

@@ -5,12 +5,14 @@ content with :func:`epochlib.dumps.detect_dump_format`; a ``.txt`` file that is 
 quarantined ``file`` unit (a non-Kafka file). Each record or unparseable line is one ``line`` unit;
 ``position`` is the dump's line number (the character offset for glued console JSON objects that do
 not start a line). kafka-dump-log transaction markers become ``marker`` rows, so transactional commits
-are resolved by the same Spark window as segments. Dumps are small: each file is decoded into rows of
-every kind (:func:`decode_text_file`) and each pass keeps its part (:meth:`._kv.Pass.select`).
+are resolved by the same Spark window as segments. A large dump is cut into line ranges (:mod:`.lines`)
+decoded by many tasks; each file or range is decoded into rows of every kind (:func:`decode_text_range`)
+and each pass keeps its part (:meth:`._kv.Pass.select`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +24,7 @@ from jobs.fs import open_reader
 from ._kv import COMMIT_PASS, SIDE_PASS, Pass
 from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, bad_value, side_row, stats_row
 
-__all__ = ["decode_text_commits", "decode_text_file", "decode_text_side"]
+__all__ = ["decode_text_commits", "decode_text_file", "decode_text_range", "decode_text_side", "detect_format"]
 
 
 def decode_text_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -40,7 +42,7 @@ def decode_text_side(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
 def _decode_files(batches: Iterator[pa.RecordBatch], p: Pass) -> Iterator[pa.RecordBatch]:
     for rb in batches:
         for row in rb.to_pylist():
-            for b in decode_text_file(row["source"], row.get("broker")):
+            for b in decode_text_range(row):
                 out = p.select(b)
                 if out is not None:
                     yield out
@@ -106,7 +108,10 @@ def _row(item: dict, src: str, broker: str | None) -> dict | None:
             "member_count": None if members is None else len(members), "members": members}
 
 
-def _detect(data: bytes) -> str | None:
+_AT_CHAR = re.compile(r"at character (\d+)")
+
+
+def detect_format(data: bytes) -> str | None:
     """The dump format, from the first of the file's first 16 lines (within 1 MiB) that shows one: a
     garbled first line is one bad line of a dump, not a reason to reject the whole file."""
     start = 0
@@ -136,33 +141,55 @@ def _unusable(row: dict, item: dict) -> str | None:
 
 
 def decode_text_file(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
-    """Decode one text dump into :data:`~jobs.ingest._rows.OFFSETS_WORK` rows of every kind (see the
-    module docstring)."""
+    """Decode one whole text dump into :data:`~jobs.ingest._rows.OFFSETS_WORK` rows of every kind (see
+    the module docstring)."""
+    return decode_text_range({"source": src, "broker": broker})
+
+
+def decode_text_range(row: dict) -> Iterator[pa.RecordBatch]:
+    """Decode one text dump, or one line range of it (:data:`~jobs.ingest.lines.LINE_RANGE_SCHEMA`: ``start``,
+    ``end``, the lines and characters before ``start``, the detected ``fmt`` and the kafka-dump-log
+    ``context`` line), into :data:`~jobs.ingest._rows.OFFSETS_WORK` rows; positions are those of a
+    whole-file read."""
+    src, broker = row["source"], row.get("broker")
+    start, end = row.get("start") or 0, row.get("end")
     rows = RowBuffer(OFFSETS_WORK)
     try:
         with open_reader(src) as r:
-            data = r.read_all()
+            data = r.read_at(start, (r.size if end is None else end) - start)
     except OSError as e:
-        rows.add(side_row(src, 0, "file", f"unreadable: {e}", broker=broker))
+        rows.add(side_row(src, start, "file", f"unreadable: {e}", broker=broker))
         rows.add(stats_row(src, "file", 1, 1, 0))
         yield rows.flush()
         return
-    fmt = _detect(data)
+    fmt = row.get("fmt") or detect_format(data)
     if fmt is None:
         rows.add(side_row(src, 0, "file", "not a Kafka tool dump (unrecognised text format)", data[:RAW_MAX],
                           broker=broker))
         rows.add(stats_row(src, "file", 1, 1, 0))
         yield rows.flush()
         return
+    context = row.get("context")
+    line_shift, char_shift = row.get("first_line") or 0, row.get("first_char") or 0
+    if context:  # the range's "Dumping <file>" line goes first, as line 0 of the range
+        data = context.encode("utf-8") + b"\n" + data
+        line_shift -= 1
+        char_shift -= len(context) + 1
     n_read = n_bad = n_out = 0
     for item in dumps.iter_dump_records(data, fmt):
         n_read += 1
         if isinstance(item, dumps.DumpError):
             n_bad += 1
-            where = "" if item.unit == "line" else f"(character {item.line}) "
-            rows.add(side_row(src, item.line, "line", where + item.reason, item.raw.encode("utf-8")[:RAW_MAX],
+            at = item.line + (line_shift if item.unit == "line" else char_shift)
+            where = "" if item.unit == "line" else f"(character {at}) "
+            reason = item.reason
+            if char_shift:  # the decoder's character offsets are the range's: make them the file's
+                reason = _AT_CHAR.sub(lambda m: f"at character {int(m[1]) + char_shift}", reason)
+            rows.add(side_row(src, at, "line", where + reason, item.raw.encode("utf-8")[:RAW_MAX],
                               broker=broker))
         else:
+            if item.get("line") is not None:
+                item["line"] += char_shift if item.get("unit") == "char" else line_shift
             row = _row(item, src, broker)
             why = None if row is None else _unusable(row, item)
             if why is not None:
