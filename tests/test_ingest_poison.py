@@ -182,3 +182,16 @@ def test_timestamps_of_lines_are_checked_for_range_and_finiteness():
     assert _rows.bad_value({"partition": 1 << 40}, _rows.OFFSETS_WORK).startswith("partition")
     assert _rows.bad_value({"commit_ms": 1 << 62}, _rows.OFFSETS_WORK).startswith("commit_ms")
     assert _rows.bad_value({"partition": 3, "commit_ms": T1}, _rows.OFFSETS_WORK) is None
+
+
+def test_a_parquet_dump_row_with_a_wide_partition_or_impossible_time_is_one_quarantined_record(tmp_path):
+    import pyarrow.parquet as pq
+
+    kvs = [commit_kv("g", "t", 0, j, 5, T1) for j in range(4)]
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"key": [k for k, _ in kvs], "value": [v for _, v in kvs],
+                             "partition": pa.array([3, 1 << 40, 3, 3], pa.int64()),
+                             "timestamp": pa.array([T1, T1, 1 << 62, T1], pa.int64())}), path)
+    got = _run((kvdumps.decode_dump_commits, kvdumps.decode_dump_side), _file_batch(path))
+    assert got["rows"] == 2 and sorted(got["quarantined"]) == [1, 2]
+    assert (got["read"], got["bad"]) == (4, 2)

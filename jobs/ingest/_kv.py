@@ -168,6 +168,11 @@ def _value_errors(dec: pa.RecordBatch, ctx: Mapping[str, pa.Array]) -> pa.Array:
             continue
         for i in np.flatnonzero(pc.invert(ok).to_numpy(zero_copy_only=False)).tolist():
             found.setdefault(i, f"{name} {a[i].as_py()} ms is outside 0001-01-01..9999-12-31")
+    part = ctx.get("log_partition")
+    if part is not None and pa.types.is_int64(part.type):  # Parquet dumps: the column may be wider than int32
+        ok = pc.and_(pc.greater_equal(part, -(1 << 31)), pc.less(part, 1 << 31)).fill_null(True)
+        for i in np.flatnonzero(pc.invert(ok).to_numpy(zero_copy_only=False)).tolist():
+            found.setdefault(i, f"partition {part[i].as_py()} does not fit a 32-bit column")
     if not found:
         return err
     errs = err.to_pylist()

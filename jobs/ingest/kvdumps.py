@@ -120,7 +120,8 @@ def _decode_parquet(src: str, broker: str | None, p: Pass) -> Iterator[pa.Record
             ctx_cols = {
                 "source": pa.array([src] * m), "position": pos,
                 "broker": pa.array([broker] * m, pa.string()),
-                "log_partition": pc.cast(c["partition"], pa.int32()) if "partition" in c else None,
+                # int64 here: a partition beyond int32 is a bad value of its row (decode_kv), not a failed file
+                "log_partition": pc.cast(c["partition"], pa.int64()) if "partition" in c else None,
                 "log_offset": pc.cast(c["offset"], pa.int64()) if "offset" in c else None,
                 "record_ms": _parquet_ms(c["timestamp"]) if "timestamp" in c else None,
             }
