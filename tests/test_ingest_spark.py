@@ -137,7 +137,8 @@ def test_real_broker_files_decode_without_quarantine(spark, real_data, tmp_path)
     logdirs.mkdir(parents=True)
     (logdirs / "snapshot=20241010T000000Z").symlink_to(real_data / "kraft-single-broker-2024")
     paths = {"offsets": str(real_data / "kraft-single-broker-2024"), "logdirs": str(tmp_path / "logdirs")}
-    cfg = _cfg(paths, tmp_path / "out", cluster="real")
+    # the snapshot is a symlink out of the logdirs root: followed only when the config says so
+    cfg = _cfg({**paths, "follow_symlinks": True}, tmp_path / "out", cluster="real")
     result = run_ingestion(spark, cfg, "2024-01-01", "2025-12-31")
     assert result.units_quarantined == 0
     commits = _read(str(tmp_path / "out"), "offset_commits").to_pylist()
