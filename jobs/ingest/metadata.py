@@ -170,9 +170,11 @@ class _Chunk:
         return batch
 
 
-def _decode_jsonl(row: dict, addresses: dict[str, int]) -> Iterator[pa.RecordBatch]:
-    """A JSONL capture, or one line range of it (:data:`~jobs.ingest.lines.LINE_RANGE_SCHEMA`), with the
-    line numbers of the whole file."""
+def _decode_jsonl(row: dict | str, addresses: dict[str, int]) -> Iterator[pa.RecordBatch]:
+    """A JSONL capture (its source, or a file row), or one line range of it
+    (:data:`~jobs.ingest.lines.LINE_RANGE_SCHEMA`), with the line numbers of the whole file."""
+    if isinstance(row, str):
+        row = {"source": row}
     src = row["source"]
     side = RowBuffer(WORK)
     chunk = _Chunk(src, "line", side, addresses)
