@@ -53,6 +53,7 @@ class Part:
         self.consumed = False
         self.segments = False  # write data segments at snapshots
         self.claimed = False  # reserved by an incident
+        self.rng: Any = None  # per-event draws for this partition (None: the simulation's jitter stream)
         self._cur_epoch = -1
         self._cur_start = 0
         self._refresh()
@@ -187,4 +188,5 @@ class Group:
     stuck_until: dict[tuple[str, int], int] = field(default_factory=dict)
     lag_ms: dict[tuple[str, int], int] = field(default_factory=dict)
     skip_tps: set[tuple[str, int]] = field(default_factory=set)
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[Any, Any] = field(default_factory=dict)
+    rng: Any = None  # per-event draws (jitter, codecs) for this group (None: the simulation's jitter stream)

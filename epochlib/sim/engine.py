@@ -16,6 +16,12 @@ consequence (including knock-on ones):
   (tombstones reset), or -1 after epochs >= 0.
 - L5 and M oracles, and F2's choice of a round's leader: :mod:`epochlib.sim.oracles`, fed from here
   (every readable snapshot lineage; every captured response in capture order).
+- The controller's metadata log (:mod:`epochlib.sim.kraftlog`) records every published partition change,
+  topic creation, expansion and deletion; its writer names K2 (unclean elections), the K1 oracle here
+  checks every readable checkpoint entry against the epochs the log assigned, and
+  :class:`~epochlib.sim.oracles.LogOracle` names M5 and the M2 findings only the log shows. The incidents
+  of :mod:`epochlib.sim.kraft_incidents` (K1, P1, M5) draw from their own random stream, after all other
+  planning, so adding them changed nothing else.
 
 Clean background activity never triggers any of these: clients only take metadata from brokers that
 already serve the latest published state (a stale broker is avoided, as the least-loaded choice would
@@ -35,7 +41,9 @@ from typing import Any
 from ._codec import COMMIT_V3, need
 from .cluster import Client, Group, Member, MetaVersion, Part, TopicVersion
 from .incidents import Incidents
-from .oracles import MetadataOracle, leader_rank, lineage_as_loaded, lineage_change
+from .kraft_incidents import KraftIncidents
+from .kraftlog import ControllerLog
+from .oracles import LogOracle, MetadataOracle, leader_rank, lineage_as_loaded, lineage_change
 from .scenario import Scenario
 from .writers import SegmentLog, TruthLog, snapshot_name, write_snapshot_files
 
@@ -46,6 +54,18 @@ RB = 20  # records per data-topic batch
 SEG_RECORDS = 1000  # retention granularity (records per data segment)
 
 SEV = need("rules", "SEVERITY").SEVERITY  # kind -> severity: the rules' own table, so truth and audit agree
+# The metadata-log kinds (detection-rules.md, issue 15) until the rules' table has them; metadata_state_mixed
+# is a warning on KRaft (one image per broker), which every simulated cluster is.
+LOG_SEVERITY = {"checkpoint_epoch_unknown": "error", "unclean_leader_election": "warning",
+                "metadata_offset_regression": "warning", "metadata_state_mixed": "warning",
+                "expansion_order_violation": "warning"}  # fmt: skip
+
+
+def severity(kind: str) -> str:
+    """The severity the audit gives ``kind`` (the rules' table; the spec's for the metadata-log kinds)."""
+    if kind == "metadata_state_mixed":
+        return LOG_SEVERITY[kind]
+    return SEV[kind] if kind in SEV else LOG_SEVERITY[kind]
 
 
 class Sim:
@@ -115,6 +135,14 @@ class Sim:
                        "metadata_responses": 0, "snapshots": 0, "snapshot_files": 0, "data_batches": 0}  # fmt: skip
         self.srng = random.Random(f"{sc.seed}:jitter")  # per-event jitter, separate from planning draws
         self.incidents = Incidents(self)
+        # the controller's metadata log, its incidents and oracles: a random stream of their own
+        self.krng = random.Random(f"{sc.seed}:kraft")
+        self.klog = ControllerLog(self.out / "cluster_metadata", rng=self.krng, brokers=self.brokers,
+                                  idle_ms=sc.metadata_idle_ms, segment_bytes=sc.metadata_segment_bytes,
+                                  truth=self._truth)  # fmt: skip
+        self.hw_seen: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        self.log_oracle = LogOracle(self.klog, self._truth)
+        self.kraft_incidents = KraftIncidents(self)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -175,7 +203,17 @@ class Sim:
             parts.append(p)
         self.topic_parts[name] = parts
         self.topic_versions.setdefault(name, []).append(TopicVersion(t, {b: 0 for b in self.brokers}, parts, tid))
+        if self.klog.is_open:
+            self.klog.create_topic(t, name, tid, parts)
         return parts
+
+    def delete_topic(self, name: str, delays: dict[int, int]) -> None:
+        """Delete topic ``name`` now; ``delays``: when each broker stops serving it."""
+        tid = self.topic_versions[name][-1].topic_id
+        self.topic_versions[name].append(TopicVersion(self.now, delays, None, None))
+        self.topic_parts[name] = None
+        if self.klog.is_open and tid is not None:
+            self.klog.remove_topic(self.now, tid)
 
     def new_group(self, name: str, topics: list[str], *, members: int | None = None, **kw) -> Group:
         tps = [(tp.topic, tp.index) for t in topics for tp in self.topic_parts[t]]
@@ -297,6 +335,10 @@ class Sim:
                 self.at(r + self.rng.randrange(0, 20) * 1000, self.snapshot, k, b)
             self.at(r + 30_000, self.round_end, k)
             self.at(r + 2 * MIN, self.retention)
+        if sc.metadata_log:
+            self.kraft_incidents.plan(a)
+            self.klog.open(self.t0, self.t_end, [(name, ps[0].topic_id, ps) for name, ps in self.topic_parts.items()
+                                                 if ps])  # fmt: skip
 
     def slot(self, need_after: int = 0, first: int = 0) -> int:
         """An interval index (between bounds[i] and bounds[i+1]) with room, least used first."""
@@ -339,8 +381,8 @@ class Sim:
 
     # ------------------------------------------------------------------ commits
 
-    def _codec(self) -> str:
-        return self.codec_names[bisect.bisect_left(self.codec_cum, self.srng.random() * self.codec_cum[-1])]
+    def _codec(self, rng: random.Random | None = None) -> str:
+        return self.codec_names[bisect.bisect_left(self.codec_cum, (rng or self.srng).random() * self.codec_cum[-1])]
 
     def key(self, group: str, tp: tuple[str, int]) -> bytes:
         k = self.keys.get((group, tp))
@@ -350,8 +392,9 @@ class Sim:
 
     def tick(self, g: Group) -> None:
         t = self.now
+        rng = g.rng or self.srng
         if g.active:
-            jit = self.srng.random
+            jit = rng.random
             for m in g.members:
                 recs = []
                 for tp in m.partitions:
@@ -375,7 +418,7 @@ class Sim:
                     recs.append((tp, new, e))
                 if recs:
                     self.commit(t, g, m, recs)
-        self.at(t + int(g.interval * (0.95 + 0.1 * self.srng.random())), self.tick, g)
+        self.at(t + int(g.interval * (0.95 + 0.1 * rng.random())), self.tick, g)
 
     def commit(self, t: int, g: Group, m: Member | None, recs: list[tuple[tuple[str, int], int, int]], *,
                injected: bool = False, txn: str | None = None, client_id: str | None = None) -> None:  # fmt: skip
@@ -421,7 +464,7 @@ class Sim:
             seq = g.meta.get("seq", 0)
             g.meta["seq"] = seq + len(records)
             data = self.rec.encode_batch(records, base_offset=log.next_offset, partition_leader_epoch=ple,
-                                         compression=self._codec(), producer_id=g.producer_id,
+                                         compression=self._codec(g.rng), producer_id=g.producer_id,
                                          producer_epoch=g.producer_epoch, base_sequence=seq,
                                          is_transactional=True)  # fmt: skip
             log.append(data, len(records))
@@ -432,7 +475,7 @@ class Sim:
             self.counts["txn_markers"] += 1
         else:
             data = self.rec.encode_batch(records, base_offset=log.next_offset, partition_leader_epoch=ple,
-                                         compression=self._codec())  # fmt: skip
+                                         compression=self._codec(g.rng))  # fmt: skip
             log.append(data, len(records))
         self.counts["commit_batches"] += 1
 
@@ -489,9 +532,14 @@ class Sim:
     # ------------------------------------------------------------------ metadata
 
     def publish(self, p: Part, lag: dict[int, int] | None = None) -> None:
-        delays = {b: self.srng.randrange(5, 150) for b in self.brokers}
+        """Partition ``p`` changed now: the controller writes it to the metadata log, each broker serves it after
+        its delay (``lag`` overrides some)."""
+        rng = p.rng or self.srng
+        delays = {b: rng.randrange(5, 150) for b in self.brokers}
         delays.update(lag or {})
         p.meta.append(MetaVersion(self.now, delays, *p.view()))
+        if self.klog.is_open:
+            self.klog.change(self.now, p)
 
     @staticmethod
     def _visible(versions: list, b: int, t: int):
@@ -568,7 +616,10 @@ class Sim:
         else:
             self.captures.jsonl(t, c.client_id, b, f"broker-{b}.kafka.internal:9092", c.version, resp, style=c.style)
         self.counts["metadata_responses"] += 1
+        before = len(self.truth.rows)
         self.m_oracle.observe(c, b, t, obs)
+        m2 = {(r.get("topic_id"), r.get("partition")) for r in self.truth.rows[before:] if r["rule"] == "M2"}
+        self.log_oracle.observe(c, b, t, obs, m2)
 
     # ------------------------------------------------------------------ elections and retention
 
@@ -609,6 +660,10 @@ class Sim:
                 readable = False
                 self._truth("L1", "checkpoint_unreadable", t, "entry count line does not match the entry lines",
                             topic=p.topic, topic_id=p.topic_id, partition=p.index, broker=b)
+            elif ov == "unknown_epoch":  # a restored directory: one entry with an epoch the log never assigned
+                last = entries[-1]
+                entries = [*entries, (cache.latest_epoch + 4, last[1] + max(1, (leo - last[1]) // 2))]
+                text = self.ck.format_leader_epoch_checkpoint(entries)
             elif ov == "non_monotonic":
                 last = entries[-1]
                 bad = (0, (last[1] + leo) // 2 if leo > last[1] + 1 else last[1])
@@ -623,7 +678,10 @@ class Sim:
             if p.log_start > 0:
                 ls[p.tp] = p.log_start
             hw[p.tp] = min(leo, p.leo(t))
-            rp[p.tp] = max(p.log_start, leo - self.srng.randrange(0, 50))
+            rp[p.tp] = max(p.log_start, leo - (p.rng or self.srng).randrange(0, 50))
+            self.hw_seen.setdefault((p.topic_id, p.index), []).append((t, hw[p.tp]))
+            if readable and self.klog.is_open:
+                self._k1(p, b, t, entries2 if not monotonic else entries)
             self.round_caps.setdefault((p.topic, p.index, p.topic_id), {})[b] = (cache.copy(), leo)
             if readable:
                 # L5 sees the lineage the broker holds after loading the file; for a non-monotonic file
@@ -650,6 +708,15 @@ class Sim:
                             start_offset=pend["start"], other_start_offset=pend["other_start"])  # fmt: skip
         self.counts["snapshot_files"] += write_snapshot_files(root, items, ls, hw, rp)
         self.counts["snapshots"] += 1
+
+    def _k1(self, p: Part, b: int, t: int, entries: list[tuple[int, int]]) -> None:
+        """K1 by the rule text: a checkpoint entry whose epoch the metadata log never assigned to the partition,
+        where the retained log covers it (above the oldest epoch it shows)."""
+        for epoch, start in entries:
+            if self.klog.assigned(p.topic_id, p.index, epoch) is False:
+                self._truth("K1", "checkpoint_epoch_unknown", t, f"checkpoint entry ({epoch}, {start}): the "
+                            "metadata log never assigned that epoch to the partition", topic=p.topic,
+                            topic_id=p.topic_id, partition=p.index, broker=b, epoch=epoch, start_offset=start)
 
     def _l5(self, b: int, p: Part, t: int, new: tuple[tuple[int, int], ...], leo: int,
             log_start: int | None) -> None:  # fmt: skip
@@ -748,4 +815,4 @@ class Sim:
     # ------------------------------------------------------------------ truth helper
 
     def _truth(self, rule: str, kind: str, t: int, note: str, **subject) -> None:
-        self.truth.add(rule, kind, SEV[kind], t, note, **subject)
+        self.truth.add(rule, kind, severity(kind), t, note, **subject)

@@ -49,6 +49,10 @@ class Engine(Protocol):
     d1: dict[tuple[tuple[str, int], int], dict]
     f4: dict[tuple[str, tuple[str, int]], int]
     overlays: dict[tuple[int, int, tuple[str, int]], str]  # (round, broker, tp) -> file overlay kind
+    # the controller's metadata log and what the metadata-log incidents draw from (epochlib.sim.kraft_incidents)
+    klog: Any  # epochlib.sim.kraftlog.ControllerLog
+    krng: random.Random
+    hw_seen: dict[tuple[str, int], list[tuple[int, int]]]  # (topic id, partition) -> [(snapshot ms, HW)]
 
     def at(self, t: int, fn: Callable[..., None], *args: Any) -> None: ...
     def part(self, tp: tuple[str, int]) -> Part | None: ...
@@ -64,6 +68,7 @@ class Engine(Protocol):
     def make_topic(self, name: str, n: int, t: int, consumed: bool, *, fresh: bool = False,
                    avoid: list[list[int]] | None = None) -> list[Part]: ...  # fmt: skip
     def publish(self, p: Part, lag: dict[int, int] | None = None) -> None: ...
+    def delete_topic(self, name: str, delays: dict[int, int]) -> None: ...
     def clean_election(self, p: Part) -> None: ...
     def capture(self, c: Client, b: int, t: int) -> None: ...
     def tick(self, g: Group) -> None: ...
@@ -348,8 +353,7 @@ class Incidents:
         delays = {b: self.sim.srng.randrange(5, 150) for b in self.sim.brokers}
         if stale is not None:
             delays[stale] = t_r - self.sim.now + 10 * MIN
-        self.sim.topic_versions[name].append(TopicVersion(self.sim.now, delays, None, None))
-        self.sim.topic_parts[name] = None
+        self.sim.delete_topic(name, delays)
 
     def recreate_create(self, name: str, stale: int | None, victim: Client | None) -> None:
         old = self.sim.topic_versions[name][0].parts or []

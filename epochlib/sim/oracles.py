@@ -14,7 +14,15 @@ that lives on its commit path stays there.
   (client, topic id, partition), M2 per (topic id, partition) with the 1 s grace, M3 per (client, topic
   name): an older topic id, or (without ids) a drop to epoch 0 with a new replica set, once per response
   and topic.
+- M with the controller's metadata log (:class:`LogOracle`, issue 15): M5 per client in capture order
+  — a response's served interval is the intersection over its partitions of [offset where the served
+  epoch began, offset where the next began — or where the topic id was removed); empty =
+  ``metadata_state_mixed``, ending at or before the start of an interval the client already had =
+  ``metadata_offset_regression``; the partition that proves it is the one whose interval ends first — and
+  M2 where the log had committed a higher epoch before t - grace although no capture had shown it yet
+  (the captures-only findings above are a subset of these, and stay as they are).
 """
+
 
 from __future__ import annotations
 
@@ -23,7 +31,7 @@ from typing import Any
 
 from .cluster import Client, LeaderEpochCache, Part
 
-__all__ = ["GRACE_MS", "MetadataOracle", "leader_rank", "lineage_as_loaded", "lineage_change"]
+__all__ = ["GRACE_MS", "LogOracle", "MetadataOracle", "leader_rank", "lineage_as_loaded", "lineage_change"]
 
 GRACE_MS = 1000  # M2: a broker may serve an older epoch this long after a newer one was first seen
 
@@ -88,6 +96,53 @@ class MetadataOracle:
                 self.client_max[ck] = epoch
             if epoch not in firsts:
                 firsts[epoch] = t
+
+
+class LogOracle:
+    """M5 and M2-with-the-log over the captured responses, against the controller's log ``klog``
+    (:class:`epochlib.sim.kraftlog.ControllerLog`), fed in capture order after :class:`MetadataOracle`."""
+
+    def __init__(self, klog: Any, truth: Callable[..., None]) -> None:
+        self.klog = klog
+        self.truth = truth
+        self.client_start: dict[str, tuple[int, int]] = {}  # client -> (latest interval start seen, its ms)
+
+    def observe(self, c: Client, b: int, t: int, obs: list, m2_done: set[tuple[str, int]]) -> None:
+        """``obs`` as :meth:`MetadataOracle.observe`; ``m2_done`` = (topic id, partition) the captures-only
+        M2 already reported for this response."""
+        if c.version < 7 or not self.klog.is_open:
+            return
+        lo, lo_ms, hi, hi_ms, proof = -1, -1, None, -1, None
+        for name, tid, idx, epoch, _replicas in obs:
+            iv = self.klog.interval(tid, idx, epoch)
+            if iv is not None:
+                start, end, end_ms = iv
+                if start > lo:
+                    lo, lo_ms = start, next(te for e, o, te in self.klog.epochs[(tid, idx)] if o == start)
+                if end >= 0 and (hi is None or end < hi):
+                    hi, hi_ms, proof = end, end_ms, (name, tid, idx, epoch)
+            newer = self.klog.newer_epoch_before(tid, idx, epoch, t - GRACE_MS)
+            if newer is not None and (tid, idx) not in m2_done:
+                self.truth("M2", "broker_served_stale", t, f"broker {b} served epoch {epoch} {t - newer[1]} ms "
+                           f"after the metadata log committed epoch {newer[0]}", topic=name, topic_id=tid,
+                           partition=idx, client_id=c.client_id, broker=b, served_epoch=epoch,
+                           newest_epoch=newer[0], staleness_ms=t - newer[1])  # fmt: skip
+        if proof is not None and lo >= hi:
+            name, tid, idx, epoch = proof
+            self.truth("M5", "metadata_state_mixed", t, f"served states never coexisted: interval starts at "
+                       f"{lo} and ends at {hi}", topic=name, topic_id=tid, partition=idx, client_id=c.client_id,
+                       broker=b, interval_start=lo, interval_end=hi, served_epoch=epoch)  # fmt: skip
+            return
+        seen = self.client_start.get(c.client_id)
+        if proof is not None and seen is not None and hi <= seen[0]:
+            name, tid, idx, epoch = proof
+            self.truth("M5", "metadata_offset_regression", t, f"served interval ends at offset {hi}, at or before "
+                       f"the start {seen[0]} of one the client already had", topic=name, topic_id=tid,
+                       partition=idx, client_id=c.client_id, broker=b, interval_start=lo, interval_end=hi,
+                       previous_start=seen[0], lag_offsets=seen[0] - hi + 1, lag_ms=seen[1] - hi_ms,
+                       served_epoch=epoch)  # fmt: skip
+        if lo >= 0 and (seen is None or lo > seen[0]):
+            self.client_start[c.client_id] = (lo, lo_ms)
 
 
 def leader_rank(p: Part, b: int, cache: Any, leo: int) -> tuple[int, int, int]:

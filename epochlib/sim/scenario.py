@@ -39,6 +39,11 @@ class Anomalies:
     corrupt_checkpoints: int = 1  # L1 checkpoint_unreadable
     non_monotonic_checkpoints: int = 1  # L2 lineage_not_monotonic
     aborted_txns: int = 1  # an aborted transactional commit holding a rewind (must NOT be a finding)
+    # evidence only the controller's metadata log gives (issue 15; K2 comes with every unclean election)
+    unknown_checkpoint_epochs: int = 1  # K1 checkpoint_epoch_unknown (a restored single-replica directory)
+    partition_expansions: int = 1  # P1 expansion_order_violation (a group reads the new partition too early)
+    metadata_state_regressions: int = 1  # M5 metadata_offset_regression (+ M2: a whole image served late)
+    metadata_state_mixes: int = 1  # M5 metadata_state_mixed (+ M2: one partition's change served late)
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,9 @@ class Scenario:
     data_segment_partitions: int = 2  # clean consumed partitions whose segments are written at each snapshot
     data_tail_records: int = 2000  # how many trailing offsets of a replica the written segments cover
     data_segment_bytes: int = 16 * 1024
+    metadata_log: bool = True  # write the controller's __cluster_metadata-0 (and its incidents)
+    metadata_idle_ms: int = 2000  # NoOp heartbeat interval (Kafka: metadata.max.idle.interval.ms, 500 ms)
+    metadata_segment_bytes: int = 1 << 20
     anomalies: Anomalies = field(default_factory=Anomalies)
 
     def replace(self, **changes) -> Scenario:
