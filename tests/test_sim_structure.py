@@ -97,13 +97,24 @@ def _engine_members() -> set[str]:
     return set(Engine.__annotations__) | {n for n, v in vars(Engine).items() if callable(v) and not n.startswith("_")}
 
 
+def _sim_attributes(module: str) -> set[str]:
+    """Attributes read through ``self.sim.<x>`` or a local alias ``sim.<x>``."""
+    tree = ast.parse((SIM_DIR / module).read_text(encoding="utf-8"))
+    via_self = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)
+                and n.value.attr == "sim" and isinstance(n.value.value, ast.Name) and n.value.value.id == "self"}  # fmt: skip
+    via_alias = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                 and n.value.id == "sim"}  # fmt: skip
+    return via_self | via_alias
+
+
 def test_incidents_use_only_the_engine_protocol():
     # the protocol is the whole contract: an incident reaching past it (self.sim.<anything else>) fails here
-    tree = ast.parse((SIM_DIR / "incidents.py").read_text(encoding="utf-8"))
-    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)
-            and n.value.attr == "sim" and isinstance(n.value.value, ast.Name) and n.value.value.id == "self"}  # fmt: skip
+    used = _sim_attributes("incidents.py")
     assert {"at", "commit_member", "publish", "claim"} <= used
     assert used <= _engine_members(), sorted(used - _engine_members())
+    kraft = _sim_attributes("kraft_incidents.py")  # the metadata-log incidents (issue 15) too
+    assert {"at", "publish", "capture", "krng", "klog", "hw_seen"} <= kraft
+    assert kraft <= _engine_members(), sorted(kraft - _engine_members())
 
 
 def test_the_engine_implements_the_protocol(tmp_path):
