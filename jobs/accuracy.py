@@ -207,7 +207,8 @@ def measure_preset(
     res = sim.simulate(scenario, out / "inputs")
     config = parse_config({
         "cluster": scenario.name,
-        "inputs": {"offsets": str(res.offsets), "logdirs": str(res.logdirs), "metadata": str(res.metadata)},
+        "inputs": {"offsets": str(res.offsets), "logdirs": str(res.logdirs), "metadata": str(res.metadata),
+                   "cluster_metadata": str(res.cluster_metadata)},
         "output": {"root": str(out / "tables"), "backend": "delta-rs"},
     })  # fmt: skip
     run_audit(spark, config, res.date_from, res.date_to, progress=lambda line: say(f"{scenario.name}: {line}"),

@@ -266,7 +266,7 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     start, end = res.date_range
     config = default_config().with_overrides(
         offsets=str(inputs / "offsets"), logdirs=str(inputs / "logdirs"), metadata=str(inputs / "metadata"),
-        output_root=str(root / "tables"))
+        cluster_metadata=str(res.cluster_metadata), output_root=str(root / "tables"))
     spark = _session(config)
     run_audit(spark, config, start, end, progress=say)
     summary = summarise(config, start, end)

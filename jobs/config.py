@@ -84,6 +84,8 @@ class Inputs:
     """Broker log-dir snapshots: ``broker=<id>/snapshot=<YYYYMMDDTHHMMSSZ>/<topic>-<partition>/``."""
     metadata: str | None = None
     """MetadataResponse captures: pcap/pcapng files and JSONL lines."""
+    cluster_metadata: str | None = None
+    """KRaft metadata logs: ``**/__cluster_metadata-0/`` copies (segments, snapshots) and dump-log text."""
     broker_ports: tuple[int, ...] = (9092,)
     """TCP ports that identify Kafka traffic in packet captures."""
     broker_addresses: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
@@ -155,6 +157,7 @@ class Config:
         offsets: str | Path | None = None,
         logdirs: str | Path | None = None,
         metadata: str | Path | None = None,
+        cluster_metadata: str | Path | None = None,
         output_root: str | Path | None = None,
         cluster: str | None = None,
         reports: str | Sequence[str] | None = None,
@@ -170,7 +173,8 @@ class Config:
         cwd = Path.cwd()
         inputs = self.inputs
         changes: dict[str, Any] = {}
-        for name, value in (("offsets", offsets), ("logdirs", logdirs), ("metadata", metadata)):
+        for name, value in (("offsets", offsets), ("logdirs", logdirs), ("metadata", metadata),
+                            ("cluster_metadata", cluster_metadata)):
             if value is not None:
                 changes[name] = _resolve(_text(f"--{name}", value), cwd)
         if changes:
@@ -270,7 +274,8 @@ def example_config_path(name: str) -> Path:
 
 
 _TOP_KEYS = ("cluster", "reports", "inputs", "output", "rules", "spark")
-_INPUT_KEYS = ("offsets", "logdirs", "metadata", "broker_ports", "broker_addresses", "follow_symlinks")
+_INPUT_KEYS = ("offsets", "logdirs", "metadata", "broker_ports", "broker_addresses", "follow_symlinks",
+               "cluster_metadata")
 _OUTPUT_KEYS = ("root", "catalog", "schema", "backend", "storage_options")
 _RULE_KEYS = tuple(f.name for f in dataclasses.fields(Rules))
 _SPARK_KEYS = ("master", "conf")
@@ -290,7 +295,7 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
     inputs = Inputs(
         **{
             k: _resolve(_text(f"inputs.{k}", inputs_raw[k]), base)
-            for k in ("offsets", "logdirs", "metadata")
+            for k in ("offsets", "logdirs", "metadata", "cluster_metadata")
             if k in inputs_raw
         },
         broker_ports=_ports(inputs_raw["broker_ports"]) if "broker_ports" in inputs_raw else (9092,),
