@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from epochlib.sim import Anomalies, Scenario, preset, simulate
+from epochlib.sim.kraftlog import ControllerLog
 
 TINY = Scenario(name="tiny-kraft", seed=11, days=0.25, brokers=3, partitions=3, commits=600,
                 snapshot_interval_hours=1.5, retention_hours=1.0, extra_metadata_clients=1, metadata_interval_s=900,
@@ -318,3 +319,76 @@ def test_a_scenario_without_the_new_incidents_still_writes_the_log(tmp_path):
     # M5 may still come from the stale-metadata incidents the log now explains, never from the new clients
     assert not [r for r in rows if r.get("client_id", "").startswith(("ops-dashboard", "capacity-planner"))]
     assert list(res.cluster_metadata.glob("node=*/__cluster_metadata-0/*.log"))
+
+
+# ------------------------------------------------------------------ the M5 oracle on a hand-made log
+
+
+class _Log:
+    """The ControllerLog queries LogOracle uses, over a hand-written history."""
+
+    is_open = True
+
+    def __init__(self, epochs, removed=None):
+        self.epochs = epochs  # (tid, idx) -> [(epoch, offset, ms)]
+        self.removed = removed or {}
+
+    interval = ControllerLog.interval
+    newer_epoch_before = ControllerLog.newer_epoch_before
+
+
+def _oracle(epochs, removed=None):
+    from epochlib.sim.oracles import LogOracle
+
+    rows = []
+    return LogOracle(_Log(epochs, removed), lambda rule, kind, t, note, **s: rows.append((rule, kind, t, s))), rows
+
+
+def _client(cid="c"):
+    from epochlib.sim.cluster import Client
+
+    return Client(cid, [], 12, "10.0.0.1", 1, "a")
+
+
+# a: epoch 3 since the snapshot (offset 99), epoch 4 from offset 120 (t=1000); b: epoch 7, epoch 8 from 150 (t=2000)
+EPOCHS = {("A", 0): [(3, 99, 0), (4, 120, 1000)], ("B", 0): [(7, 99, 0), (8, 150, 2000)]}
+
+
+def test_m5_an_older_whole_state_after_a_newer_one_is_a_regression_without_any_epoch_going_back():
+    o, rows = _oracle(EPOCHS)
+    c = _client()
+    o.observe(c, 1, 60_000, [("b", "B", 0, 8, ())], set())  # interval [150, inf)
+    o.observe(c, 2, 70_000, [("a", "A", 0, 3, ())], set())  # interval [99, 120): ends before 150
+    kinds = [(r[0], r[1]) for r in rows]
+    assert kinds == [("M2", "broker_served_stale"), ("M5", "metadata_offset_regression")]
+    s = rows[1][3]
+    assert (s["topic"], s["partition"], s["interval_end"], s["previous_start"]) == ("a", 0, 120, 150)
+    # M2 already reported by the captures-only oracle is not repeated
+    o2, rows2 = _oracle(EPOCHS)
+    o2.observe(c, 1, 60_000, [("b", "B", 0, 8, ())], set())
+    o2.observe(c, 2, 70_000, [("a", "A", 0, 3, ())], {("A", 0)})
+    assert [(r[0], r[1]) for r in rows2] == [("M5", "metadata_offset_regression")]
+
+
+def test_m5_nearest_negatives_a_current_state_another_client_and_the_grace():
+    o, rows = _oracle(EPOCHS)
+    o.observe(_client("c"), 1, 60_000, [("b", "B", 0, 8, ())], set())
+    o.observe(_client("c"), 2, 70_000, [("a", "A", 0, 4, ())], set())  # current epoch of a: [120, inf)
+    o.observe(_client("d"), 2, 70_000, [("a", "A", 0, 3, ())], set())  # another client had seen nothing yet
+    assert [(r[0], r[1]) for r in rows] == [("M2", "broker_served_stale")]  # only the log's M2 for d
+    o3, rows3 = _oracle(EPOCHS)
+    o3.observe(_client("c"), 2, 1500, [("a", "A", 0, 3, ())], set())  # 500 ms after the change: within grace
+    assert rows3 == []
+
+
+def test_m5_partitions_whose_states_never_coexisted_are_mixed_not_a_regression():
+    o, rows = _oracle(EPOCHS)
+    c = _client()
+    o.observe(c, 1, 60_000, [("a", "A", 0, 3, ()), ("b", "B", 0, 8, ())], set())  # [150, 120): empty
+    assert [(r[0], r[1]) for r in rows] == [("M2", "broker_served_stale"), ("M5", "metadata_state_mixed")]
+    assert rows[1][3]["topic"] == "a"  # the partition whose state ended first
+    # a removed topic id ends its partitions' interval: serving it after a newer state is a regression
+    o2, rows2 = _oracle({("A", 0): [(3, 99, 0)], ("N", 0): [(0, 130, 1000)]}, removed={"A": (125, 900)})
+    o2.observe(c, 1, 60_000, [("t", "N", 0, 0, ())], set())
+    o2.observe(c, 2, 70_000, [("t", "A", 0, 3, ())], set())
+    assert [(r[1], r[3]["interval_end"]) for r in rows2] == [("metadata_offset_regression", 125)]
