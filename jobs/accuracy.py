@@ -1,7 +1,9 @@
 """Detection accuracy against the simulator's ground truth (issue 5).
 
 For each scenario preset: simulate it into ``<out>/<preset>``, run :func:`jobs.audit.run_audit` on it
-(local Spark, Delta tables written by delta-rs), then match the report findings to ``truth.jsonl``.
+(every input the simulator wrote, the controller's KRaft metadata log included; local Spark, Delta tables
+written by delta-rs), then match the report findings to ``truth.jsonl``. Kinds are scored generically:
+the metadata-log kinds (K1, K2, M5, P1) need nothing special.
 
 A finding matches a truth line when they agree on the rule family (``S1e`` and ``S1`` are both ``S1``),
 the kind, the subject and the event time:
@@ -33,6 +35,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_PRESETS",
+    "audit_config",
     "SEVERE",
     "KindScore",
     "MatchResult",
@@ -187,6 +190,19 @@ class PresetAccuracy:
     counts: dict[str, int] = field(default_factory=dict)
 
 
+def audit_config(cluster: str, res: Any, tables: str | Path) -> Any:
+    """The audit's config for a simulation ``res`` (:class:`epochlib.sim.SimResult`): every input it wrote,
+    the controller's metadata log included, and Delta tables under ``tables`` written by delta-rs."""
+    from .config import parse_config
+
+    return parse_config({
+        "cluster": cluster,
+        "inputs": {"offsets": str(res.offsets), "logdirs": str(res.logdirs), "metadata": str(res.metadata),
+                   "cluster_metadata": str(res.cluster_metadata)},
+        "output": {"root": str(tables), "backend": "delta-rs"},
+    })  # fmt: skip
+
+
 def measure_preset(
     spark: Any,
     scenario: Any,
@@ -199,18 +215,12 @@ def measure_preset(
     from epochlib import sim
 
     from .audit import run_audit
-    from .config import parse_config
 
     t0 = time.perf_counter()
     out = Path(out)
     say(f"{scenario.name}: simulating into {out}")
     res = sim.simulate(scenario, out / "inputs")
-    config = parse_config({
-        "cluster": scenario.name,
-        "inputs": {"offsets": str(res.offsets), "logdirs": str(res.logdirs), "metadata": str(res.metadata),
-                   "cluster_metadata": str(res.cluster_metadata)},
-        "output": {"root": str(out / "tables"), "backend": "delta-rs"},
-    })  # fmt: skip
+    config = audit_config(scenario.name, res, out / "tables")
     run_audit(spark, config, res.date_from, res.date_to, progress=lambda line: say(f"{scenario.name}: {line}"),
               progress_interval=0)  # fmt: skip
     result = match_findings(read_truth(res.truth), read_findings(config), tolerance_ms)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,34 @@ def test_accuracy_command_on_a_reduced_preset_exits_0(spark, tmp_path):
                                    str(tmp_path), "-q"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "accuracy-1: ok" in res.output and "| critical |" in res.output
+
+
+def test_metadata_log_kinds_are_scored_like_any_other_kind():
+    # issue 15: the simulator's truth for K1/K2/M5/P1 needs nothing special, and a missing rule is a miss
+    t = [truth("unclean_leader_election", "K2", "warning", topic="orders", partition=3),
+         truth("expansion_order_violation", "P1", "warning", ms=T0 + 60_000, topic="telemetry", partition=2,
+               group_id="telemetry-enricher", client_id="consumer-telemetry-enricher-2")]  # fmt: skip
+    f = [found("unclean_leader_election", "K2", "warning", ms=T0 + 20, topic="orders", partition=3)]
+    r = match_findings(t, f)
+    assert r.scores[("K2", "unclean_leader_election")].recall == 1.0
+    assert [m["kind"] for m in r.severe_misses] == ["expansion_order_violation"] and not r.ok
+
+    class PA:
+        preset, seconds, counts, result = "p", 1.0, {"commits": 10}, r
+
+    text = format_accuracy([PA])
+    assert "| P1 | expansion_order_violation | warning | 1 | 0 | 0 | — | 0.0% |" in text
+    assert "missed: P1 expansion_order_violation" in text
+
+
+def test_accuracy_feeds_the_simulated_metadata_log_to_the_audit(tmp_path):
+    from epochlib.sim import Anomalies, Scenario, simulate
+    from jobs.accuracy import audit_config
+
+    sc = Scenario(name="cfg", days=0.1, brokers=3, partitions=2, commits=100, snapshot_interval_hours=0.5,
+                  anomalies=Anomalies(**{f: 0 for f in Anomalies.__dataclass_fields__}))  # fmt: skip
+    res = simulate(sc, tmp_path / "inputs")
+    cfg = audit_config("cfg", res, tmp_path / "tables")
+    assert cfg.inputs.cluster_metadata == str(res.cluster_metadata)
+    assert list(Path(cfg.inputs.cluster_metadata).glob("node=*/__cluster_metadata-0/*.checkpoint"))
+    assert (cfg.inputs.offsets, cfg.inputs.metadata) == (str(res.offsets), str(res.metadata))
