@@ -57,6 +57,7 @@ from .resets import (
     classify_jump,
     classify_rewind,
     correlate_resets,
+    current_membership,
 )
 from .rounds import LogEndEstimate, Round, SnapshotRounds, leader_of_round, log_end_of, log_start_of
 
@@ -101,6 +102,7 @@ __all__ = [
     "classify_rewind",
     "commit_log_order",
     "correlate_resets",
+    "current_membership",
     "epoch_disagreements",
     "fence_check",
     "finding_id",

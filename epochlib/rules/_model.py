@@ -409,16 +409,24 @@ class GroupState:
     log_offset: int | None = None
     source: str | None = None
     position: int | None = None
+    record_type: str | None = None
+    member_ids: tuple[str, ...] | None = None
+    """The ``record_type`` of the row (``group_metadata``, ``consumer_group_member_metadata``, …; None =
+    a classic group record) and the member ids it names (None = it names none): what
+    :func:`current_membership` folds into the group's member set."""
 
     @classmethod
     def from_row(cls, row: Any) -> GroupState:
         r = _as_mapping(row)
         members = r.get("members") or ()
         clients = []
+        ids: list[str] = []
         for m in members:
             mm = _as_mapping(m)
             if mm.get("client_id") is not None:
                 clients.append(str(mm["client_id"]))
+            if mm.get("member_id") is not None:
+                ids.append(str(mm["member_id"]))
         count = _opt_int(r.get("member_count"))
         if count is None and r.get("members") is not None:
             count = len(members)
@@ -433,6 +441,8 @@ class GroupState:
             log_offset=_opt_int(r.get("log_offset")),
             source=_opt_str(r.get("source")),
             position=_opt_int(r.get("position")),
+            record_type=_opt_str(r.get("record_type")),
+            member_ids=tuple(ids) if r.get("members") is not None else None,
         )
 
     @property
