@@ -24,7 +24,9 @@ from ._model import (
     ReplicaSnapshot,
     capture_pointer,
     finding_id,
+    offsets_pointer,
     to_ms,
+    unit_pointer,
 )
 from .commit_pass import COMMIT_COLUMNS, CommitFinding, check_partition_commits, commit_log_order
 from .divergence import (
@@ -88,6 +90,8 @@ __all__ = [
     "Round",
     "SnapshotRounds",
     "capture_pointer",
+    "offsets_pointer",
+    "unit_pointer",
     "check_batch_epochs",
     "check_broker_staleness",
     "check_checkpoint_unreadable",
