@@ -96,12 +96,16 @@ _SNAPSHOT_FIELDS = frozenset(
 # -------------------------------------------------------------------------------------- driver side
 
 
-def read_commits(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> DataFrame:
-    """Live ``offset_commits`` rows of the window (txn_state none/committed; tombstones kept: they end
-    sequences), times as epoch ms: the commits both the fencing and the resets report read."""
+def read_commits(
+    spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+    state: fr.InputState | None = None,
+) -> DataFrame:
+    """Live ``offset_commits`` rows of the window (with the inputs' lookback rows, ``state``; txn_state
+    none/committed; tombstones kept: they end sequences), times as epoch ms: the commits both the
+    fencing and the resets report read."""
     from pyspark.sql import functions as F
 
-    df = fr.read_silver(spark, config, "offset_commits", cluster, window).select(*SILVER_COMMIT_COLUMNS)
+    df = fr.read_silver(spark, config, "offset_commits", cluster, window, state).select(*SILVER_COMMIT_COLUMNS)
     live = F.coalesce(F.col("txn_state"), F.lit("none")).isin("none", "committed")
     return fr.ms_columns(df.where(live), ("commit_ts", "event_ts"))
 
