@@ -513,8 +513,9 @@ def check_offset_resets(
       idle consumer's one large step after a long pause is its normal pace);
       a known log start at or below the previous offset (retention excluded); no truncation (F2 of the
       previous commit). Without these, no guess is made.
-    - Operator reset: a group whose last metadata record at or before the commit shows 0 members or a
-      tombstone. Standalone consumers (assign(), no members ever) look empty too: their rewinds read as
+    - Operator reset: a group with no members at the commit: its member set folded over all its records
+      up to then (:func:`current_membership`: classic ``GroupMetadataValue`` and KIP-848 member records;
+      one KIP-848 member leaving removes only that member) is empty, or the group was deleted. Standalone consumers (assign(), no members ever) look empty too: their rewinds read as
       operator resets — the evidence names the group record so an operator can disagree.
     """
     ctx = context or ResetContext()

@@ -138,7 +138,9 @@ def _l3_replica(snap_table: pa.Table, batch_table: pa.Table) -> list[dict[str, A
     rows = []
     for ts, idx in _positions(batch_table.column("snapshot_ts").to_pylist()).items():
         snaps = [i for i, t in enumerate(snap_ts) if t == ts]
-        rows += _l3(snap_table.take(snaps), batch_table.take(idx))
+        if not snaps:  # batches dated in the window from a snapshot dated after it: no lineage to judge them
+            continue
+        rows += _l3(snap_table.take(pa.array(snaps, pa.int64())), batch_table.take(pa.array(idx, pa.int64())))
     return rows
 
 
