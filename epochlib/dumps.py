@@ -29,6 +29,7 @@ Common record keys:
 ``line``             1-based line number; for a JSON object that does not start its line (glued
                      output) the 0-based character offset instead, with ``unit == "char"``
 ``unit``             ``"line"`` or ``"char"`` (meaning of ``line``)
+``line_no``          (console JSON) the 1-based line the record starts on, also for glued objects
 
 Offset commits add ``group, topic, partition, offset, leader_epoch`` (-1 when the value has none
 or ``Optional.empty``; ``None`` when the tool does not print it: kafka-dump-log ≤3.7),
@@ -320,7 +321,7 @@ def iter_console_json(text: str | bytes) -> Iterator[Item | DumpError]:
                        unit)
         else:
             rec.update(pending)
-            rec["line"], rec["unit"] = where, unit
+            rec["line"], rec["unit"], rec["line_no"] = where, unit, li + 1
             yield rec
         pending = {}
         pos = end

@@ -47,6 +47,9 @@ class AuditResult:
     """Each configured source kind's status, totals and days without rows."""
     rows_per_day: dict[dt.date, dict[str, int]] = field(default_factory=dict)
     """Day -> source kind -> silver rows of that day (only days and kinds with rows)."""
+    warnings: list[str] = field(default_factory=list)
+    """What the run could not judge fully, e.g. the state a rule lacked because neither the inputs nor
+    earlier runs reach back over the lookback days (printed in the run summary, never silent)."""
 
     @property
     def quarantined(self) -> int:
@@ -98,6 +101,12 @@ class SparkProgress:
                     self._emit(f"  … {self._step}: {done}/{total} tasks done in the active Spark stages")
             except Exception:  # progress is best effort; never break the run for it
                 return
+
+
+def _release(result: AuditResult) -> None:
+    """Drop the cached lookback rows of the inputs (kept by ingestion for the reports)."""
+    for df in (getattr(result.ingest, "lookback", None) or {}).values():
+        df.unpersist()
 
 
 def run_audit(
@@ -187,11 +196,18 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             t1 = time.perf_counter()
             tracker.step("reports")
             say(f"reports: {', '.join(wanted)}")
-            result.reports = run_reports(spark, config, start, end, run, reports=wanted)
+            state = getattr(result.ingest, "lookback", None) or None
+            try:
+                result.reports = run_reports(spark, config, start, end, run, reports=wanted, state=state)
+            finally:
+                _release(result)
             result.findings = dict(getattr(result.reports, "findings", {}) or {})
+            result.warnings.extend(getattr(result.reports, "lookback_gaps", ()) or ())
             result.timings["reports"] = time.perf_counter() - t1
             for table, n in sorted(result.findings.items()):
                 say(f"reports: {table:<24} {n:>8,} findings")
+            for line in result.warnings:
+                say(f"warning: {line}")
         configured = [k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)]
         if ingest and configured:
             tracker.step("completeness")
@@ -208,6 +224,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             for s in result.sources.values():
                 if s.status != "ok":
                     say(f"input: {s.source_kind} is {s.status}: {s.reason}")
+    _release(result)
     result.timings["total"] = time.perf_counter() - t0
     write_audit_runs(audit_run_table(run, counts, result.findings, status=result.status,
                                      sources=result.sources), config)

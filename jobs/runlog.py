@@ -105,6 +105,10 @@ class RunContext:
     def date_range(self) -> tuple[dt.date, dt.date]:
         return (self.range_from, self.range_to)
 
+    def holds(self, day: dt.date) -> bool:
+        """Whether ``day`` lies in the run's range (the dates this run writes)."""
+        return self.range_from <= day <= self.range_to
+
 
 # ------------------------------------------------------------------------------------------- quarantine
 
@@ -134,12 +138,13 @@ def quarantine_row(
 ) -> dict[str, Any]:
     """One ``quarantine`` row as a dict (driver side: file-level failures, tests).
 
-    ``event_date`` is the unit's own UTC date if it has one inside the run's range, else the run's
-    ``from`` date (a replace-range write accepts only dates inside the range).
+    ``event_date`` is the unit's own UTC date when it has one, else the run's ``from`` date (DESIGN:
+    ``from`` only for units without a time). A unit dated outside the run's range belongs to the run
+    whose range holds its date: check :meth:`RunContext.holds` before writing the row.
     """
     _check("source_kind", source_kind, SOURCE_KINDS)
     _check("unit", unit, UNITS)
-    if event_date is None or not ctx.range_from <= event_date <= ctx.range_to:
+    if event_date is None:
         event_date = ctx.range_from
     return {
         "cluster": ctx.cluster,
@@ -162,14 +167,17 @@ def quarantine_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
 def quarantine_frame(df: DataFrame, ctx: RunContext, source_kind: str) -> DataFrame:
     """Executor-side quarantine rows: ``df`` has ``source``, ``position``, ``unit``, ``reason``, ``raw``
     and optionally ``event_date``; the result is in the ``quarantine`` schema with ``raw`` cut to
-    :data:`MAX_RAW_BYTES` and ``event_date`` defaulted as in :func:`quarantine_row`."""
+    :data:`MAX_RAW_BYTES` and ``event_date`` as in :func:`quarantine_row`: the unit's own date, the run's
+    ``from`` only for units without one. Units whose own date lies outside the run's range are left out:
+    the run whose range holds that date writes them, so two nightly runs never store one bad unit twice."""
     from pyspark.sql import functions as F
 
     _check("source_kind", source_kind, SOURCE_KINDS)
     start, end = F.lit(ctx.range_from), F.lit(ctx.range_to)
     if "event_date" in df.columns:
         own = F.col("event_date").cast("date")
-        event_date = F.when(own.between(start, end), own).otherwise(start)
+        df = df.where(own.isNull() | own.between(start, end))
+        event_date = F.coalesce(own, start)
     else:
         event_date = start
     out = df.select(

@@ -67,7 +67,8 @@ _PARTITION = (
 _SOURCE = (
     _c("source_kind", STR, "input family: offsets | logdirs | metadata"),
     _c("source", STR, "path/URI of the input file the row was decoded from"),
-    _c("position", I64, "byte position of the unit in the file (line number for text inputs)"),
+    _c("position", I64, "where the unit is in the file: byte position (segments), line number (text and JSONL "
+                        "dumps; the line a record starts on), row index (Parquet dumps)"),
 )
 
 # ------------------------------------------------------------------------------------------------ silver
@@ -123,8 +124,10 @@ GROUP_METADATA = (
     _c("protocol", STR, "selected assignor protocol"),
     _c("leader", STR, "leader member id"),
     _c("state_ts", TS, "currentStateTimestamp (value v2+)"),
-    _c("member_count", I32, "number of members"),
-    _c("members", pa.list_(_MEMBER), "members with their decoded assignments"),
+    _c("member_count", I32, "number of members (classic group records; null for KIP-848 records)"),
+    _c("members", pa.list_(_MEMBER), "members with their decoded assignments; for a KIP-848 member record "
+                                     "(consumer_group_member_metadata) the one member it names (a tombstone: the "
+                                     "member that left)"),
     _c("event_ts", TS, "state timestamp, else the record timestamp; drives event_date"),
     _c("log_partition", I32, "partition of __consumer_offsets holding the record"),
     _c("log_offset", I64, "offset of the record in __consumer_offsets"),

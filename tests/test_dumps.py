@@ -40,7 +40,7 @@ CONSOLE_OBJECTS = [COMMIT_V3, COMMIT_V1, TOMBSTONE, GROUP, UNKNOWN_VALUE, KIP848
 
 
 def _strip_pos(items: list) -> list:
-    return [{k: v for k, v in it.items() if k not in ("line", "unit")} for it in items]
+    return [{k: v for k, v in it.items() if k not in ("line", "unit", "line_no")} for it in items]
 
 
 def test_console_commit_fields() -> None:
@@ -48,7 +48,7 @@ def test_console_commit_fields() -> None:
     assert rec == {
         "kind": "offset_commit", "record_type": 1, "group": "my-group", "topic": "orders", "partition": 0,
         "is_tombstone": False, "value_version": 3, "offset": 42, "leader_epoch": 7, "metadata": "",
-        "commit_timestamp": 1700000000000, "expire_timestamp": -1, "line": 1, "unit": "line",
+        "commit_timestamp": 1700000000000, "expire_timestamp": -1, "line": 1, "unit": "line", "line_no": 1,
     }
 
 
@@ -72,8 +72,10 @@ def test_glued_and_newline_json_give_identical_records() -> None:
     lines = list(iter_console_json("\n".join(CONSOLE_OBJECTS) + "\n"))
     assert len(glued) == len(CONSOLE_OBJECTS)
     assert _strip_pos(glued) == _strip_pos(lines)
-    # glued objects after the first are located by character offset
+    # glued objects after the first are located by character offset, and by the line they start on
     assert glued[1]["unit"] == "char" and glued[1]["line"] == len(COMMIT_V3)
+    assert [r["line_no"] for r in glued] == [1] * len(CONSOLE_OBJECTS)
+    assert [r["line_no"] for r in lines] == list(range(1, len(CONSOLE_OBJECTS) + 1))
 
 
 def test_kafka_39_variant() -> None:

@@ -37,3 +37,29 @@ def test_run_commit_pass_gives_the_rows_of_check_partition_commits() -> None:
         assert fr.findings_table(got).num_rows == len(want)
         total += len(want)
     assert total > 0
+
+
+def test_run_commit_pass_folds_kip848_member_records_of_the_side_table() -> None:
+    """Issue 13 item 3 through the Spark glue: the side table's record type and member ids reach the rule,
+    so one of two KIP-848 members leaving keeps a rewind an error (not ``operator_reset``)."""
+    import pyarrow as pa
+
+    side_schema = SIDE_SCHEMA.append(pa.field("g_record_type", pa.string())).append(
+        pa.field("g_member_ids", pa.list_(pa.string())))
+    lineage = dict(topic="t", partition=0, _k=0, broker="1", snapshot_ts=T0 + 10_000,
+                   entries=[{"epoch": 0, "start_offset": 0}, {"epoch": 4, "start_offset": 100}], log_end_offset=900,
+                   log_start_offset=0, source="broker=1/snapshot=x/t-0/leader-epoch-checkpoint")  # fmt: skip
+
+    def member(ts, mid, client, tomb=False, lo=0):
+        return dict(topic="t", partition=0, _k=1, group_id="g", g_event_ts=ts, g_member_count=1,
+                    g_client_ids=[] if tomb else [client], g_is_tombstone=tomb, g_log_offset=lo, g_source="/o/x.log",
+                    g_position=lo, g_record_type="consumer_group_member_metadata", g_member_ids=[mid])  # fmt: skip
+
+    side = [lineage, member(T0, "a", "ca", lo=1), member(T0, "b", "cb", lo=2),
+            member(T0 + 1500, "a", None, tomb=True, lo=3)]  # fmt: skip
+    commits = [dict(topic="t", partition=0, group_id="g", committed_offset=o, leader_epoch=4, ts=T0 + ts,
+                    is_tombstone=False, log_offset=lo, source="/o/c.log", position=lo)
+               for o, ts, lo in ((600, 1000, 10), (300, 2000, 11))]  # fmt: skip
+    rows = cp.run_commit_pass(_table(commits, COMMIT_SCHEMA), _table(side, side_schema), tolerance_ms=TOL)
+    s = [(r["kind"], r["severity"], r["group_clients"]) for r in rows if r["rule"].startswith("S")]
+    assert s == [("spurious_rewind", "error", ["cb"])]

@@ -111,7 +111,8 @@ def test_finding_rows_keep_the_id_and_numbers() -> None:
 def test_capture_pointer_column_matches_epochlib(spark) -> None:
     from jobs.reports.stale_metadata import capture_pointer_col
 
-    cases = [("/c/a.jsonl", 3), ("/c/b.pcapng", 17), (None, None), ("/c/x.json", 0), ("/c/y.txt", 5)]
+    cases = [("/c/a.jsonl", 3), ("/c/b.pcapng", 17), (None, None), ("/c/x.json", 0), ("/c/y.txt", 5),
+             ("/c/z.NDJSON", 9)]
     df = spark.createDataFrame(cases, "source string, position long")
     got = [r[0] for r in df.select(capture_pointer_col()).collect()]
     assert got == [capture_pointer(s, p) for s, p in cases]

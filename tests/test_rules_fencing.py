@@ -92,8 +92,16 @@ def test_f2_commit_beyond_epoch_end():
     assert (f.rule, f.kind, f.severity) == ("F2", "commit_beyond_epoch_end", "error")
     assert f.numbers["end_offset"] == 150 and f.numbers["records_affected"] == 30
     assert f.numbers["expected_epoch"] == 3 and f.broker == "1"
-    assert f.evidence[0] == "offsets:/o/00000000000000000000.log@0 offset 0"
-    assert f.evidence[1].endswith("line 4")
+    assert f.evidence[0] == "offsets:/o/00000000000000000000.log@byte 0 offset 0"
+    # the epoch's own line and the line holding its end offset (the start of epoch 4)
+    assert f.evidence[1:] == ("checkpoint:broker=1/snapshot=1000/t-0/leader-epoch-checkpoint line 4",
+                              "checkpoint:broker=1/snapshot=1000/t-0/leader-epoch-checkpoint line 5")
+
+
+def test_f2_latest_epoch_cites_no_end_line_the_log_end_is_in_no_checkpoint():
+    (f,) = check_commit_fencing([commit(301, 4)], lookup)
+    assert [e for e in f.evidence if e.startswith("checkpoint:")] == [
+        "checkpoint:broker=1/snapshot=1000/t-0/leader-epoch-checkpoint line 5"]
 
 
 def test_f2_commit_exactly_at_epoch_end_is_fine():

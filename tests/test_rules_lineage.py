@@ -62,6 +62,9 @@ def test_l1_unreadable_checkpoint_names_broker_partition_and_snapshot_time():
     assert f.event_ts == 1727740800000
     assert f.evidence == (f"checkpoint:{CKPT} line 2",)
     assert "count 3" in f.detail
+    # an unreadable file (position 0: no line) is cited as the file, never as "line 0"
+    (f,) = check_checkpoint_unreadable(QuarantineRecord(source=CKPT, reason="unreadable: EIO", position=0))
+    assert f.evidence == (f"checkpoint:{CKPT}",)
 
 
 def test_l1_other_quarantined_files_are_not_lineage_findings():

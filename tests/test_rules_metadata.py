@@ -108,6 +108,24 @@ def test_m3_without_ids_drop_to_zero_same_replicas_is_a_regression():
     assert kinds(check_client_metadata(seq)) == ["client_epoch_regression"]
 
 
+def test_m1_mixed_versions_compare_as_one_key_when_the_name_maps_to_one_id():
+    """Issue 13 item 4: epoch 5 served via v12 (with the id), then epoch 4 via v9 (no id): a regression."""
+    seq = [obs(1000, 5, tid="IDA"), obs(4000, 4, tid=None, broker="b2:9092")]
+    (f,) = check_client_metadata(seq)
+    assert (f.rule, f.kind, f.broker) == ("M1", "client_epoch_regression", "b2:9092")
+    assert (f.numbers["served_epoch"], f.numbers["cached_epoch"], f.numbers["staleness_ms"]) == (4, 5, 3000)
+    # and the other way round: the v9 response first, the id-keyed one later
+    assert kinds(check_client_metadata([obs(1000, 5, tid=None), obs(2000, 4, tid="IDA")])) == [
+        "client_epoch_regression"]
+
+
+def test_m1_mixed_versions_stay_apart_when_the_name_had_two_ids():
+    """A re-created topic (two ids for the name) keeps separate baselines: no-id responses are not judged
+    against either incarnation (M3)."""
+    seq = [obs(1, 7, tid="OLD"), obs(2, 0, tid="NEW"), obs(3, 1, tid=None), obs(4, 2, tid="NEW")]
+    assert check_client_metadata(seq) == []
+
+
 # --- M2 --------------------------------------------------------------------------------------------
 
 

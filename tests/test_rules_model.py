@@ -54,7 +54,28 @@ def test_commit_from_row_and_defaults():
         }
     )
     assert c.epoch == -1 and c.ts == 1000 and c.is_live and not c.is_tombstone
-    assert c.pointer() == "offsets:/o/00.log@4096 offset 7"
+    assert c.pointer() == "offsets:/o/00.log@byte 4096 offset 7"
+
+
+def test_pointers_name_their_unit_and_never_say_offset_unknown():
+    """Issue 13 item 5: one explicit form per unit: bytes in segments, lines in text, rows in Parquet."""
+    from epochlib.rules import BatchHeader, GroupState, unit_pointer
+
+    def ptr(src, pos, lo=None):
+        return Commit("g", "t", 0, 1, source=src, position=pos, log_offset=lo).pointer()
+
+    assert ptr("/o/__consumer_offsets-3/00000000000000000000.log", 512, 9) == (
+        "offsets:/o/__consumer_offsets-3/00000000000000000000.log@byte 512 offset 9")
+    assert ptr("/o/dump.txt", 12, 40) == "offsets:/o/dump.txt line 12 offset 40"  # kafka-dump-log text
+    assert ptr("/o/console.txt", 3) == "offsets:/o/console.txt line 3"  # a console dump: no "offset ?"
+    assert ptr("/o/d.jsonl", 7, 2) == "offsets:/o/d.jsonl line 7 offset 2"
+    assert ptr("/o/D.PARQUET", 0, 5) == "offsets:/o/D.PARQUET row 0 offset 5"
+    g = GroupState("g", 0, source="/o/console.txt", position=4)
+    assert g.pointer() == "offsets:/o/console.txt line 4 (group metadata)"
+    b = BatchHeader(broker="1", topic="t", partition=0, base_offset=10, last_offset=12, partition_leader_epoch=1,
+                    source="/l/00000000000000000000.log", position=61)
+    assert b.pointer() == "segment:/l/00000000000000000000.log@byte 61 offset 10"
+    assert unit_pointer(None, None) == "?@byte ?"
     assert not Commit("g", "t", 0, 1, txn_state="aborted").is_live
     assert Commit("g", "t", 0, 1, txn_state="committed").is_live
 

@@ -101,6 +101,52 @@ def test_s1b_operator_reset_when_group_empty():
     assert one([commit(300, 4, 1000), commit(200, 4, 2000)], ctx2).kind == "spurious_rewind"
 
 
+def _member(ts, mid, client=None, *, tomb=False, lo=None) -> GroupState:
+    """A KIP-848 ``ConsumerGroupMemberMetadata`` record (a tombstone when the member left)."""
+    return GroupState("g", ts, record_type="consumer_group_member_metadata", member_ids=(mid,),
+                      client_ids=(client,) if client and not tomb else (), is_tombstone=tomb, log_offset=lo,
+                      source="/o/x.log", position=ts)
+
+
+def test_s1b_kip848_one_of_two_members_leaving_leaves_the_group_non_empty():
+    """Issue 13 item 3: member a leaves (its record is deleted), b is still live: the rewind is spurious."""
+    states = [
+        GroupState("g", 400, record_type="consumer_group_metadata", generation=1),
+        _member(500, "a", "client-a"),
+        _member(510, "b", "client-b"),
+        GroupState("g", 1500, record_type="consumer_group_metadata", generation=2),
+        _member(1500, "a", tomb=True),
+    ]
+    ctx = ResetContext(snapshots=[TRUNCATED], group_states=states)
+    f = one([commit(300, 4, 1000), commit(200, 4, 2000)], ctx)
+    assert (f.kind, f.severity) == ("spurious_rewind", "error")
+    assert ctx.group_state_at(2000).member_count == 1 and ctx.group_state_at(2000).client_ids == ("client-b",)
+    # the last member leaving too, then the group deleted: now it is an operator reset
+    gone = [*states, _member(1600, "b", tomb=True)]
+    f = one([commit(300, 4, 1000), commit(200, 4, 2000)], ResetContext(snapshots=[TRUNCATED], group_states=gone))
+    assert (f.kind, f.numbers["member_count"]) == ("operator_reset", 0)
+    deleted = [*gone, GroupState("g", 1700, record_type="consumer_group_metadata", is_tombstone=True)]
+    f = one([commit(300, 4, 1000), commit(200, 4, 2000)], ResetContext(snapshots=[TRUNCATED], group_states=deleted))
+    assert f.kind == "operator_reset" and "deleted" in f.detail
+
+
+def test_membership_folds_classic_and_kip848_records_and_ties_go_to_the_log_offset():
+    from epochlib.rules import current_membership
+
+    states = [
+        GroupState("g", 100, member_count=2, client_ids=("c1", "c2"), record_type="group_metadata"),
+        _member(200, "m", "c3", lo=7),
+        _member(200, "m", tomb=True, lo=6),  # written before the join at the same millisecond
+        GroupState("g", 300, record_type="consumer_group_target_assignment_member"),
+    ]
+    got = [(g.member_count, g.client_ids, g.is_tombstone) for g in current_membership(states)]
+    assert got == [(2, ("c1", "c2"), False), (2, ("c1", "c2"), False), (3, ("c1", "c2", "c3"), False),
+                   (3, ("c1", "c2", "c3"), False)]
+    # a classic tombstone deletes the group; a record of unknown count says nothing about emptiness
+    assert current_membership([GroupState("g", 1, is_tombstone=True)])[0].is_empty
+    assert not current_membership([GroupState("g", 1, record_type="consumer_group_partition_metadata")])[0].is_empty
+
+
 def test_truncation_is_decided_before_operator_reset():
     ctx = ResetContext(snapshots=[TRUNCATED], group_states=[GroupState("g", 0, is_tombstone=True)])
     assert one([commit(180, 3, 1000), commit(150, 4, 2000)], ctx).kind == "truncation"

@@ -321,6 +321,12 @@ def test_quarantine_rows_are_bounded_and_dated() -> None:
         event_date=D2,
     )
     assert inside["event_date"] == D2 and inside["raw"] is None
+    # issue 13 item 2: a unit is dated by its own time even outside the range (never moved to `from`)
+    later = runlog.quarantine_row(
+        ctx(), source_kind="metadata", source="a.jsonl", position=4, unit="line", reason="r", raw=None,
+        event_date=dt.date(2030, 1, 1),
+    )
+    assert later["event_date"] == dt.date(2030, 1, 1) and not ctx().holds(later["event_date"])
     table = runlog.quarantine_table([row, inside])
     assert table.schema == schemas.arrow_schema("quarantine")
     with pytest.raises(ValueError, match="unit 'blob'"):
@@ -373,9 +379,16 @@ def test_quarantine_frame_through_spark(spark, tmp_path) -> None:
     q = runlog.quarantine_frame(raw, ctx(), "offsets")
     write_table(q, "quarantine", config=config, date_range=ctx().date_range)
     got = sorted(read_table_arrow("quarantine", config).to_pylist(), key=lambda r: r["position"])
-    assert [len(r["raw"]) for r in got] == [4096, 1]
-    assert [r["event_date"] for r in got] == [D1, D1]  # none / outside the range -> the run's from date
-    assert {r["source_kind"] for r in got} == {"offsets"} and got[1]["position"] == 12
+    # issue 13 item 2: no own time -> the run's from date; an own date outside the range -> not this
+    # run's row (the run whose range holds 2030-01-01 writes it)
+    assert [len(r["raw"]) for r in got] == [4096]
+    assert [r["event_date"] for r in got] == [D1]
+    assert {r["source_kind"] for r in got} == {"offsets"}
+    inside = spark.createDataFrame(
+        [("/s/b.txt", 13, "line", "not JSON at line 13", bytearray(b"{"), D2)],
+        "source string, position int, unit string, reason string, raw binary, event_date date",
+    )
+    assert [r["event_date"] for r in runlog.quarantine_frame(inside, ctx(), "offsets").collect()] == [D2]
 
 
 def test_targets_resolve_through_the_one_filesystem_layer(tmp_path) -> None:

@@ -24,7 +24,9 @@ from ._model import (
     ReplicaSnapshot,
     capture_pointer,
     finding_id,
+    offsets_pointer,
     to_ms,
+    unit_pointer,
 )
 from .commit_pass import COMMIT_COLUMNS, CommitFinding, check_partition_commits, commit_log_order
 from .divergence import (
@@ -57,6 +59,7 @@ from .resets import (
     classify_jump,
     classify_rewind,
     correlate_resets,
+    current_membership,
 )
 from .rounds import LogEndEstimate, Round, SnapshotRounds, leader_of_round, log_end_of, log_start_of
 
@@ -87,6 +90,8 @@ __all__ = [
     "Round",
     "SnapshotRounds",
     "capture_pointer",
+    "offsets_pointer",
+    "unit_pointer",
     "check_batch_epochs",
     "check_broker_staleness",
     "check_checkpoint_unreadable",
@@ -101,6 +106,7 @@ __all__ = [
     "classify_rewind",
     "commit_log_order",
     "correlate_resets",
+    "current_membership",
     "epoch_disagreements",
     "fence_check",
     "finding_id",

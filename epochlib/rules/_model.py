@@ -37,7 +37,9 @@ __all__ = [
     "ReplicaSnapshot",
     "capture_pointer",
     "finding_id",
+    "offsets_pointer",
     "to_ms",
+    "unit_pointer",
 ]
 
 INFO, WARNING, ERROR, CRITICAL = "info", "warning", "error", "critical"
@@ -142,11 +144,35 @@ def _int_tuple(v: Any) -> tuple[int, ...]:
     return tuple(int(x) for x in v)
 
 
+_TEXT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".txt")
+
+
 def capture_pointer(source: str | None, position: int | None) -> str:
     """``capture:<file> line N`` for JSONL captures, ``capture:<file> frame N`` for pcap/pcapng."""
     src = source or "?"
-    unit = "line" if src.endswith((".jsonl", ".json", ".txt")) else "frame"
+    unit = "line" if src.lower().endswith(_TEXT_SUFFIXES) else "frame"
     return f"capture:{src} {unit} {position if position is not None else '?'}"
+
+
+def unit_pointer(source: str | None, position: int | None) -> str:
+    """Where a unit sits in its file, in the one explicit form of the file's kind: ``<file>@byte N`` for
+    segments (binary), ``<file> line N`` for text dumps (JSONL, console and tool text), ``<file> row N``
+    for Parquet dumps (the row index in the file). ``position`` is the silver row's ``position``."""
+    src = source or "?"
+    low = src.lower()
+    pos = position if position is not None else "?"
+    if low.endswith(".parquet"):
+        return f"{src} row {pos}"
+    if low.endswith(_TEXT_SUFFIXES):
+        return f"{src} line {pos}"
+    return f"{src}@byte {pos}"
+
+
+def offsets_pointer(source: str | None, position: int | None, log_offset: int | None) -> str:
+    """``offsets:`` + :func:`unit_pointer` + `` offset <log offset>`` when the input gave one (console
+    dumps print no offset unless asked to, so then the pointer ends at the line)."""
+    where = f"offsets:{unit_pointer(source, position)}"
+    return where if log_offset is None else f"{where} offset {log_offset}"
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -211,8 +237,9 @@ class Commit:
         return (self.txn_state or "none") in LIVE_TXN_STATES
 
     def pointer(self) -> str:
-        """``offsets:<file>@<position> offset <log offset>``."""
-        return f"offsets:{self.source or '?'}@{self.position if self.position is not None else '?'} offset {self.log_offset if self.log_offset is not None else '?'}"
+        """``offsets:<file>@byte N offset <log offset>`` (segments), ``… line N`` (text), ``… row N``
+        (Parquet): :func:`offsets_pointer`."""
+        return offsets_pointer(self.source, self.position, self.log_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +299,13 @@ class ReplicaSnapshot:
                 return i + 3
         return None
 
+    def end_line_of(self, epoch: int) -> int | None:
+        """The checkpoint line holding the end offset of ``epoch`` in the repaired lineage: the line of
+        the next epoch's entry (its start is where ``epoch`` ends); None when ``epoch`` is the latest
+        (it ends at the log end offset, which no checkpoint line holds)."""
+        nxt = [e.epoch for e in self.repaired_cache().entries if e.epoch > epoch]
+        return self.line_of(min(nxt)) if nxt else None
+
     def pointer(self, epoch: int | None = None) -> str:
         """``checkpoint:<file> line N`` (the entry of ``epoch``), or the file alone."""
         src = self.source or f"broker={self.broker}/{self.topic}-{self.partition}/leader-epoch-checkpoint"
@@ -324,8 +358,8 @@ class BatchHeader:
         )
 
     def pointer(self) -> str:
-        """``segment:<file>@<byte position> offset <base offset>``."""
-        return f"segment:{self.source or '?'}@{self.position if self.position is not None else '?'} offset {self.base_offset}"
+        """``segment:<file>@byte N offset <base offset>``."""
+        return f"segment:{self.source or '?'}@byte {self.position if self.position is not None else '?'} offset {self.base_offset}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,16 +443,24 @@ class GroupState:
     log_offset: int | None = None
     source: str | None = None
     position: int | None = None
+    record_type: str | None = None
+    member_ids: tuple[str, ...] | None = None
+    """The ``record_type`` of the row (``group_metadata``, ``consumer_group_member_metadata``, …; None =
+    a classic group record) and the member ids it names (None = it names none): what
+    :func:`current_membership` folds into the group's member set."""
 
     @classmethod
     def from_row(cls, row: Any) -> GroupState:
         r = _as_mapping(row)
         members = r.get("members") or ()
         clients = []
+        ids: list[str] = []
         for m in members:
             mm = _as_mapping(m)
             if mm.get("client_id") is not None:
                 clients.append(str(mm["client_id"]))
+            if mm.get("member_id") is not None:
+                ids.append(str(mm["member_id"]))
         count = _opt_int(r.get("member_count"))
         if count is None and r.get("members") is not None:
             count = len(members)
@@ -433,6 +475,8 @@ class GroupState:
             log_offset=_opt_int(r.get("log_offset")),
             source=_opt_str(r.get("source")),
             position=_opt_int(r.get("position")),
+            record_type=_opt_str(r.get("record_type")),
+            member_ids=tuple(ids) if r.get("members") is not None else None,
         )
 
     @property
@@ -441,7 +485,8 @@ class GroupState:
         return self.is_tombstone or self.member_count == 0
 
     def pointer(self) -> str:
-        return f"offsets:{self.source or '?'}@{self.position if self.position is not None else '?'} offset {self.log_offset if self.log_offset is not None else '?'} (group metadata)"
+        """:func:`offsets_pointer` of the record, marked ``(group metadata)``."""
+        return f"{offsets_pointer(self.source, self.position, self.log_offset)} (group metadata)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,6 +176,9 @@ def check_commit_fencing(
         if r.status in ("ok", "skipped") or snap is None:
             continue
         ev = (c.pointer(), snap.pointer(r.end_epoch if r.end_epoch >= 0 else r.latest_epoch))
+        end_line = snap.end_line_of(r.end_epoch) if r.end_epoch >= 0 else None
+        if end_line is not None:  # the line whose start offset is the epoch's end
+            ev += (f"{snap.pointer()} line {end_line}",)
         nums = {
             "committed_offset": c.committed_offset,
             "leader_epoch": e,

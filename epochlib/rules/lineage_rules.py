@@ -69,7 +69,7 @@ def check_checkpoint_unreadable(
         return []
     where = parse_logdir_path(record.source)
     ts = where["snapshot_ts"] if where["snapshot_ts"] is not None else (fallback_ts or 0)
-    pos = f" line {record.position}" if record.position is not None else ""
+    pos = f" line {record.position}" if record.position else ""  # lines count from 1: 0 = the whole file
     return [
         Finding(
             rule="L1",

@@ -23,11 +23,23 @@ __all__ = ["check_broker_staleness", "check_client_metadata", "stale_rates", "to
 TokenSighting = tuple[int, int, str]
 
 
-def _key(o: MetadataObservation) -> tuple:
-    """Partition identity: by topic id (v10+), else by name."""
+def _key(o: MetadataObservation, single_ids: dict[str, str] | None = None) -> tuple:
+    """Partition identity: by topic id (v10+), else by name — or by the one id the name maps to
+    (``single_ids``: name -> id, for names that map to exactly one id)."""
     if o.topic_id is not None:
         return ("id", o.topic_id, o.partition)
+    if single_ids and o.topic in single_ids:
+        return ("id", single_ids[o.topic], o.partition)
     return ("name", o.topic, o.partition)
+
+
+def _single_ids(items: Iterable[MetadataObservation]) -> dict[str, str]:
+    """Topic name -> topic id for the names the observations map to exactly one id (M1 mixed versions)."""
+    ids: dict[str, set[str]] = defaultdict(set)
+    for o in items:
+        if o.topic is not None and o.topic_id is not None:
+            ids[o.topic].add(o.topic_id)
+    return {name: next(iter(v)) for name, v in ids.items() if len(v) == 1}
 
 
 def _subject(o: MetadataObservation) -> dict[str, Any]:
@@ -134,8 +146,10 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
     - Both M3 kinds are topic-level: one finding per (client, response, topic) with ``partition`` None;
       the partitions of the response that showed it are listed in ``detail``.
 
-    Judgement calls: responses without a topic id are keyed by name, separately from id-keyed ones;
-    error codes do not exclude a partition (its epoch is still what the broker's cache held), only
+    Judgement calls: a response without topic ids (below v10) is compared with the id-keyed ones (v10+)
+    when the client's own responses map its topic name to exactly one id over the observations passed;
+    with two or more ids (a re-created topic) it is keyed by name, separately, and each id stays its own
+    baseline (M3); error codes do not exclude a partition (its epoch is still what the broker's cache held), only
     epoch -1 does; the all-zero Uuid counts as "no id"; M3 needs the topic name in the response.
     """
     out: list[Finding] = []
@@ -144,6 +158,7 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
     for o in obs:
         by_client[o.client_id].append(o)
     for _client, items in by_client.items():
+        single = _single_ids(items)
         bases: dict[tuple, _Baseline] = {}
         ids: dict[str, list[tuple[str, int, MetadataObservation]]] = {}
         for _ts, group in groupby(items, key=lambda o: o.capture_ts):
@@ -160,7 +175,7 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
                         continue
                 if o.epoch < 0:
                     continue
-                base = bases.get(_key(o))
+                base = bases.get(_key(o, single))
                 if base is None:
                     continue
                 if _looks_recreated(base, o):
@@ -197,7 +212,7 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
                         seen.append((o.topic_id, o.capture_ts, o))
                 if o.epoch < 0:
                     continue
-                k = _key(o)
+                k = _key(o, single)
                 base = bases.get(k)
                 if base is None or _looks_recreated(base, o):
                     base = bases[k] = _Baseline()

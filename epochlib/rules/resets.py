@@ -28,12 +28,70 @@ __all__ = [
     "classify_jump",
     "classify_rewind",
     "correlate_resets",
+    "current_membership",
     "pace_rate",
 ]
 
 
 MIN_PACE_ELAPSED_MS = 1000
 """S2b pace: the time between two commits is counted as at least this long."""
+
+#: ``record_type`` values of the group records that change who is a member (None: a classic record).
+_CLASSIC_GROUP = frozenset({None, "group_metadata"})
+_MEMBER_RECORD = "consumer_group_member_metadata"
+_GROUP_RECORD = "consumer_group_metadata"
+
+
+def _record_order(g: GroupState) -> tuple[int, int]:
+    return (g.event_ts, g.log_offset if g.log_offset is not None else -1)
+
+
+def current_membership(records: Iterable[GroupState]) -> list[GroupState]:
+    """A group's records in time order (ties: log offset), each carrying the group's member set as of it.
+
+    S1b asks whether the group had members; one record alone cannot say so under KIP-848, where every
+    member has its own ``ConsumerGroupMemberMetadata`` record and one member leaving deletes only its
+    own (a tombstone). So the member set is folded over *all* the group's records: a classic
+    ``GroupMetadataValue`` replaces the classic members (its tombstone deletes the group), a member
+    record adds its member (its tombstone removes it), a ``ConsumerGroupMetadata`` tombstone deletes the
+    group; other records change nothing. Each returned record is the input one with ``member_count`` =
+    classic + KIP-848 members then (None while neither kind has been seen and the classic count is
+    unknown), ``client_ids`` = their client ids (for M4) and ``is_tombstone`` = the group is deleted.
+    """
+    out: list[GroupState] = []
+    classic_count: int | None = None
+    classic_clients: tuple[str, ...] = ()
+    modern: dict[str, str | None] = {}
+    modern_seen = deleted = False
+    for g in sorted(records, key=_record_order):
+        rt = g.record_type
+        if rt in _CLASSIC_GROUP:
+            if g.is_tombstone:
+                classic_count, classic_clients, deleted = 0, (), True
+            else:
+                classic_count, classic_clients, deleted = g.member_count, g.client_ids, False
+        elif rt == _MEMBER_RECORD:
+            modern_seen = True
+            ids = g.member_ids or ()
+            if g.is_tombstone:
+                for m in ids:
+                    modern.pop(m, None)
+            else:
+                clients = list(g.client_ids) + [None] * len(ids)
+                for m, cid in zip(ids, clients, strict=False):
+                    modern[m] = cid
+                deleted = False
+        elif rt == _GROUP_RECORD:
+            modern_seen = True
+            if g.is_tombstone:
+                modern.clear()
+                deleted = True
+            else:
+                deleted = False
+        count = (classic_count or 0) + len(modern) if classic_count is not None or modern_seen else None
+        clients = classic_clients + tuple(c for c in modern.values() if c is not None)
+        out.append(replace(g, member_count=count, client_ids=clients, is_tombstone=deleted))
+    return out
 
 
 class OffsetsSeen:
@@ -167,7 +225,7 @@ class ResetContext:
     def group_state_at(self, ts: int) -> GroupState | None:
         """The group's last metadata record at or before ``ts``."""
         if "groups" not in self._cache:
-            states = sorted(self.group_states, key=lambda g: g.event_ts)
+            states = current_membership(self.group_states)
             self._cache["groups"] = ([g.event_ts for g in states], states)
         times, states = self._cache["groups"]
         i = bisect.bisect_right(times, ts) - 1
@@ -455,8 +513,9 @@ def check_offset_resets(
       idle consumer's one large step after a long pause is its normal pace);
       a known log start at or below the previous offset (retention excluded); no truncation (F2 of the
       previous commit). Without these, no guess is made.
-    - Operator reset: a group whose last metadata record at or before the commit shows 0 members or a
-      tombstone. Standalone consumers (assign(), no members ever) look empty too: their rewinds read as
+    - Operator reset: a group with no members at the commit: its member set folded over all its records
+      up to then (:func:`current_membership`: classic ``GroupMetadataValue`` and KIP-848 member records;
+      one KIP-848 member leaving removes only that member) is empty, or the group was deleted. Standalone consumers (assign(), no members ever) look empty too: their rewinds read as
       operator resets — the evidence names the group record so an operator can disagree.
     """
     ctx = context or ResetContext()

@@ -13,9 +13,11 @@
    straight into their silver shape and streams them to the sink, while the offsets work rows keep only
    the small rest (transactional commits and markers for ``txn_state``, groups, quarantine, stats);
 3. every table is written through :func:`jobs.sink.write_table` replacing exactly the run's
-   ``[from, to]`` ``event_date`` partitions: rows whose own date lies outside the range are not written
-   (reports read earlier days from the silver tables of earlier runs); rows without any time of their
-   own land on the ``from`` date;
+   ``[from, to]`` ``event_date`` partitions: rows whose own date lies outside the range are not written;
+   rows without any time of their own land on the ``from`` date. The rows dated in the lookback days
+   before ``from`` (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`:
+   detection state the reports add to what earlier runs wrote for those days (a first run, or an
+   incident run into a fresh output root, has no earlier runs);
 4. ``quarantine`` gets one row per undecodable unit (and per unrecognised file), and ``audit_runs`` one
    row per (source kind, unit) with ``units_read = units_decoded + units_quarantined`` — counted by Spark
    aggregations over per-task stats rows, over *all* units read (not only those dated in the range).
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from jobs.runlog import RunContext, SourceCounts
     from jobs.sink import SinkResult
 
-__all__ = ["DEFAULT_SPLIT_BYTES", "IngestResult", "run_ingestion"]
+__all__ = ["DEFAULT_SPLIT_BYTES", "IngestResult", "lookback_days", "run_ingestion"]
 
 #: Segment files larger than this are decoded in ranges of about this size, in parallel.
 DEFAULT_SPLIT_BYTES = 64 << 20
@@ -58,12 +60,15 @@ class IngestResult:
         infos: decoder notes that are neither units nor quarantine (e.g. TLS to ports that are not broker
             ports).
         empty: source kind -> reason -> number of inputs read with zero units.
+        lookback: silver table -> the inputs' rows dated in the lookback days before the range (cached,
+            not written; pass to :func:`jobs.reports.run_reports` as ``state``, then ``unpersist``).
     """
 
     run: RunContext
     counts: tuple[SourceCounts, ...]
     tables: dict[str, SinkResult] = field(default_factory=dict)
     files: dict[str, dict[str, int]] = field(default_factory=dict)
+    lookback: dict[str, DataFrame] = field(default_factory=dict)
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
     empty: dict[str, dict[str, int]] = field(default_factory=dict)
     infos: tuple[str, ...] = ()
@@ -103,12 +108,22 @@ def _event_date(ts: Column, default: dt.date) -> Column:
     return F.coalesce(F.date_from_unix_date(days), F.lit(default))
 
 
-def _dated(df: DataFrame, run: RunContext) -> DataFrame:
+def _dated(df: DataFrame, run: RunContext, days: tuple[dt.date, dt.date] | None = None) -> DataFrame:
+    """``df`` with ``cluster`` and ``event_date``, cut to the rows dated in ``days`` (the run's range)."""
     from pyspark.sql import functions as F
 
+    lo, hi = days or run.date_range
     out = df.withColumn("cluster", F.lit(run.cluster)).withColumn(
         "event_date", _event_date(F.col("event_ts"), run.range_from))
-    return out.filter(F.col("event_date").between(F.lit(run.range_from), F.lit(run.range_to)))
+    return out.filter(F.col("event_date").between(F.lit(lo), F.lit(hi)))
+
+
+def lookback_days(config: Config, run: RunContext) -> tuple[dt.date, dt.date] | None:
+    """The lookback days before the run's range, ``[from - lookback_days, from - 1]``; None for 0."""
+    n = int(config.rules.lookback_days)
+    if n <= 0:
+        return None
+    return (run.range_from - dt.timedelta(days=n), run.range_from - dt.timedelta(days=1))
 
 
 def _quarantine(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
@@ -184,6 +199,7 @@ def run_ingestion(
     par = default_parallelism(spark)
     works: dict[str, DataFrame] = {}
     offset_commits: DataFrame | None = None
+    lookback: dict[str, DataFrame] = {}
 
     offsets_files = inv.of("offsets")
     if offsets_files:
@@ -235,10 +251,25 @@ def run_ingestion(
             silver["metadata_observations"] = md.observations_frame(works["metadata"])
 
         tables: dict[str, SinkResult] = {}
+        before = lookback_days(config, run)
         for name in SILVER:
-            if name in silver:
-                tables[name] = write_table(_dated(silver[name], run), name, config=config,
+            if name not in silver:
+                continue
+            df, spill = silver[name], None
+            if before is not None and name == "offset_commits":
+                # the commits are decoded straight for the sink; with a lookback they are read twice
+                # (the range to write, the days before as state), so spill them once instead of decoding twice
+                df = spill = df.persist(StorageLevel.DISK_ONLY)
+            try:
+                tables[name] = write_table(_dated(df, run), name, config=config,
                                            mode="replace_range", date_range=run.date_range)
+                if before is not None:
+                    state = _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
+                    state.count()  # materialise while the decoded rows are cached
+                    lookback[name] = state
+            finally:
+                if spill is not None:
+                    spill.unpersist()
 
         # quarantine: executor rows + unrecognised files (names only, from the driver)
         qparts = [_quarantine(w, kind, run) for kind, w in works.items()]
@@ -299,4 +330,4 @@ def run_ingestion(
     skipped = {k: inv.reasons(k) for k in ("offsets", "logdirs", "metadata") if inv.reasons(k)}
     empty = {k: inv.reasons(k, "empty") for k in ("offsets", "logdirs", "metadata") if inv.reasons(k, "empty")}
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
-                        infos=tuple(infos))
+                        infos=tuple(infos), lookback=lookback)

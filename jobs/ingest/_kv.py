@@ -201,10 +201,30 @@ def _commit_rows(ctx_arrays: dict[str, pa.Array], dec: pa.RecordBatch, mask: pa.
     return p.commit_rows(cols, d.num_rows)
 
 
+#: KIP-848 ``ConsumerGroupMemberMetadata``: one record (or tombstone) per member of a consumer group.
+MEMBER_RECORD_TYPE = 5
+
+
+def member_record_members(member_id: Any, value: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+    """``members`` of a KIP-848 member record: the one member it names (key ``member_id``; client id, host
+    and instance id from the value, none on a tombstone), so the resets can fold the group's member set
+    over its records (a tombstone = that member left). None without a member id."""
+    if member_id is None:
+        return None
+    v = value or {}
+    return [{"member_id": str(member_id), "group_instance_id": v.get("instance_id"),
+             "client_id": v.get("client_id"), "client_host": v.get("client_host"), "assigned_partitions": []}]
+
+
 def group_row(rec: coordinator.CoordinatorRecord) -> dict[str, Any]:
-    """The ``group_metadata`` columns of a decoded non-commit coordinator record."""
+    """The ``group_metadata`` columns of a decoded non-commit coordinator record. ``members`` lists a
+    classic record's members (``member_count`` their number) or a KIP-848 member record's one member
+    (``member_count`` null: the record does not count the group)."""
     v = rec.value or {}
     members = None
+    kip848 = None
+    if rec.record_type == MEMBER_RECORD_TYPE:
+        kip848 = member_record_members((rec.key or {}).get("member_id"), rec.value)
     if rec.record_type == 2 and v:
         members = []
         for m in v.get("members") or []:
@@ -229,7 +249,7 @@ def group_row(rec: coordinator.CoordinatorRecord) -> dict[str, Any]:
         "leader": v.get("leader"),
         "state_ms": state if isinstance(state, int) and state >= 0 else None,
         "member_count": len(members) if members is not None else None,
-        "members": members,
+        "members": members if kip848 is None else kip848,
         "value_version_above_known": rec.version_above_known,
         "trailing_bytes": rec.trailing_bytes,
     }

@@ -21,7 +21,7 @@ import pyarrow as pa
 from epochlib import coordinator, dumps
 from jobs.fs import open_reader
 
-from ._kv import COMMIT_PASS, SIDE_PASS, Pass
+from ._kv import COMMIT_PASS, MEMBER_RECORD_TYPE, SIDE_PASS, Pass, member_record_members
 from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, bad_value, side_row, stats_row
 
 __all__ = ["decode_text_commits", "decode_text_file", "decode_text_range", "decode_text_side", "detect_format"]
@@ -77,7 +77,8 @@ def _nonneg(v: Any) -> int | None:
 
 def _row(item: dict, src: str, broker: str | None) -> dict | None:
     ctx = {
-        "source": src, "position": item.get("line"), "broker": broker,
+        # the line the record starts on (console JSON glued on one line: its line, not a character offset)
+        "source": src, "position": item.get("line_no", item.get("line")), "broker": broker,
         "log_partition": item.get("log_partition"), "log_offset": item.get("log_offset"),
         "record_ms": item.get("record_ts"), "batch_leader_epoch": item.get("batch_leader_epoch"),
         "producer_id": item.get("producer_id"), "is_transactional": item.get("is_transactional"),
@@ -99,13 +100,16 @@ def _row(item: dict, src: str, broker: str | None) -> dict | None:
     if rtype is None:
         return None
     members = _members(item.get("members")) if kind == "group_metadata" else None
+    count = None if members is None else len(members)
+    if rtype == MEMBER_RECORD_TYPE:
+        members = member_record_members(item.get("member_id"), None if item.get("is_tombstone") else item)
     return {**ctx, "row_kind": "group", "key_type": rtype, "record_type": coordinator.snake_type_name(rtype),
             "value_version": item.get("value_version"), "is_tombstone": bool(item.get("is_tombstone")),
             "group_id": item.get("group", item.get("group_id")), "protocol_type": item.get("protocol_type"),
             "generation": item.get("generation") if rtype == 2 else item.get("group_epoch", item.get("epoch")),
             "protocol": item.get("protocol"), "leader": item.get("leader"),
             "state_ms": _nonneg(item.get("current_state_timestamp")),
-            "member_count": None if members is None else len(members), "members": members}
+            "member_count": count, "members": members}
 
 
 _AT_CHAR = re.compile(r"at character (\d+)")
@@ -190,6 +194,8 @@ def decode_text_range(row: dict) -> Iterator[pa.RecordBatch]:
         else:
             if item.get("line") is not None:
                 item["line"] += char_shift if item.get("unit") == "char" else line_shift
+            if item.get("line_no") is not None:  # console JSON: the line the record starts on
+                item["line_no"] += line_shift
             row = _row(item, src, broker)
             why = None if row is None else _unusable(row, item)
             if why is not None:

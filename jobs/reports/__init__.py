@@ -7,7 +7,10 @@
     result.findings  # the same without the rates table: the ``findings`` map of ``audit_runs``
 
 Every report reads the silver tables of ``[from - lookback_days, to]`` (state from before the range:
-baselines, earlier commits, lineage snapshots, group records), applies the rules of
+baselines, earlier commits, lineage snapshots, group records) — together with the rows the run's own
+inputs hold for the lookback days (``state``: ingestion decodes them but writes only the range), so a
+first run or an incident run into a fresh output root judges the range as a run over the whole window
+would — applies the rules of
 :mod:`epochlib.rules` on the executors (grouped Arrow functions, window functions and joins; see the
 modules :mod:`.stale_metadata`, :mod:`.fencing`, :mod:`.resets`, and :mod:`.commit_pass`, the one pass over
 the commits that both F2/F4 and S1/S2 come from), keeps the findings whose event lies in
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,6 +53,8 @@ class ReportResult:
             when ``stale_metadata`` ran) — the ``findings`` map of ``audit_runs``.
         by_kind: table -> {(rule, kind, severity): findings}.
         tables: table -> :class:`jobs.sink.SinkResult` of its write.
+        lookback_gaps: one sentence per silver table whose rows do not reach back over the lookback days
+            (inputs and earlier runs together): the state the rules named there went without.
         seconds: table -> wall time of computing and writing it; ``commit_pass``: the shared F2/F4 + S1/S2
             pass over the commits (its time is not in the two tables' own).
     """
@@ -59,6 +64,7 @@ class ReportResult:
     by_kind: dict[str, dict[tuple[str, str, str], int]] = field(default_factory=dict)
     tables: dict[str, SinkResult] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    lookback_gaps: list[str] = field(default_factory=list)
 
     @property
     def findings(self) -> dict[str, int]:
@@ -69,6 +75,14 @@ class ReportResult:
     def total(self) -> int:
         """Findings written over the report tables."""
         return sum(self.findings.values())
+
+
+#: The silver tables whose earlier rows each report needs as state (checked by ``lookback_gaps``).
+_READS = {
+    "stale_metadata": ("metadata_observations",),
+    "fencing_violations": ("epoch_lineage", "offset_commits"),
+    "spurious_offset_resets": ("epoch_lineage", "offset_commits", "group_metadata", "metadata_observations"),
+}
 
 
 def _window(run: RunContext, config: Config) -> tuple[dt.date, dt.date]:
@@ -90,6 +104,7 @@ def run_reports(
     date_to: dt.date | str | None = None,
     run: RunContext | None = None,
     reports: Iterable[str] | None = None,
+    state: Mapping[str, DataFrame] | None = None,
 ) -> ReportResult:
     """Compute and write the report tables for ``[date_from, date_to]``.
 
@@ -101,6 +116,8 @@ def run_reports(
             ``date_from``); ignored when ``run`` is given.
         run: the run's :class:`~jobs.runlog.RunContext` (shared with ingestion); a new one by default.
         reports: any of ``stale_metadata``, ``fencing_violations``, ``spurious_offset_resets``.
+        state: silver table -> rows decoded from the run's inputs dated in the lookback days before the
+            range (:attr:`jobs.ingest.IngestResult.lookback`); added to what earlier runs wrote for them.
 
     Returns:
         A :class:`ReportResult` with per-table counts.
@@ -122,6 +139,11 @@ def run_reports(
     rng = run.date_range
     cluster = run.cluster
     result = ReportResult(run=run)
+    inputs = fr.InputState(before=run.range_from, frames=dict(state)) if state else None
+    needs = {t for r in wanted for t in _READS[r]}
+    result.lookback_gaps.extend(fr.lookback_gaps(
+        {t: fr.read_silver(spark, config, t, cluster, window, inputs).select("event_date") for t in sorted(needs)},
+        window, run.range_from))
     cached: list[DataFrame] = []
 
     def keep(df: DataFrame) -> DataFrame:
@@ -147,7 +169,7 @@ def run_reports(
         lin = commits = None
         if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
             t0 = time.perf_counter()
-            obs = stale_metadata.observations(spark, config, cluster, window)
+            obs = stale_metadata.observations(spark, config, cluster, window, inputs)
             meta_findings = keep(stale_metadata.metadata_findings(obs, int(config.rules.stale_grace_ms)))
             if "stale_metadata" in wanted:
                 write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata", t0)
@@ -158,9 +180,9 @@ def run_reports(
         if want_f or want_s:
             t0 = time.perf_counter()
             tol = int(config.rules.snapshot_tolerance_seconds) * 1000
-            lin = keep(fencing.lineage(spark, config, cluster, window))
-            commits = commit_pass.read_commits(spark, config, cluster, window)
-            groups = fr.read_silver(spark, config, "group_metadata", cluster, window) if want_s else None
+            lin = keep(fencing.lineage(spark, config, cluster, window, inputs))
+            commits = commit_pass.read_commits(spark, config, cluster, window, inputs)
+            groups = fr.read_silver(spark, config, "group_metadata", cluster, window, inputs) if want_s else None
             # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
             commit_found = keep(
                 commit_pass.commit_findings(commits, lin, groups, tolerance_ms=tol, fencing=want_f, resets=want_s)
@@ -169,7 +191,8 @@ def run_reports(
             result.seconds["commit_pass"] = time.perf_counter() - t0
         if want_f:
             t0 = time.perf_counter()
-            found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commit_findings_df=commit_found)
+            found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commit_findings_df=commit_found,
+                                             state=inputs)
             write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations", t0)
         if want_s:
             t0 = time.perf_counter()

@@ -18,7 +18,8 @@ columns, the report's number columns read from the map, ``event_date`` = UTC dat
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -43,12 +44,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINDINGS_ARROW",
+    "InputState",
     "batches_from_arrow",
     "commits_from_arrow",
     "dedupe",
     "findings_spark_schema",
     "findings_table",
     "in_range",
+    "lookback_gaps",
     "ms_columns",
     "observations_from_arrow",
     "quarantine_from_arrow",
@@ -203,23 +206,100 @@ def date_of_ms(ms: Column) -> Column:
     return F.date_from_unix_date(F.floor(ms / F.lit(MS_PER_DAY)).cast("int"))
 
 
+@dataclass(frozen=True)
+class InputState:
+    """Detection state decoded from this run's own inputs: per silver table, the rows dated in the
+    lookback days before the run's range (``event_date`` < ``before``), which the run does not write
+    (it replaces only its own date partitions) but the rules must see, whether or not an earlier run
+    wrote them (issue 13: a first run, or an incident run into a scratch root)."""
+
+    before: dt.date
+    frames: Mapping[str, DataFrame] = field(default_factory=dict)
+
+
+def _conform(df: DataFrame, schema: StructType) -> DataFrame:
+    """``df`` with exactly ``schema``'s columns, in order and type (absent ones null)."""
+    from pyspark.sql import functions as F
+
+    cols = set(df.columns)
+    return df.select(*[
+        (F.col(f.name) if f.name in cols else F.lit(None)).cast(f.dataType).alias(f.name) for f in schema.fields
+    ])  # fmt: skip
+
+
 def read_silver(
-    spark: SparkSession, config: Config, table: str, cluster: str, date_range: tuple[dt.date, dt.date]
+    spark: SparkSession,
+    config: Config,
+    table: str,
+    cluster: str,
+    date_range: tuple[dt.date, dt.date],
+    state: InputState | None = None,
 ) -> DataFrame:
     """The rows of a silver (or operational) table for ``cluster`` in ``date_range``; an empty frame in
-    the table's schema when the table does not exist yet (no such evidence was ever ingested)."""
+    the table's schema when the table does not exist yet (no such evidence was ever ingested).
+
+    With ``state``, the table's rows decoded from the run's inputs for the dates before ``state.before``
+    are added to what earlier runs wrote for those dates; a row both hold (the same input) counts once."""
+    from pyspark.sql import functions as F
+
     from ..errors import SinkError
     from ..sink import read_table
 
+    df = None
     try:
-        return read_table(spark, table, config, cluster=cluster, date_range=date_range)
+        df = read_table(spark, table, config, cluster=cluster, date_range=date_range)
     except SinkError as exc:
         if not str(exc).startswith("no Delta table"):
             raise
     except Exception as exc:  # delta-spark: a missing path is an AnalysisException
         if "PATH_NOT_FOUND" not in str(exc) and "is not a Delta table" not in str(exc):
             raise
-    return spark.createDataFrame([], schemas.spark_schema(table))
+    if df is None:
+        df = spark.createDataFrame([], schemas.spark_schema(table))
+    extra = state.frames.get(table) if state is not None else None
+    if extra is None or date_range[0] >= state.before:
+        return df
+    lo, before = F.lit(date_range[0]), F.lit(state.before)
+    extra = _conform(extra, df.schema).where(
+        (F.col("cluster") == F.lit(cluster)) & (F.col("event_date") >= lo) & (F.col("event_date") < before))
+    early = df.where(F.col("event_date") < before)
+    return df.where(F.col("event_date") >= before).unionByName(early.unionByName(extra).dropDuplicates())
+
+
+#: The silver tables each rule family reads state from (what the lookback must supply), by table.
+LOOKBACK_NEEDS = {
+    "metadata_observations": "M1/M2/M3 (each client's and partition's highest epoch seen, topic ids)",
+    "offset_commits": "F4, S1/S2 (each group's previous commit and pace)",
+    "epoch_lineage": "F2, S1/S2 (the leader lineage), L5 and D1/D2 (the previous snapshot or round)",
+    "group_metadata": "S1b (the group's members)",
+}
+
+
+def lookback_gaps(frames: Mapping[str, DataFrame], window: tuple[dt.date, dt.date], before: dt.date) -> list[str]:
+    """What state the rules lacked: for each table read (``frames``: table -> the rows read over
+    ``window``) that has rows in the run's range but none, or not all the way back, in the lookback days
+    ``[window[0], before)``, one sentence naming the table, the dates and the rules that went without."""
+    from pyspark.sql import functions as F
+
+    if window[0] >= before:
+        return []
+    out = []
+    for table, df in frames.items():
+        row = df.agg(
+            F.min("event_date").alias("first"),
+            F.max(F.when(F.col("event_date") >= F.lit(before), F.lit(1))).alias("in_range"),
+        ).first()
+        if row is None or row["in_range"] is None:
+            continue  # nothing in the range: nothing was judged with or without state
+        first, last_day = row["first"], before - dt.timedelta(days=1)
+        rules = LOOKBACK_NEEDS.get(table, table)
+        if first is None or first >= before:
+            out.append(f"lookback: no {table} rows dated {window[0]}..{last_day} in the inputs or earlier runs; "
+                       f"{rules} started at {before} without state from before it")
+        elif first > window[0]:
+            out.append(f"lookback: {table} reaches back only to {first} (lookback from {window[0]}); "
+                       f"{rules} lacked the state of {window[0]}..{first - dt.timedelta(days=1)}")
+    return out
 
 
 def in_range(findings: DataFrame, date_range: tuple[dt.date, dt.date]) -> DataFrame:

@@ -39,7 +39,7 @@ __all__ = ["COMMIT_COLUMNS", "commit_findings", "commit_rows", "group_records", 
 
 STATE_FIELDS = (
     "g_event_ts", "g_member_count", "g_client_ids", "g_is_tombstone", "g_generation", "g_protocol_type",
-    "g_log_offset", "g_source", "g_position",
+    "g_log_offset", "g_source", "g_position", "g_record_type", "g_member_ids",
 )  # fmt: skip
 #: The ``offset_commits`` columns :func:`read_commits` reads.
 SILVER_COMMIT_COLUMNS = (
@@ -57,14 +57,15 @@ def _states(side: pa.Table) -> dict[str, list[GroupState]]:
     if "_k" not in side.column_names or "g_event_ts" not in side.column_names:
         return {}
     recs = side.filter(pc.equal(side.column("_k"), 1))
-    cols = [recs.column(f).to_pylist() for f in ("group_id", *STATE_FIELDS)]
+    n = recs.num_rows
+    cols = [recs.column(f).to_pylist() if f in recs.column_names else [None] * n for f in ("group_id", *STATE_FIELDS)]
     out: dict[str, list[GroupState]] = defaultdict(list)
-    for gid, ts, count, clients, tomb, gen, ptype, lo, src, pos in zip(*cols, strict=True):
+    for gid, ts, count, clients, tomb, gen, ptype, lo, src, pos, rtype, ids in zip(*cols, strict=True):
         out[str(gid)].append(
             GroupState(
                 group_id=str(gid), event_ts=int(ts), member_count=count, client_ids=tuple(clients or ()),
                 is_tombstone=bool(tomb), generation=gen, protocol_type=ptype, log_offset=lo, source=src,
-                position=pos,
+                position=pos, record_type=rtype, member_ids=None if ids is None else tuple(ids),
             )  # fmt: skip
         )
     return out
@@ -95,12 +96,16 @@ _SNAPSHOT_FIELDS = frozenset(
 # -------------------------------------------------------------------------------------- driver side
 
 
-def read_commits(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> DataFrame:
-    """Live ``offset_commits`` rows of the window (txn_state none/committed; tombstones kept: they end
-    sequences), times as epoch ms: the commits both the fencing and the resets report read."""
+def read_commits(
+    spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+    state: fr.InputState | None = None,
+) -> DataFrame:
+    """Live ``offset_commits`` rows of the window (with the inputs' lookback rows, ``state``; txn_state
+    none/committed; tombstones kept: they end sequences), times as epoch ms: the commits both the
+    fencing and the resets report read."""
     from pyspark.sql import functions as F
 
-    df = fr.read_silver(spark, config, "offset_commits", cluster, window).select(*SILVER_COMMIT_COLUMNS)
+    df = fr.read_silver(spark, config, "offset_commits", cluster, window, state).select(*SILVER_COMMIT_COLUMNS)
     live = F.coalesce(F.col("txn_state"), F.lit("none")).isin("none", "committed")
     return fr.ms_columns(df.where(live), ("commit_ts", "event_ts"))
 
@@ -119,7 +124,8 @@ def commit_rows(commits: DataFrame) -> DataFrame:
 
 def group_records(groups: DataFrame) -> DataFrame:
     """``group_metadata`` records as the ``g_*`` state the resets read (time, member count and client ids,
-    tombstone, generation, protocol type, pointer), keyed by ``group_id``."""
+    tombstone, generation, protocol type, pointer, record type and member ids — the KIP-848 member set is
+    folded from those, :func:`epochlib.rules.current_membership`), keyed by ``group_id``."""
     from pyspark.sql import functions as F
 
     g = fr.ms_columns(groups, ("event_ts", "state_ts"))
@@ -137,6 +143,8 @@ def group_records(groups: DataFrame) -> DataFrame:
         F.col("log_offset").alias("g_log_offset"),
         F.col("source").alias("g_source"),
         F.col("position").alias("g_position"),
+        F.col("record_type").alias("g_record_type"),
+        F.when(F.col("members").isNotNull(), F.transform("members", lambda m: m["member_id"])).alias("g_member_ids"),
     )
 
 

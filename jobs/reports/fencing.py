@@ -72,9 +72,13 @@ _BATCH_COLUMNS = (
 # ----------------------------------------------------------------------------------------- inputs
 
 
-def lineage(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> DataFrame:
-    """``epoch_lineage`` rows of the window, ``snapshot_ts`` as epoch ms."""
-    df = fr.read_silver(spark, config, "epoch_lineage", cluster, window).select(*_LINEAGE_COLUMNS)
+def lineage(
+    spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+    state: fr.InputState | None = None,
+) -> DataFrame:
+    """``epoch_lineage`` rows of the window (with the inputs' lookback rows, ``state``), ``snapshot_ts`` as
+    epoch ms."""
+    df = fr.read_silver(spark, config, "epoch_lineage", cluster, window, state).select(*_LINEAGE_COLUMNS)
     return fr.ms_columns(df, ("snapshot_ts",))
 
 
@@ -134,7 +138,9 @@ def _l3_replica(snap_table: pa.Table, batch_table: pa.Table) -> list[dict[str, A
     rows = []
     for ts, idx in _positions(batch_table.column("snapshot_ts").to_pylist()).items():
         snaps = [i for i, t in enumerate(snap_ts) if t == ts]
-        rows += _l3(snap_table.take(snaps), batch_table.take(idx))
+        if not snaps:  # batches dated in the window from a snapshot dated after it: no lineage to judge them
+            continue
+        rows += _l3(snap_table.take(pa.array(snaps, pa.int64())), batch_table.take(pa.array(idx, pa.int64())))
     return rows
 
 
@@ -161,6 +167,7 @@ def fencing_findings(
     lineage_df: DataFrame | None = None,
     commits_df: DataFrame | None = None,
     commit_findings_df: DataFrame | None = None,
+    state: fr.InputState | None = None,
 ) -> DataFrame:
     """Every fencing finding (FINDINGS schema) over the window's evidence, in range or not.
 
@@ -170,7 +177,7 @@ def fencing_findings(
 
     schema = fr.findings_spark_schema()
     tol = int(config.rules.snapshot_tolerance_seconds) * 1000
-    lin = lineage_df if lineage_df is not None else lineage(spark, config, cluster, window)
+    lin = lineage_df if lineage_df is not None else lineage(spark, config, cluster, window, state)
 
     quarantine = fr.read_silver(spark, config, "quarantine", cluster, window).where(
         (F.col("source_kind") == "logdirs") & F.col("source").endswith("leader-epoch-checkpoint")
@@ -181,7 +188,7 @@ def fencing_findings(
     l2 = lin.mapInArrow(fr.arrow_map_fn(_l2), schema)
     l5 = lin.groupBy("broker", "topic", "partition").applyInArrow(fr.arrow_group_fn(_l5), schema)
     batches = fr.ms_columns(
-        fr.read_silver(spark, config, "record_batches", cluster, window).select(*_BATCH_COLUMNS),
+        fr.read_silver(spark, config, "record_batches", cluster, window, state).select(*_BATCH_COLUMNS),
         ("snapshot_ts", "max_timestamp", "event_ts"),
     )
     keys = ["broker", "topic", "partition"]
@@ -201,7 +208,7 @@ def fencing_findings(
     if commit_findings_df is not None:
         f24 = commit_findings_df.where(F.col("rule").startswith("F"))
     else:
-        com = commits_df if commits_df is not None else commit_pass.read_commits(spark, config, cluster, window)
+        com = commits_df if commits_df is not None else commit_pass.read_commits(spark, config, cluster, window, state)
         f24 = commit_pass.commit_findings(com, lin, None, tolerance_ms=tol, fencing=True, resets=False)
     return l1.unionByName(l2).unionByName(l5).unionByName(l3).unionByName(d12).unionByName(f24)
 

@@ -63,12 +63,14 @@ _OBS_COLUMNS = (
 
 
 def observations(
-    spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]
+    spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+    state: fr.InputState | None = None,
 ) -> DataFrame:
-    """Observations of the read window with epoch-ms times and ``tid`` (normalised topic id)."""
+    """Observations of the read window (with the inputs' lookback rows, ``state``) with epoch-ms times and
+    ``tid`` (normalised topic id)."""
     from pyspark.sql import functions as F
 
-    df = fr.read_silver(spark, config, "metadata_observations", cluster, window)
+    df = fr.read_silver(spark, config, "metadata_observations", cluster, window, state)
     if "metadata_token" not in df.columns:  # a table written before the column existed
         df = df.withColumn("metadata_token", F.lit(None).cast("long"))
     df = fr.ms_columns(df.select(*_OBS_COLUMNS), ("capture_ts", "event_ts"))
@@ -156,7 +158,8 @@ def capture_pointer_col() -> Column:
     from pyspark.sql import functions as F
 
     src = F.coalesce(F.col("source"), F.lit("?"))
-    text = src.endswith(".jsonl") | src.endswith(".json") | src.endswith(".txt")
+    low = F.lower(src)
+    text = low.endswith(".jsonl") | low.endswith(".ndjson") | low.endswith(".json") | low.endswith(".txt")
     unit = F.when(text, F.lit("line")).otherwise(F.lit("frame"))
     pos = F.coalesce(F.col("position").cast("string"), F.lit("?"))
     return F.concat(F.lit("capture:"), src, F.lit(" "), unit, F.lit(" "), pos)

@@ -1,0 +1,59 @@
+"""Issue 13 at ingestion (no Spark): KIP-848 member records name their member, and text-dump positions
+are line numbers, so evidence pointers can say ``line N`` for every text unit."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from epochlib import coordinator
+from epochlib.rules import GroupState, current_membership
+from jobs.ingest import textdumps
+from jobs.ingest._kv import group_row
+
+
+def _member_json(mid: str, client: str | None) -> str:
+    key = {"type": 5, "data": {"groupId": "g", "memberId": mid}}
+    value = None if client is None else {"version": 0, "data": {
+        "instanceId": None, "rackId": None, "clientId": client, "clientHost": "/10.0.0.1",
+        "subscribedTopicNames": ["t"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 300000,
+        "serverAssignor": "uniform"}}  # fmt: skip
+    return json.dumps({"key": key, "value": value}, separators=(",", ":"))
+
+
+COMMIT = ('{"key":{"type":1,"data":{"group":"g","topic":"t","partition":0}},"value":{"version":3,"data":'
+          '{"offset":42,"leaderEpoch":7,"metadata":"","commitTimestamp":1700000000000,"expireTimestamp":-1}}}')
+
+
+def _rows(path) -> list[dict]:
+    out = pa.Table.from_batches(list(textdumps.decode_text_file(str(path), None))).to_pylist()
+    return [r for r in out if r["row_kind"] in ("commit", "group")]
+
+
+def test_segment_member_records_carry_their_member_and_a_tombstone_removes_it() -> None:
+    key = coordinator.encode_key(5, {"group_id": "g", "member_id": "m1"})
+    value = coordinator.encode_value(5, 0, {"instance_id": None, "rack_id": None, "client_id": "c1",
+                                            "client_host": "/h", "subscribed_topic_names": ["t"]})
+    joined = group_row(coordinator.decode_record(key, value))
+    left = group_row(coordinator.decode_record(key, None))
+    assert joined["record_type"] == "consumer_group_member_metadata" and joined["member_count"] is None
+    assert [(m["member_id"], m["client_id"]) for m in joined["members"]] == [("m1", "c1")]
+    assert left["is_tombstone"] and [(m["member_id"], m["client_id"]) for m in left["members"]] == [("m1", None)]
+    # what the resets make of them: m1 joined, then left
+    states = [GroupState.from_row({**joined, "event_ts": 1}), GroupState.from_row({**left, "event_ts": 2})]
+    assert [(g.member_count, g.client_ids) for g in current_membership(states)] == [(1, ("c1",)), (0, ())]
+
+
+def test_text_dump_positions_are_lines_also_for_glued_console_json(tmp_path) -> None:
+    objs = [COMMIT, _member_json("m1", "c1"), _member_json("m2", "c2"), _member_json("m1", None)]
+    glued, lines = tmp_path / "glued.txt", tmp_path / "lines.txt"
+    glued.write_text("".join(objs) + "\n" + COMMIT + "\n")
+    lines.write_text("\n".join(objs) + "\n")
+    assert [r["position"] for r in _rows(glued)] == [1, 1, 1, 1, 2]  # never a character offset
+    got = _rows(lines)
+    assert [r["position"] for r in got] == [1, 2, 3, 4]
+    members = [(r["is_tombstone"], [(m["member_id"], m["client_id"]) for m in r["members"]]) for r in got[1:]]
+    assert members == [(False, [("m1", "c1")]), (False, [("m2", "c2")]), (True, [("m1", None)])]
+    states = [GroupState.from_row({**r, "event_ts": i}) for i, r in enumerate(got[1:])]
+    assert current_membership(states)[-1].member_count == 1  # m2 is still a member
