@@ -201,9 +201,11 @@ for ((i = 0; i < ${#passthrough[@]}; i++)); do
     --master=*) master="${passthrough[$i]#*=}" ;;
   esac
 done
+local_env=()  # what this script adds to the environment (printed by --dry-run)
 if [[ -z "$master" || "$master" == local* ]]; then
   export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PYTHON}"
   export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PYTHON}"
+  local_env=("PYSPARK_PYTHON=$PYSPARK_PYTHON" "PYSPARK_DRIVER_PYTHON=$PYSPARK_DRIVER_PYTHON")
 fi
 
 delta_args=()
@@ -333,6 +335,10 @@ cmd=("$submit" --name "epoch-audit $date_from..$date_to" --py-files "$work/epoch
 printf '%s: auditing %s .. %s with %s\n' "$prog" "$date_from" "$date_to" "$conf" >&2
 if [[ $dry_run -eq 1 ]]; then
   printf '%s: the code zip and driver stay in %s\n' "$prog" "$work" >&2
+  # the environment this script sets for local masters is part of the command (runnable as printed)
+  for assignment in "${local_env[@]}"; do
+    printf '%s=%q ' "${assignment%%=*}" "${assignment#*=}"
+  done
   printf '%q ' "${cmd[@]}"
   printf '\n'
   exit 0

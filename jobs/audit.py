@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, parse_date_range
+from .errors import one_line
 from .runlog import RunContext, SourceStatus
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def run_audit(
             _run(spark, config, start, end, run, result, reports, ingest, say, progress_interval)
     except Exception as exc:
         result.status = "failed"
-        error = " ".join(str(exc).split()) or type(exc).__name__
+        error = one_line(exc, 2000)
         counts = result.ingest.counts if result.ingest is not None else ()
         try:
             write_audit_runs(audit_run_table(run, counts, result.findings, status="failed",

@@ -20,6 +20,7 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shlex
@@ -32,7 +33,7 @@ from typing import Any
 
 import click
 
-from .errors import ConfigError, EpochAuditError, InputError, SinkError
+from .errors import ConfigError, EpochAuditError, InputError, SinkError, one_line
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INPUT, EXIT_SINK = 0, 1, 2, 3, 4
 EXIT_FINDINGS, EXIT_NO_INPUT = 5, 6
@@ -41,7 +42,7 @@ EXIT_FINDINGS, EXIT_NO_INPUT = 5, 6
 EXIT_CODES_HELP = """\b
 Exit codes:
   0  ok (findings are data, not failures)
-  1  unexpected failure (a bug; --debug shows the traceback)
+  1  unexpected failure (a bug; `epoch-audit --debug run ...` shows the traceback)
   2  usage or configuration error (bad flag, config or date range)
   3  an input path is missing or unreadable
   4  a table could not be written or read
@@ -78,14 +79,20 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except EpochAuditError as exc:
             if debug:
                 raise
-            click.echo(f"epoch-audit: error: {exc}", err=True)
+            click.echo(f"epoch-audit: error: {one_line(exc, 2000)}", err=True)
             ctx.exit(_exit_code(exc))
+        except BrokenPipeError:
+            # the reader of our output went away (`... | head`): a normal end, not a failure
+            # no "Exception ignored ... BrokenPipeError" when Python flushes stdout at exit
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(0)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
             if debug:
                 raise
-            click.echo(f"epoch-audit: unexpected failure: {type(exc).__name__}: {exc} "
+            click.echo(f"epoch-audit: unexpected failure: {type(exc).__name__}: {one_line(exc, 2000)} "
                        "(rerun with --debug for the traceback)", err=True)
             ctx.exit(EXIT_BUG)
 
@@ -139,8 +146,13 @@ def _check_inputs(config: Any) -> None:
 def _session(config: Any) -> Any:
     from .session import get_or_create_session
 
-    return get_or_create_session(master=config.spark.master, app_name=f"epoch-audit {config.cluster}",
-                                 extra_conf=dict(config.spark.conf))
+    try:
+        return get_or_create_session(master=config.spark.master, app_name=f"epoch-audit {config.cluster}",
+                                     extra_conf=dict(config.spark.conf))
+    except Exception as exc:  # the JVM did not start: almost always the master or the Java install
+        raise ConfigError(f"could not start Spark with [spark] master = {config.spark.master!r}: "
+                          f"{one_line(exc)} (set [spark] master, e.g. \"local[*]\", or run under "
+                          "spark-submit.sh; Spark needs Java 17 on PATH or JAVA_HOME)") from exc
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -315,7 +327,7 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
 @click.option("--seed", type=int, help="Override the seed.")
 @_guarded
 def simulate(preset: str, out: str, commits: int | None, seed: int | None) -> None:
-    """Write a simulated cluster's inputs (DESIGN.md layout) plus truth.jsonl (every injected anomaly)."""
+    """Write a simulated cluster's inputs (the layout of README's "What it reads") plus truth.jsonl (every injected anomaly)."""
     from epochlib import sim
 
     try:
@@ -495,7 +507,9 @@ def init(path: str, example: str, force: bool) -> None:
     text = example_config_path(example).read_text(encoding="utf-8")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
-    click.echo(f"wrote {target} (from the {example} example): set cluster, [inputs] and [output], then "
+    master = "" if example == "local" else (
+        ", and [spark] master for runs without spark-submit (\"local[*]\" on one machine)")
+    click.echo(f"wrote {target} (from the {example} example): set cluster, [inputs] and [output]{master}, then "
                f"epoch-audit run --conf {shlex.quote(str(target))} --from YYYY-MM-DD")
 
 

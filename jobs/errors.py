@@ -7,6 +7,7 @@ Anything else escaping a job is a bug.
 from __future__ import annotations
 
 __all__ = [
+    "one_line",
     "CommitError",
     "ConfigError",
     "EpochAuditError",
@@ -38,3 +39,14 @@ class SchemaMismatchError(SinkError):
 
 class CommitError(SinkError):
     """The Delta transaction could not be committed; the table stays at its previous version."""
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """A one-line account of ``exc`` for stderr, ``audit_runs.error`` and the JSON summary: its first
+    non-empty line (a Java exception's stack trace and Py4J's framing are dropped), at most ``limit``
+    characters."""
+    for line in str(exc).splitlines():
+        line = " ".join(line.split())
+        if line and not line.startswith(("at ", "Traceback", "py4j.protocol")):
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return type(exc).__name__

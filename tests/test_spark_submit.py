@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -165,3 +166,17 @@ def test_real_run_on_local_spark(tmp_path):
     runs = DeltaTable(str(tmp_path / "tables" / "audit_runs")).to_pyarrow_table().to_pylist()
     assert {r["status"] for r in runs} == {"ok"} and {r["cluster"] for r in runs} == {"submit-test"}
     assert "spark-submit.sh: auditing 2024-03-01 .. 2024-03-01" in res.stderr
+
+
+def test_dry_run_for_a_local_master_prints_the_python_it_sets(tmp_path):
+    """For local masters the script points Spark's workers at its own Python; the printed command must
+    carry that, or it fails as printed with 'No module named pyarrow' under a bare python3."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    res = subprocess.run(["bash", str(SCRIPT), "--conf", str(_config(tmp_path)), "--from", "2024-03-01",
+                          "--dry-run", "--", "--master", "local[2]"], capture_output=True, text=True,
+                         env={**env, "PYTHON": sys.executable, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    words = shlex.split(res.stdout)
+    assert words[:2] == [f"PYSPARK_PYTHON={sys.executable}", f"PYSPARK_DRIVER_PYTHON={sys.executable}"]
+    assert words[2].endswith("spark-submit")
