@@ -211,28 +211,32 @@ def open_reader(source: str) -> Reader:
     return Reader(source)
 
 
-def iter_lines(source: str, chunk: int = 8 << 20) -> Iterator[tuple[int, int, bytes]]:
-    """``(line number, byte position, line bytes)`` of a file, streamed in chunks (JSONL inputs)."""
+def iter_lines(source: str, chunk: int = 8 << 20, start: int = 0, end: int | None = None,
+               first_line: int = 0) -> Iterator[tuple[int, int, bytes]]:
+    """``(line number, byte position, line bytes)`` of a file, or of its bytes ``[start, end)`` whose first
+    line is number ``first_line + 1`` (a line range planned by :mod:`jobs.ingest.lines`); streamed in
+    chunks of ``chunk`` bytes."""
     with open_reader(source) as r:
-        pos = 0
-        line_no = 0
+        stop = r.size if end is None else min(end, r.size)
+        pos = start
+        line_no = first_line
         rest = b""
-        rest_pos = 0
-        while pos < r.size:
-            data = r.read_at(pos, chunk)
+        rest_pos = start
+        while pos < stop:
+            data = r.read_at(pos, min(chunk, stop - pos))
             if not data:
                 break
             pos += len(data)
             buf = rest + data
-            start = 0
+            i = 0
             while True:
-                nl = buf.find(b"\n", start)
+                nl = buf.find(b"\n", i)
                 if nl < 0:
                     break
                 line_no += 1
-                yield line_no, rest_pos + start, buf[start:nl]
-                start = nl + 1
-            rest_pos += start
-            rest = buf[start:]
+                yield line_no, rest_pos + i, buf[i:nl]
+                i = nl + 1
+            rest_pos += i
+            rest = buf[i:]
         if rest:
             yield line_no + 1, rest_pos, rest

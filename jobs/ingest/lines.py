@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from jobs.fs import open_reader
+from jobs.fs import iter_lines, open_reader
 
 from ._spark import frame, rows_of, to_spark_schema
 
@@ -168,27 +168,7 @@ def line_ranges_frame(spark: SparkSession, files: Sequence[InputFile], *, split_
 
 def read_lines(row: dict, chunk: int = 8 << 20) -> Iterator[tuple[int, bytes]]:
     """``(line number, line bytes)`` of one range row (whole file when it has no ``end``), numbered as in
-    the whole file; streamed in chunks."""
-    start = row.get("start") or 0
-    line_no = row.get("first_line") or 0
-    with open_reader(row["source"]) as r:
-        end = r.size if row.get("end") is None else min(row["end"], r.size)
-        pos = start
-        rest = b""
-        while pos < end:
-            data = r.read_at(pos, min(chunk, end - pos))
-            if not data:
-                break
-            pos += len(data)
-            buf = rest + data
-            i = 0
-            while True:
-                nl = buf.find(b"\n", i)
-                if nl < 0:
-                    break
-                line_no += 1
-                yield line_no, buf[i:nl]
-                i = nl + 1
-            rest = buf[i:]
-        if rest:
-            yield line_no + 1, rest
+    the whole file; streamed in chunks (:func:`jobs.fs.iter_lines`)."""
+    for line_no, _pos, line in iter_lines(row["source"], chunk, start=row.get("start") or 0, end=row.get("end"),
+                                          first_line=row.get("first_line") or 0):
+        yield line_no, line
