@@ -20,10 +20,11 @@ import base64
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_codec import cpu_best  # noqa: E402  (bench/ is the script's own folder)
 
 from epochlib.kraft import arrow  # noqa: E402
 from epochlib.kraft.codec import encode_metadata_batch  # noqa: E402
@@ -58,14 +59,6 @@ def make_log(n: int, noop: float, leader: float) -> bytes:
     return b"".join(out)
 
 
-def cpu_best(fn, repeat: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t)
-    return max(best, 1e-9)
 
 
 def run(name: str, buf: bytes, repeat: int, reference: bool) -> list[dict]:
