@@ -55,7 +55,7 @@ def run_document(
     ``counts`` are the run's :class:`~jobs.runlog.SourceCounts` (per source kind and unit).
     """
     findings: dict[str, Any] = {"total": 0, "by_severity": dict.fromkeys(SEVERITIES, 0), "by_kind": [],
-                                "top": [], "missing_tables": [], "incidents": []}
+                                "top": [], "missing_tables": [], "incidents": [], "input_roots": {}}
     days: dict[str, dict[str, Any]] = {}
     day = date_from
     while day <= date_to:
@@ -76,6 +76,8 @@ def run_document(
         findings["missing_tables"] = list(summary.missing)
         # the incidents the terminal summary lists and the HTML report draws, with their re-check commands
         findings["incidents"] = [inc.to_dict(summary.roots) for inc in summary.incidents]
+        # the values of the $OFFSETS/$LOGDIRS/... the re-check commands are written against
+        findings["input_roots"] = {name.upper(): root for name, root in summary.roots.items()}
         for (d, sev), n in summary.by_day.items():
             if d is not None and d.isoformat() in days:
                 days[d.isoformat()]["findings"][sev] = n

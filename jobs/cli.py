@@ -294,7 +294,7 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--kind", type=click.Choice(["segment", "leader-epoch-checkpoint", "offset-checkpoint",
                                            "partition-metadata", "pcap", "jsonl", "parquet", "text-dump",
                                            "metadata-log", "metadata-snapshot", "metadata-dump"]),
@@ -306,6 +306,9 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
 def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_ports: tuple[int, ...]) -> None:
     """Print any supported file as JSON lines: one per batch, record, entry or observation."""
     from .decode import decode_path, to_json
+
+    if not Path(path).is_file():  # a missing input is exit 3, as for `run` (click's own check says 2)
+        raise InputError(f"input file does not exist: {path}")
 
     try:
         rows = decode_path(path, kind=kind, offsets_decoder=offsets_decoder, broker_ports=broker_ports or (9092,))

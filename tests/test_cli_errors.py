@@ -48,3 +48,8 @@ def test_a_closed_pipe_is_a_normal_end() -> None:
     res = CliRunner().invoke(talk, [])
     assert res.exit_code == 0 and "unexpected failure" not in res.output
 
+
+
+def test_decode_of_a_missing_file_is_exit_3_like_run(tmp_path) -> None:
+    res = CliRunner().invoke(cli.cli, ["decode", str(tmp_path / "nope.log")])
+    assert res.exit_code == 3 and "input file does not exist" in res.output

@@ -261,4 +261,5 @@ def test_terminal_and_json_summaries_list_the_same_incidents(tmp_path):
     assert data["incidents"][0]["start"] == "2024-03-04T06:00:00.000Z"
     assert any("--to-offset 79861 --dry-run" in c["command"] for c in data["incidents"][1]["recheck"])
     assert any('"$OFFSETS/__consumer_offsets-7/' in c["command"] for c in data["incidents"][0]["recheck"])
+    assert data["input_roots"]["OFFSETS"] == ROOTS["offsets"]  # what $OFFSETS stands for
     assert data["total"] == 21
