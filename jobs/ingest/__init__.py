@@ -213,8 +213,7 @@ def run_ingestion(
         parts = []
         wschema = to_spark_schema(ld.WORK)
         if logdir_files:
-            parts.append(files_frame(spark, logdir_files, ld.FILE_SCHEMA, par).mapInArrow(
-                ld.decode_logdir_files, wschema))
+            parts.append(ld.files_frame(spark, logdir_files, par).mapInArrow(ld.decode_logdir_files, wschema))
         if logdir_segs:
             parts.append(ranges_frame(spark, logdir_segs, split_bytes=split_bytes, parallelism=par)
                          .mapInArrow(ld.decode_logdir_segments, wschema))

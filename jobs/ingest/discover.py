@@ -32,6 +32,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 
 from epochlib.checkpoint import parse_partition_dir_name
 from epochlib.errors import DecodeError
@@ -174,6 +175,7 @@ def _broker(rel: str) -> str | None:
     return found[-1] if found else None
 
 
+@lru_cache(maxsize=1 << 14)  # one strptime per snapshot directory, not per file
 def parse_snapshot_ms(text: str) -> int:
     """Epoch milliseconds of a ``YYYYMMDDTHHMMSSZ`` snapshot name (UTC); ValueError when malformed."""
     dt = datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
@@ -251,7 +253,7 @@ def classify_logdirs(entries: list[FileEntry]) -> Inventory:
                                                  "unexpected nesting below the snapshot directory"))
             continue
         try:
-            topic, partition, variant = parse_partition_dir_name(below[0])
+            topic, partition, variant = _partition_dir(below[0])
         except DecodeError as err:
             inv.unrecognised.append(Unrecognised("logdirs", e.source, e.size, err.reason))
             continue
@@ -291,6 +293,8 @@ def classify_metadata(entries: list[FileEntry]) -> Inventory:
                                                  "unrecognised file in metadata input"))
     return inv
 
+
+_partition_dir = lru_cache(maxsize=1 << 16)(parse_partition_dir_name)  # once per directory, not per file
 
 _CLASSIFIERS = {"offsets": classify_offsets, "logdirs": classify_logdirs, "metadata": classify_metadata}
 

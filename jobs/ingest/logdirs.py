@@ -4,7 +4,10 @@ Layout: ``broker=<id>/snapshot=<YYYYMMDDTHHMMSSZ>/<topic>-<partition>/leader-epo
 optionally, ``partition.metadata`` and ``*.log`` segments beside it, and the log-start-offset,
 replication-offset (high watermark) and recovery-point checkpoints at the snapshot root.
 
-- :func:`decode_logdir_files` parses the small text files (one ``file`` unit each; a malformed one is
+- :func:`files_frame` sends the small text files to the executors a few thousand per row (an Arrow IPC
+  blob of :data:`FILE_SCHEMA` rows): 10^5 checkpoint files cost a few Spark rows and one counts row per
+  chunk, not a Spark row, a pickled driver tuple and a stats row each.
+- :func:`decode_logdir_files` parses them (one ``file`` unit each; a malformed one is
   quarantined with the failing line as ``position`` and the job goes on — rule L1 reads quarantine).
 - :func:`decode_logdir_segments` reads the batch *headers* of the segments (unit ``batch``).
 - :func:`lineage_frame` joins them in Spark: one row per replica snapshot (per parsed
@@ -14,7 +17,8 @@ replication-offset (high watermark) and recovery-point checkpoints at the snapsh
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -29,10 +33,12 @@ from .discover import LEC, PMETA, ROOT_CHECKPOINTS, ROOT_CKPT
 from .ranges import read_range, segment_tables
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["FILE_SCHEMA", "WORK", "batches_frame", "decode_logdir_files", "decode_logdir_segments",
-           "lineage_frame"]
+    from .discover import InputFile
+
+__all__ = ["CHUNK_SCHEMA", "FILES_PER_CHUNK", "FILE_SCHEMA", "WORK", "batches_frame", "decode_logdir_files",
+           "decode_logdir_segments", "files_frame", "lineage_frame"]
 
 _ENTRY = pa.struct([pa.field("epoch", pa.int32()), pa.field("start_offset", pa.int64())])
 
@@ -76,25 +82,84 @@ FILE_SCHEMA = pa.schema([
 ])
 
 
+#: At most this many files per row of :func:`files_frame` (more rows only when there are more files).
+FILES_PER_CHUNK = 32768
+
+#: A row of :func:`files_frame`: ``files`` is an Arrow IPC stream of :data:`FILE_SCHEMA` rows.
+CHUNK_SCHEMA = pa.schema([pa.field("chunk", pa.int32()), pa.field("files", pa.binary())])
+
+
+def file_chunks(files: Sequence[InputFile], parallelism: int) -> list[tuple[int, bytes]]:
+    """The files as ``(chunk, IPC blob)`` rows: at least ``2 x parallelism`` chunks (when there are that many
+    files) so every core gets work, and none above :data:`FILES_PER_CHUNK` files."""
+    from ._spark import rows_of
+
+    if not files:
+        return []
+    table = pa.Table.from_pylist(rows_of(files, FILE_SCHEMA), schema=FILE_SCHEMA)
+    n = max(min(len(files), 2 * parallelism), math.ceil(len(files) / FILES_PER_CHUNK))
+    size = math.ceil(len(files) / n)
+    out = []
+    for i in range(0, len(files), size):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, FILE_SCHEMA) as w:
+            w.write_table(table.slice(i, size))
+        out.append((len(out), sink.getvalue().to_pybytes()))
+    return out
+
+
+def files_frame(spark: SparkSession, files: Sequence[InputFile], parallelism: int) -> DataFrame:
+    """The checkpoint files as a few :data:`CHUNK_SCHEMA` rows spread over tasks (input of
+    :func:`decode_logdir_files`)."""
+    from ._spark import to_spark_schema
+
+    rows = file_chunks(files, parallelism)
+    df = spark.createDataFrame(rows, to_spark_schema(CHUNK_SCHEMA))
+    return df.repartition(len(rows)) if rows else df
+
+
+def _file_rows(rb: pa.RecordBatch) -> list[dict]:
+    if "files" not in rb.schema.names:  # one row per file (FILE_SCHEMA)
+        return rb.to_pylist()
+    return [r for blob in rb.column("files").to_pylist() for r in pa.ipc.open_stream(blob).read_all().to_pylist()]
+
+
 def decode_logdir_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: checkpoint / partition.metadata files -> :data:`WORK` rows."""
+    """``mapInArrow`` function: checkpoint / partition.metadata files (:data:`CHUNK_SCHEMA` rows, or
+    :data:`FILE_SCHEMA` rows) -> :data:`WORK` rows, with one counts row per input batch."""
     for rb in batches:
         out = RowBuffer(WORK)
-        for row in rb.to_pylist():
-            _decode_file(row, out)
+        rows = _file_rows(rb)
+        n_bad = n_out = 0
+        for row in rows:
+            bad, produced = _decode_file(row, out)
+            n_bad += bad
+            n_out += produced
+        if rows:
+            out.add(stats_row(rows[0]["source"], "file", len(rows), n_bad, n_out))
         batch = out.flush()
         if batch is not None:
             yield batch
 
 
-def _decode_file(row: dict, out: RowBuffer) -> None:
+def _read(src: str) -> bytes:
+    """A whole small file: a local path straight through ``open`` (the per-file cost of a pyarrow
+    filesystem is most of a checkpoint's decode), anything else through :mod:`jobs.fs`."""
+    if src.startswith("/"):
+        with open(src, "rb") as fh:
+            return fh.read()
+    with open_reader(src) as r:
+        return r.read_all()
+
+
+def _decode_file(row: dict, out: RowBuffer) -> tuple[int, int]:
+    """Decode one file into ``out``; returns (units quarantined, lineage rows produced)."""
     src, form = row["source"], row["form"]
     ctx = {"source": src, "broker": row["broker"], "snapshot_ms": row["snapshot_ms"], "topic": row["topic"],
            "partition": row["partition"]}
     data = b""
     try:
-        with open_reader(src) as r:
-            data = r.read_all()
+        data = _read(src)
         if form == LEC:
             ck = checkpoint.parse_leader_epoch_checkpoint(data)
             out.add({**ctx, "row_kind": "lineage", "checkpoint_version": ck.version,
@@ -116,13 +181,11 @@ def _decode_file(row: dict, out: RowBuffer) -> None:
     except DecodeError as e:
         out.add(side_row(src, e.offset, "file", f"{row.get('name') or form}: {e.reason} at line {e.offset}",
                          data[:RAW_MAX], q_ms=row["snapshot_ms"], **{k: ctx[k] for k in ctx if k != "source"}))
-        out.add(stats_row(src, "file", 1, 1, 0))
-        return
+        return 1, 0
     except OSError as e:
         out.add(side_row(src, 0, "file", f"unreadable: {e}", None, q_ms=row["snapshot_ms"]))
-        out.add(stats_row(src, "file", 1, 1, 0))
-        return
-    out.add(stats_row(src, "file", 1, 0, n_out))
+        return 1, 0
+    return 0, n_out
 
 
 _BATCH_COLUMNS = ("position", "base_offset", "last_offset", "partition_leader_epoch", "magic", "compression",
