@@ -133,13 +133,13 @@ def _config(conf: str | None, command: str, **flags: Any) -> Any:
 
 def _check_inputs(config: Any) -> None:
     """Fail fast, before Spark starts, on a configured local input that does not exist."""
-    for name in ("offsets", "logdirs", "metadata"):
+    for name in ("offsets", "logdirs", "metadata", "cluster_metadata"):
         value = getattr(config.inputs, name)
         if value is None or "://" in value or value.startswith("dbfs:"):
             continue
         if not Path(value).exists():
-            raise InputError(f"--{name} input path does not exist: {value}")
-    if not any(getattr(config.inputs, n) for n in ("offsets", "logdirs", "metadata")):
+            raise InputError(f"--{name.replace('_', '-')} input path does not exist: {value}")
+    if not any(getattr(config.inputs, n) for n in ("offsets", "logdirs", "metadata", "cluster_metadata")):
         raise ConfigError("no inputs configured: set [inputs] offsets/logdirs/metadata or pass --offsets etc.")
 
 
@@ -163,6 +163,8 @@ def _session(config: Any) -> Any:
 @click.option("--offsets", help="__consumer_offsets input (overrides [inputs] offsets).")
 @click.option("--logdirs", help="Log-dir snapshots input (overrides [inputs] logdirs).")
 @click.option("--metadata", help="Metadata captures input (overrides [inputs] metadata).")
+@click.option("--cluster-metadata", help="KRaft __cluster_metadata-0 copies or --cluster-metadata-decoder dumps "
+              "(overrides [inputs] cluster_metadata).")
 @click.option("--output-root", help="Where the tables go (overrides [output] root).")
 @click.option("--cluster", help="Name of the audited cluster (overrides cluster).")
 @click.option("--reports", help="Comma-separated reports (stale_metadata,fencing_violations,spurious_offset_resets).")
@@ -179,7 +181,8 @@ def _session(config: Any) -> Any:
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @_guarded
 def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | None, logdirs: str | None,
-        metadata: str | None, output_root: str | None, cluster: str | None, reports: str | None,
+        metadata: str | None, cluster_metadata: str | None, output_root: str | None, cluster: str | None,
+        reports: str | None,
         reports_only: bool, fail_on: str | None, fail_on_no_input: bool, summary_json: str | None,
         metrics_file: str | None, quiet: bool) -> None:
     """Audit a date range: ingest the inputs, write the reports, print a summary.
@@ -192,7 +195,7 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
 
     start, end = parse_date_range(date_from, date_to)
     config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
-                     output_root=output_root, cluster=cluster, reports=reports)
+                     cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster, reports=reports)
     if not reports_only:
         _check_inputs(config)
     say = _say(quiet)

@@ -4,7 +4,7 @@ The keys are the contract of DESIGN.md ("Entry points"); ``conf/*.toml`` documen
 
     cluster = "prod-eu1"
     reports = ["stale_metadata", "fencing_violations", "spurious_offset_resets"]
-    [inputs]   offsets, logdirs, metadata (paths or URIs, each optional), broker_ports = [9092],
+    [inputs]   offsets, logdirs, metadata, cluster_metadata (paths or URIs, each optional), broker_ports = [9092],
                broker_addresses = {"10.0.0.13:9092" = 3, "10.0.0.14" = 4} (address -> node id, optional),
                follow_symlinks = false (follow links out of the input roots)
     [output]   root = "..."  |  catalog = "...", schema = "..."; backend = "auto"; [output.storage_options]
@@ -85,7 +85,8 @@ class Inputs:
     metadata: str | None = None
     """MetadataResponse captures: pcap/pcapng files and JSONL lines."""
     cluster_metadata: str | None = None
-    """KRaft metadata logs: ``**/__cluster_metadata-0/`` copies (segments, snapshots) and dump-log text."""
+    """KRaft metadata logs: ``**/__cluster_metadata-0/`` copies (segments, snapshots) of one or more nodes, and
+    ``kafka-dump-log --cluster-metadata-decoder`` text (spec/kraft-metadata.md)."""
     broker_ports: tuple[int, ...] = (9092,)
     """TCP ports that identify Kafka traffic in packet captures."""
     broker_addresses: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
@@ -176,7 +177,7 @@ class Config:
         for name, value in (("offsets", offsets), ("logdirs", logdirs), ("metadata", metadata),
                             ("cluster_metadata", cluster_metadata)):
             if value is not None:
-                changes[name] = _resolve(_text(f"--{name}", value), cwd)
+                changes[name] = _resolve(_text(f"--{name.replace('_', '-')}", value), cwd)
         if changes:
             inputs = dataclasses.replace(inputs, **changes)
         output = self.output
@@ -239,6 +240,7 @@ def config_from_flags(
     offsets: str | Path | None = None,
     logdirs: str | Path | None = None,
     metadata: str | Path | None = None,
+    cluster_metadata: str | Path | None = None,
     reports: str | Sequence[str] | None = None,
     command: str = "run",
 ) -> Config:
@@ -255,8 +257,8 @@ def config_from_flags(
             "`epoch-audit init FILE` writes a commented one)"
         )
     base = Config(cluster=_cluster("--cluster", cluster), output=Output(root="unset"))
-    return base.with_overrides(offsets=offsets, logdirs=logdirs, metadata=metadata, output_root=output_root,
-                               reports=reports)
+    return base.with_overrides(offsets=offsets, logdirs=logdirs, metadata=metadata,
+                               cluster_metadata=cluster_metadata, output_root=output_root, reports=reports)
 
 
 def example_config_path(name: str) -> Path:

@@ -52,7 +52,7 @@ __all__ = [
 
 #: At most this many bytes of an undecodable unit are kept in ``quarantine.raw``.
 MAX_RAW_BYTES = 4096
-SOURCE_KINDS: tuple[str, ...] = ("offsets", "logdirs", "metadata")
+SOURCE_KINDS: tuple[str, ...] = ("offsets", "logdirs", "metadata", "cluster_metadata")
 UNITS: tuple[str, ...] = ("batch", "record", "line", "file", "frame")
 #: The run's status, worst last: what ``audit_runs.status``, the summary JSON and the metrics say.
 STATUSES: tuple[str, ...] = ("ok", "partial", "no_input", "failed")

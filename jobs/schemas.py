@@ -65,7 +65,7 @@ _PARTITION = (
     _c("event_date", pa.date32(), "UTC date of the row's event (its `event_ts`, or the snapshot/capture time); partition column"),
 )
 _SOURCE = (
-    _c("source_kind", STR, "input family: offsets | logdirs | metadata"),
+    _c("source_kind", STR, "input family: offsets | logdirs | metadata | cluster_metadata"),
     _c("source", STR, "path/URI of the input file the row was decoded from"),
     _c("position", I64, "where the unit is in the file: byte position (segments), line number (text and JSONL "
                         "dumps; the line a record starts on), row index (Parquet dumps)"),
@@ -215,13 +215,45 @@ METADATA_OBSERVATIONS = (
        "and librdkafka do (0 = none); null when the row predates the column"),
 )
 
+PARTITION_HISTORY = (
+    *_PARTITION,
+    _c("metadata_offset", I64, "offset of the record in `__cluster_metadata-0` (snapshot rows: the snapshot's "
+       "last contained offset)"),
+    _c("controller_ts", TS, "the controller's append time of the record's batch (snapshot rows: the snapshot's "
+       "LastContainedLogTimestamp)"),
+    _c("raft_epoch", I32, "Raft epoch (partitionLeaderEpoch) of the batch: the controller quorum's term"),
+    _c("topic", STR, "topic name (for topic_deleted: the name it had)"),
+    _c("topic_id", STR, "topic id (base64 text as Kafka prints it)"),
+    _c("partition", I32, "partition index; null for a topic-level change (topic_created / _recreated / _deleted)"),
+    _c("leader", I32, "leader after the change (-1 = none)"),
+    _c("leader_epoch", I32, "leader epoch after the change (bumped by every leader change)"),
+    _c("partition_epoch", I32, "partition epoch after the change (bumped by every change)"),
+    _c("replicas", pa.list_(I32), "replica set after the change"),
+    _c("isr", pa.list_(I32), "in-sync replicas after the change"),
+    _c("leader_recovery_state", pa.int8(), "0 RECOVERED, 1 RECOVERING (KIP-704: elected uncleanly, not yet recovered)"),
+    _c("adding_replicas", pa.list_(I32), "replicas being added by a reassignment"),
+    _c("removing_replicas", pa.list_(I32), "replicas being removed by a reassignment"),
+    _c("elr", pa.list_(I32), "eligible leader replicas (KIP-966), null when the record has none"),
+    _c("last_known_elr", pa.list_(I32), "last known ELR (KIP-966), null when the record has none"),
+    _c("change", STR, "what changed, comma-joined: topic_created, topic_recreated, topic_deleted, snapshot, "
+       "created, expanded (KIP-253), replaced, leader, isr, replicas, adding_replicas, removing_replicas, "
+       "leader_recovery_state, elr, last_known_elr, directories"),
+    _c("unclean", pa.bool_(), "the new leader was in neither the ISR nor the ELR just before, or the change set "
+       "LeaderRecoveryState RECOVERING (rule K2)"),
+    _c("previous_leader", I32, "leader just before the change (null at creation)"),
+    _c("previous_isr", pa.list_(I32), "ISR just before the change (null at creation)"),
+    _c("source", STR, "file the kept copy of the record was read from (segment, snapshot or dump text)"),
+    _c("position", I64, "byte position of the record's batch in the file (line number for dump text)"),
+    _c("event_ts", TS, "controller_ts; drives event_date"),
+)
+
 # ----------------------------------------------------------------------------------------- operational
 
 QUARANTINE = (
     *_PARTITION[:1],
     _c("event_date", pa.date32(), "the unit's own UTC date, or the run's `from` date when it has none"),
     _c("run_id", STR, "run that met the unit"),
-    _c("source_kind", STR, "offsets | logdirs | metadata"),
+    _c("source_kind", STR, "offsets | logdirs | metadata | cluster_metadata"),
     _c("source", STR, "path of the input file"),
     _c("position", I64, "byte position of the unit (line number for text)"),
     _c("unit", STR, "batch | record | line | file | frame"),
@@ -241,7 +273,7 @@ AUDIT_RUNS = (
     _c("status", STR, "the run's status: ok (every configured source yielded data on every day) | partial "
        "(some units quarantined, or days without input) | no_input (no configured source yielded anything) | "
        "failed (see `error`); older rows: succeeded"),
-    _c("source_kind", STR, "offsets | logdirs | metadata"),
+    _c("source_kind", STR, "offsets | logdirs | metadata | cluster_metadata"),
     _c("unit", STR, "what was counted: batch | record | line | file | frame"),
     _c("units_read", I64, "units read = units_decoded + units_quarantined"),
     _c("units_decoded", I64, "units decoded"),
@@ -284,6 +316,12 @@ STALE_METADATA = (
     _c("cached_epoch", I32, "newer epoch the client had already seen"),
     _c("staleness_ms", I64, "how long the served metadata had been superseded"),
     _c("correlation_id", I32, "correlation id of the stale response"),
+    # last, so ALTER TABLE ADD COLUMNS (which appends) migrates a table written before them
+    _c("served_offset_start", I64, "M5: first metadata offset the response can reflect (its served interval)"),
+    _c("served_offset_end", I64, "M5: end (exclusive) of the response's served interval; null = open"),
+    _c("seen_offset_start", I64, "M5: start of the newest served interval the client had already been given"),
+    _c("lag_offsets", I64, "M5: metadata offsets between the served state's end and the state the client had"),
+    _c("lag_ms", I64, "M5: controller time between those two states"),
 )
 
 FENCING_VIOLATIONS = (
@@ -296,6 +334,14 @@ FENCING_VIOLATIONS = (
     _c("base_offset", I64, "base offset of the batch (batch rules)"),
     _c("batch_epoch", I32, "partitionLeaderEpoch of the batch"),
     _c("log_end_offset", I64, "log end offset of the replica"),
+    # last, so ALTER TABLE ADD COLUMNS (which appends) migrates a table written before them
+    _c("metadata_offset", I64, "K1/K2/P1: offset in the metadata log of the change involved"),
+    _c("previous_leader", I32, "K2: leader before the unclean election"),
+    _c("new_partition", I32, "P1: the new partition consumed too early"),
+    _c("lagging_partition", I32, "P1: the old partition furthest behind its bound at the expansion"),
+    _c("records_pending", I64, "P1: records of the lagging partition still unconsumed (bound - committed)"),
+    _c("expansion_ts", TS, "P1: time of the expansion (T0)"),
+    _c("cause_finding_id", STR, "K2 finding (unclean leader election) that explains this finding (F2, L5)"),
 )
 
 SPURIOUS_OFFSET_RESETS = (
@@ -307,6 +353,9 @@ SPURIOUS_OFFSET_RESETS = (
     _c("records_skipped", I64, "records never consumed because of a jump"),
     _c("log_start_offset", I64, "log start offset at the time (retention explains jumps below it)"),
     _c("truncation_point", I64, "truncation offset from the lineage, if a truncation explains it"),
+    # last, so ALTER TABLE ADD COLUMNS (which appends) migrates a table written before it
+    _c("cause_finding_id", STR, "K2 finding (unclean leader election) that explains this finding (S1 truncation / "
+       "over_rewind)"),
 )
 
 STALE_METADATA_RATES = (
@@ -317,6 +366,10 @@ STALE_METADATA_RATES = (
     _c("responses", I64, "Metadata responses observed"),
     _c("stale_responses", I64, "responses with at least one stale partition"),
     _c("stale_rate", pa.float64(), "stale_responses / responses"),
+    # last, so ALTER TABLE ADD COLUMNS (which appends) migrates a table written before them
+    _c("metadata_lag_median_ms", I64, "broker rows with a KRaft metadata log: median over the responses of "
+       "capture time - time of the oldest committed change the response does not reflect (0 = up to date)"),
+    _c("metadata_lag_max_ms", I64, "the maximum of the same lag"),
 )
 
 SILVER_TABLES: dict[str, tuple[Column, ...]] = {
@@ -325,6 +378,7 @@ SILVER_TABLES: dict[str, tuple[Column, ...]] = {
     "record_batches": RECORD_BATCHES,
     "epoch_lineage": EPOCH_LINEAGE,
     "metadata_observations": METADATA_OBSERVATIONS,
+    "partition_history": PARTITION_HISTORY,
 }
 GOLD_TABLES: dict[str, tuple[Column, ...]] = {
     "stale_metadata": STALE_METADATA,
@@ -398,6 +452,7 @@ _INTROS = {
     "record_batches": "Batch headers of the segments found in log-dir snapshots (for rule L3).",
     "epoch_lineage": "One row per replica snapshot: its leader-epoch checkpoint and log bounds.",
     "metadata_observations": "One row per (captured MetadataResponse, topic, partition).",
+    "partition_history": "The replayed KRaft metadata log: one row per topic or partition change (K1, K2, M2, M3, M5, P1).",
     "stale_metadata": "Report: clients handed metadata older than what they had (M1-M3).",
     "fencing_violations": "Report: commits, batches and replicas whose epochs contradict the lineage (L, D, F).",
     "spurious_offset_resets": "Report: rewinds and skips of committed offsets and how each was explained (S1, S2, M4).",

@@ -41,7 +41,10 @@ __all__ = ["DEFAULT_SPLIT_BYTES", "IngestResult", "lookback_days", "run_ingestio
 #: Segment files larger than this are decoded in ranges of about this size, in parallel.
 DEFAULT_SPLIT_BYTES = 64 << 20
 
-SILVER = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage", "metadata_observations")
+SILVER = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage", "metadata_observations",
+          "partition_history")
+#: Work frames whose side rows belong to another source kind (the metadata-log replay step).
+_WORK_KIND = {"cluster_metadata_replay": "cluster_metadata"}
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,8 @@ def run_ingestion(
 
     Args:
         spark: the session (any master; nothing is collected but file names and count aggregates).
-        config: inputs (``offsets``/``logdirs``/``metadata``, ``broker_ports``, ``broker_addresses``), output
+        config: inputs (``offsets``/``logdirs``/``metadata``/``cluster_metadata``, ``broker_ports``,
+            ``broker_addresses``), output
             and cluster.
         date_from, date_to: the inclusive ``event_date`` range to (re)write; ``date_to`` defaults to
             ``date_from``. Ignored when ``run`` is given.
@@ -183,6 +187,7 @@ def run_ingestion(
     from jobs.runlog import quarantine_row as make_qrow
     from jobs.sink import write_table
 
+    from . import cluster_metadata as cm
     from . import logdirs as ld
     from . import metadata as md
     from . import offsets as off
@@ -196,6 +201,7 @@ def run_ingestion(
     inputs = config.inputs
     inv: Inventory = discover(inputs.offsets, inputs.logdirs, inputs.metadata,
                               follow_symlinks=inputs.follow_symlinks)
+    inv.extend(cm.discover_cluster_metadata(inputs.cluster_metadata, follow_symlinks=inputs.follow_symlinks))
     par = default_parallelism(spark)
     works: dict[str, DataFrame] = {}
     offset_commits: DataFrame | None = None
@@ -233,6 +239,14 @@ def run_ingestion(
             mparts.append(line_ranges_frame(spark, jsonl, split_bytes=split_bytes, parallelism=par)
                           .mapInArrow(decode, to_spark_schema(md.WORK)))
         works["metadata"] = mparts[0] if len(mparts) == 1 else mparts[0].unionByName(mparts[1])
+    kraft_files = inv.of("cluster_metadata") + cm.from_logdirs(inv)
+    if kraft_files:
+        # decode per file (in parallel); the merge + replay sees the whole log in one task (small: MBs)
+        records = files_frame(spark, kraft_files, cm.FILE_SCHEMA, par).mapInArrow(
+            cm.decode_files, to_spark_schema(cm.WORK))
+        works["cluster_metadata"] = records
+        works["cluster_metadata_replay"] = records.where(F.col("row_kind") == "record").repartition(1).mapInArrow(
+            cm.replay_records, to_spark_schema(cm.HISTORY_WORK))
     for k in list(works):
         works[k] = works[k].persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -248,6 +262,8 @@ def run_ingestion(
             silver["epoch_lineage"] = ld.lineage_frame(works["logdirs"])
         if "metadata" in works:
             silver["metadata_observations"] = md.observations_frame(works["metadata"])
+        if "cluster_metadata_replay" in works:
+            silver["partition_history"] = cm.history_frame(works["cluster_metadata_replay"])
 
         tables: dict[str, SinkResult] = {}
         before = lookback_days(config, run)
@@ -271,7 +287,7 @@ def run_ingestion(
                     spill.unpersist()
 
         # quarantine: executor rows + unrecognised files (names only, from the driver)
-        qparts = [_quarantine(w, kind, run) for kind, w in works.items()]
+        qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in works.items()]
         if inv.unrecognised:
             rows = [make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
                               reason=u.reason, raw=None) for u in inv.unrecognised]
@@ -287,7 +303,7 @@ def run_ingestion(
 
         # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
         totals: dict[tuple[str, str], list] = {}
-        sparts = [_stats(w, kind) for kind, w in works.items()]
+        sparts = [_stats(w, _WORK_KIND.get(kind, kind)) for kind, w in works.items()]
         if sparts:
             s = sparts[0]
             for p in sparts[1:]:
@@ -318,7 +334,7 @@ def run_ingestion(
             w.unpersist()
 
     files: dict[str, dict[str, int]] = {}
-    for kind in ("offsets", "logdirs", "metadata"):
+    for kind in ("offsets", "logdirs", "metadata", "cluster_metadata"):
         files[kind] = {
             "decoded": len(inv.of(kind)),
             "unrecognised": sum(1 for u in inv.unrecognised if u.kind == kind),
@@ -326,7 +342,8 @@ def run_ingestion(
             "empty": sum(1 for e in inv.empty if e.kind == kind),
             "skipped": sum(1 for e in inv.skipped if e.kind == kind),
         }
-    skipped = {k: inv.reasons(k) for k in ("offsets", "logdirs", "metadata") if inv.reasons(k)}
-    empty = {k: inv.reasons(k, "empty") for k in ("offsets", "logdirs", "metadata") if inv.reasons(k, "empty")}
+    kinds = ("offsets", "logdirs", "metadata", "cluster_metadata")
+    skipped = {k: inv.reasons(k) for k in kinds if inv.reasons(k)}
+    empty = {k: inv.reasons(k, "empty") for k in kinds if inv.reasons(k, "empty")}
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
                         infos=tuple(infos), lookback=lookback)

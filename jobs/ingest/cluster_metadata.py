@@ -1,0 +1,384 @@
+"""KRaft metadata logs (``__cluster_metadata-0``) -> silver ``partition_history`` (executor + Spark parts).
+
+Inputs (DESIGN.md, spec/kraft-metadata.md): below ``[inputs] cluster_metadata``, any number of node copies
+``**/__cluster_metadata-0/`` (``*.log`` segments, ``<end>-<epoch>.checkpoint`` snapshots) and
+``kafka-dump-log --cluster-metadata-decoder`` text (``*.txt``); and every ``__cluster_metadata-0``
+directory found inside a log-dir snapshot (``[inputs] logdirs``). A *copy* is one such directory (or one
+dump file); copies of several nodes, or of one node at several snapshot times, are merged by metadata offset.
+
+Two steps, both on the executors:
+
+1. :func:`decode_files` (``mapInArrow``, one row per file): segments and snapshots through the codec's
+   Arrow batch function :func:`epochlib.kraft.arrow.metadata_records_arrow` (dump text through
+   :func:`epochlib.kraft.dumptext.iter_dump_entries`). NoOpRecords — ~98 % of a quiet cluster's log,
+   the controller's 500 ms heartbeat — are counted and dropped here; undecodable batches and records
+   become quarantine rows (unit ``batch``; ``line`` for dump text). A batch holding an undecodable record
+   counts as quarantined.
+2. :func:`replay_records` (``mapInArrow`` over a single partition): the merge of the copies
+   (:func:`epochlib.kraft.merge_copies`) and the replay (:func:`epochlib.kraft.replay`) must see the
+   whole log in offset order — transactions span batches, a PartitionChangeRecord needs the state its
+   topic's creation set, and topic re-creation needs every earlier deletion — so it runs as one task.
+   Sizing: a metadata log holds days of history in a few MB (the real logs in ../shared are 0.5–2 MB,
+   6,800–30,000 records, of which all but a few hundred are NoOps dropped in step 1); at the codec's
+   ~0.5 M records/s a 100 MB log replays in well under a minute. Records of different copies that
+   differ at one offset are quarantined (unit ``record``: the other copy's record, the reason naming both
+   sources; the first copy in path order is kept); replay issues (a change for an unknown partition, a
+   gap between snapshot and log, an open transaction) are quarantined too, never dropped.
+
+The snapshot the replay starts from is :func:`epochlib.kraft.choose_snapshot` over every copy's snapshot
+names and the merged log's first offset (a copy holding only snapshots, like a log-dir snapshot taken
+after cleaning, gives the newest snapshot's image).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from epochlib.errors import DecodeError
+from epochlib.kraft import (
+    ControlRecord,
+    MetadataEntry,
+    Snapshot,
+    choose_snapshot,
+    decode_record_value,
+    merge_copies,
+    parse_snapshot_name,
+    replay,
+)
+from epochlib.kraft.arrow import HISTORY_SCHEMA, history_arrow, metadata_records_arrow
+from epochlib.kraft.codec import encode_record
+from epochlib.kraft.dumptext import detect_metadata_dump, dump_files, iter_dump_entries
+from jobs.fs import FileEntry, open_reader
+
+from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, side_row, stats_row
+from .discover import InputFile, Inventory, Unrecognised
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["FILE_SCHEMA", "HISTORY_WORK", "WORK", "classify_cluster_metadata", "decode_files", "discover_cluster_metadata", "from_logdirs",
+           "history_frame", "replay_records"]
+
+KIND = "cluster_metadata"
+#: Input forms.
+KSEGMENT, KSNAPSHOT, KDUMP = "kraft_segment", "kraft_snapshot", "kraft_dump"
+DIR = "__cluster_metadata-0"
+NOOP_KEY = 20
+SNAPSHOT_HEADER = 3
+
+_SEG = re.compile(r"\d{20}\.log")
+_SNAP = re.compile(r"\d{20}-\d{10}\.checkpoint")
+# files of a metadata partition directory that carry nothing the replay reads
+_AUX = re.compile(r"\d{20}\.(index|timeindex|txnindex|snapshot)(\.deleted)?|\d{20}\.log\.deleted"
+                  r"|\d{20}-\d{10}\.checkpoint\.(deleted|part)|leader-epoch-checkpoint(\.tmp)?"
+                  r"|partition\.metadata(\.tmp)?|quorum-state|bootstrap\.checkpoint|meta\.properties")
+
+_KAFKA_FILE = re.compile(r".*-checkpoint(\.tmp)?|meta\.properties|\.lock|\.kafka_cleanshutdown")
+_PARTITION_DIR = re.compile(r".+-\d+(\.[0-9a-f]+-(delete|future|stray))?")
+
+FILE_SCHEMA = pa.schema([
+    pa.field("source", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("form", pa.string()),
+    pa.field("name", pa.string()),
+])
+
+#: Step 1 rows: the records the replay needs (NoOps dropped), plus the side rows.
+WORK = pa.schema([
+    *SIDE_FIELDS,
+    pa.field("copy", pa.string()),
+    pa.field("file_kind", pa.string()),  # log | snapshot
+    pa.field("snapshot_name", pa.string()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.int64()),
+    pa.field("raft_epoch", pa.int32()),
+    pa.field("is_control", pa.bool_()),
+    pa.field("control_type", pa.int16()),
+    pa.field("value", pa.binary()),
+    pa.field("data_json", pa.string()),
+])
+
+#: Step 2 rows: ``partition_history`` rows (times as epoch ms) plus the side rows.
+HISTORY_WORK = pa.schema([*SIDE_FIELDS[:1], *HISTORY_SCHEMA, *SIDE_FIELDS[3:]])
+
+
+# ------------------------------------------------------------------------------------------ discovery
+
+
+def copy_of(source: str) -> str:
+    """The copy a file belongs to: its ``__cluster_metadata-0`` directory, else the file itself."""
+    i = source.rfind("/" + DIR + "/")
+    return source[: i + 1 + len(DIR)] if i >= 0 else source
+
+
+def classify_cluster_metadata(entries: list[FileEntry]) -> Inventory:
+    """Classify the files below ``<cluster_metadata>``."""
+    inv = Inventory()
+    for e in entries:
+        parts = e.rel.split("/")
+        name = parts[-1]
+        parent = e.source.rstrip("/").rsplit("/", 2)[-2] if "/" in e.source else ""
+        in_dir = parent == DIR
+        if any(p.startswith(".") or (p.startswith("_") and not p.startswith("__")) for p in parts):
+            inv.ignored.append((KIND, e.source))
+        elif in_dir and _SEG.fullmatch(name):
+            inv.files.append(InputFile(KIND, KSEGMENT, e.source, e.size, name=name))
+        elif in_dir and _SNAP.fullmatch(name):
+            inv.files.append(InputFile(KIND, KSNAPSHOT, e.source, e.size, name=name))
+        elif in_dir or _AUX.fullmatch(name) or _KAFKA_FILE.fullmatch(name) or (
+                len(parts) >= 2 and _PARTITION_DIR.fullmatch(parts[-2])):
+            # a whole Kafka data directory may be given: other partitions' files carry nothing for this input
+            inv.ignored.append((KIND, e.source))
+        elif name.lower().endswith(".txt"):
+            inv.files.append(InputFile(KIND, KDUMP, e.source, e.size, name=name))
+        else:
+            inv.unrecognised.append(Unrecognised(KIND, e.source, e.size, "unrecognised file in cluster_metadata input"))
+    return inv
+
+
+def discover_cluster_metadata(root: str | None, *, follow_symlinks: bool = False) -> Inventory:
+    """List and classify ``[inputs] cluster_metadata`` (empty when not set), walking a local root as
+    :func:`jobs.ingest.discover.discover` does (links out of the root only with ``follow_symlinks``; what
+    the walk skips is reported the same way).
+
+    Raises:
+        jobs.errors.InputError: the root is set but does not exist or cannot be listed.
+    """
+    from jobs.errors import InputError
+    from jobs.fs import list_files, resolve
+
+    from .discover import Listing, Skipped, _is_local, walk_local
+
+    if not root:
+        return Inventory()
+    try:
+        if _is_local(root):
+            listing = walk_local(resolve(root).native, follow_symlinks=follow_symlinks)
+        else:
+            listing = Listing(files=list_files(root))
+    except FileNotFoundError:
+        raise InputError(f"cluster_metadata input {root} does not exist") from None
+    except OSError as e:
+        raise InputError(f"cannot list cluster_metadata input {root}: {e}") from None
+    inv = classify_cluster_metadata(listing.files)
+    inv.skipped.extend(Skipped(KIND, src, why) for src, why in listing.skipped)
+    return inv
+
+
+def from_logdirs(inv: Inventory) -> list[InputFile]:
+    """The ``__cluster_metadata-0`` segments and snapshots inside log-dir snapshots, as cluster-metadata
+    inputs (their batch headers still feed ``record_batches`` as the logdirs input's own)."""
+    out = []
+    for f in inv.of("logdirs"):
+        if f.topic == "__cluster_metadata" and f.partition == 0 and f.form == "segment":
+            out.append(InputFile(KIND, KSEGMENT, f.source, f.size, name=f.name))
+    for kind, src in inv.ignored:
+        name = src.rsplit("/", 1)[-1]
+        if kind == "logdirs" and f"/{DIR}/" in src and _SNAP.fullmatch(name):
+            out.append(InputFile(KIND, KSNAPSHOT, src, -1, name=name))
+    return out
+
+
+# ------------------------------------------------------------------------------------ step 1: decode
+
+
+def _array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def decode_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: one metadata file per row -> :data:`WORK` rows."""
+    for rb in batches:
+        for row in rb.to_pylist():
+            yield from _decode_file(row)
+
+
+def _read(src: str) -> bytes:
+    with open_reader(src) as r:
+        return r.read_all()
+
+
+def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+    src, form, name = row["source"], row["form"], row["name"] or ""
+    side = RowBuffer(WORK)
+    try:
+        data = _read(src)
+    except OSError as e:
+        side.add(side_row(src, 0, "file", f"cannot read: {e}"))
+        side.add(stats_row(src, "file", 1, 1, 0))
+        yield side.flush()
+        return
+    if form == KDUMP:
+        yield from _decode_dump(src, data)
+        return
+    rb = metadata_records_arrow(data)
+    is_kind = "snapshot" if form == KSNAPSHOT else "log"
+    err = rb.column("error")
+    bad_batch = pc.and_(pc.is_valid(err), pc.is_null(rb.column("offset")))
+    bad_rec = pc.and_(pc.is_valid(err), pc.is_valid(rb.column("offset")))
+    pos = rb.column("batch_position")
+    for p, e, raw in zip(pos.filter(bad_batch).to_pylist(), err.filter(bad_batch).to_pylist(),
+                         rb.column("value").filter(bad_batch).to_pylist(), strict=True):
+        side.add(side_row(src, p, "batch", f"metadata batch: {e}", raw))
+    for p, o, e, raw in zip(pos.filter(bad_rec).to_pylist(), rb.column("offset").filter(bad_rec).to_pylist(),
+                            err.filter(bad_rec).to_pylist(), rb.column("value").filter(bad_rec).to_pylist(),
+                            strict=True):
+        side.add(side_row(src, p, "record", f"metadata record at offset {o}: {e}", raw))
+    good_pos = pc.unique(pos.filter(pc.is_null(err)))
+    bad_pos = set(pos.filter(bad_rec).to_pylist())
+    n_bad = int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0) + len(bad_pos)
+    n_read = len(good_pos) + int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0)
+    n_good_records = int(pc.sum(pc.is_null(err).cast(pa.int64())).as_py() or 0)
+    side.add(stats_row(src, "batch", n_read, n_bad, n_good_records))
+    keep = pc.and_(pc.is_null(err), pc.or_(rb.column("is_control"),
+                                           pc.not_equal(pc.fill_null(rb.column("api_key"), -1), NOOP_KEY)))
+    t = pa.Table.from_batches([rb]).filter(keep)
+    n = t.num_rows
+    if n:
+        ctl = t.column("is_control")
+        cols = {
+            "row_kind": pa.repeat(pa.scalar("record"), n), "source": pa.repeat(pa.scalar(src), n),
+            "position": t.column("batch_position"), "copy": pa.repeat(pa.scalar(copy_of(src)), n),
+            "file_kind": pa.repeat(pa.scalar(is_kind), n),
+            "snapshot_name": pa.repeat(pa.scalar(name if is_kind == "snapshot" else None, pa.string()), n),
+            "offset": t.column("offset"), "timestamp": t.column("timestamp"), "raft_epoch": t.column("raft_epoch"),
+            "is_control": ctl, "control_type": t.column("control_type"), "value": t.column("value"),
+            "data_json": pc.if_else(ctl, t.column("data_json"), pa.scalar(None, pa.string())),
+        }
+        arrays = [_array(cols[f.name]) if f.name in cols else pa.nulls(n, f.type) for f in WORK]
+        yield pa.RecordBatch.from_arrays([a.cast(f.type) for a, f in zip(arrays, WORK, strict=True)], schema=WORK)
+    out = side.flush()
+    if out is not None:
+        yield out
+
+
+def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
+    out = RowBuffer(WORK)
+    head = data[:65536].decode("utf-8", "replace")
+    if not detect_metadata_dump(head):
+        out.add(side_row(src, 0, "file", "not kafka-dump-log --cluster-metadata-decoder output", data[:RAW_MAX]))
+        out.add(stats_row(src, "file", 1, 1, 0))
+        yield out.flush()
+        return
+    text = data.decode("utf-8", "replace")
+    files = sorted(dump_files(text), key=lambda f: f.line)
+    copy = copy_of(src)
+    n_read = n_bad = n_out = 0
+    for e in iter_dump_entries(text):
+        n_read += 1
+        if not isinstance(e, MetadataEntry):
+            n_bad += 1
+            out.add(side_row(src, e.position, "line", f"metadata dump: {e.reason}", e.raw))
+            continue
+        section = None
+        for f in files:
+            if f.line <= e.position:
+                section = f
+        if section is not None and section.kind == "bootstrap":
+            continue  # bootstrap.checkpoint: features only, not the cluster's history
+        is_snap = section is not None and section.kind == "snapshot"
+        snap_name = (f"{section.end_offset:020d}-{section.epoch:010d}.checkpoint"
+                     if is_snap and section.end_offset is not None and section.epoch is not None else None)
+        if is_snap and snap_name is None:
+            continue
+        n_out += 1
+        if e.record is not None and e.record.api_key == NOOP_KEY:
+            continue
+        row = {"row_kind": "record", "source": src, "position": e.position, "copy": copy if not is_snap else
+               f"{copy}#{snap_name}", "file_kind": "snapshot" if is_snap else "log", "snapshot_name": snap_name,
+               "offset": e.offset, "timestamp": e.timestamp, "raft_epoch": e.raft_epoch,
+               "is_control": e.control is not None}
+        if e.control is not None:
+            row["control_type"] = e.control.control_type
+            row["data_json"] = None if e.control.data is None else json.dumps(e.control.data, default=str)
+        else:
+            row["value"] = encode_record(e.record)
+        out.add(row)
+    out.add(stats_row(src, "line", n_read, n_bad, n_out))
+    yield out.flush()
+
+
+# ------------------------------------------------------------------------------------ step 2: replay
+
+
+def _entry(r: dict[str, Any]) -> MetadataEntry:
+    if r["is_control"]:
+        ct = int(r["control_type"]) if r["control_type"] is not None else -1
+        data = json.loads(r["data_json"]) if r["data_json"] else None
+        return MetadataEntry(r["offset"], r["timestamp"], r["raft_epoch"], r["position"],
+                             control=ControlRecord(ct, "", data if ct == SNAPSHOT_HEADER else None))
+    return MetadataEntry(r["offset"], r["timestamp"], r["raft_epoch"], r["position"],
+                         record=decode_record_value(r["value"]))
+
+
+def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function over ONE partition holding every :data:`WORK` record row of the run:
+    merge the copies, replay, and give :data:`HISTORY_WORK` rows (history, quarantine, stats)."""
+    rows = [r for b in batches for r in b.to_pylist() if r["row_kind"] == "record"]
+    side = RowBuffer(HISTORY_WORK)
+    copies: dict[str, list[MetadataEntry]] = {}
+    snaps: dict[str, tuple[str, list[MetadataEntry]]] = {}
+    for r in rows:
+        try:
+            e = _entry(r)
+        except DecodeError as err:  # a row step 1 decoded cannot fail here; kept as quarantine, not a crash
+            side.add(side_row(r["source"], r["position"], "record", f"metadata record: {err.reason}", r["value"]))
+            continue
+        if r["file_kind"] == "snapshot":
+            snaps.setdefault(r["snapshot_name"], (r["source"], []))[1].append(e)
+        else:
+            copies.setdefault(r["copy"], []).append(e)
+    for c in copies.values():
+        c.sort(key=lambda e: e.offset)
+    merged = merge_copies({k: copies[k] for k in sorted(copies)})
+    log_start = merged.entries[0][1].offset if merged.entries else None
+    chosen = choose_snapshot(list(snaps), log_start)
+    snapshot = snap_src = None
+    if chosen is not None:
+        snap_src, entries = snaps[chosen]
+        entries.sort(key=lambda e: e.offset)
+        end, epoch = parse_snapshot_name(chosen) or (None, None)
+        header = next((e for e in entries if e.control is not None and e.control.control_type == SNAPSHOT_HEADER
+                       and e.control.data), None)
+        last_ts = int(header.control.data.get("last_contained_log_timestamp", -1)) if header else -1
+        snapshot = Snapshot(end, epoch, last_ts, tuple(entries))
+    result = replay(merged.entries, snapshot=snapshot, snapshot_source=snap_src or "")
+    for c in merged.conflicts:
+        side.add(side_row(c.other_source, c.other.position, "record",
+                          f"copies differ at metadata offset {c.offset}: kept {c.first_source} (batch at byte "
+                          f"{c.first.position}), not this copy's record",
+                          encode_record(c.other.record) if c.other.record is not None else None,
+                          q_ms=c.other.timestamp))
+    for i in result.issues:
+        side.add(side_row(i.source or "", i.position, "record", f"metadata replay: {i.reason}"))
+    n_conf, n_issue = len(merged.conflicts), len(result.issues)
+    side.add(stats_row("", "record", len(merged.entries) + n_conf + n_issue, n_conf + n_issue, len(result.rows)))
+    hist = history_arrow(result.rows)
+    if hist.num_rows:
+        n = hist.num_rows
+        cols = {f.name: hist.column(f.name) for f in HISTORY_SCHEMA}
+        cols["row_kind"] = pa.repeat(pa.scalar("history"), n)
+        arrays = [_array(cols[f.name]) if f.name in cols else pa.nulls(n, f.type) for f in HISTORY_WORK]
+        yield pa.RecordBatch.from_arrays(arrays, schema=HISTORY_WORK)
+    out = side.flush()
+    if out is not None:
+        yield out
+
+
+# ------------------------------------------------------------------------------------------ Spark
+
+
+def history_frame(work: DataFrame) -> DataFrame:
+    """``partition_history`` rows (without cluster/event_date) from the :data:`HISTORY_WORK` frame."""
+    from pyspark.sql import functions as F
+
+    cols = [F.timestamp_millis("controller_ts").alias("controller_ts") if f.name == "controller_ts"
+            else F.col(f.name) for f in HISTORY_SCHEMA]
+    return work.where(F.col("row_kind") == "history").select(
+        *cols, F.timestamp_millis("controller_ts").alias("event_ts"))
