@@ -72,6 +72,11 @@ SEVERITY: dict[str, str] = {
     "spurious_rewind": ERROR,  # S1e
     "retention": INFO,  # S2a
     "spurious_skip": ERROR,  # S2b
+    "checkpoint_epoch_unknown": ERROR,  # K1
+    "unclean_leader_election": WARNING,  # K2
+    "metadata_offset_regression": WARNING,  # M5
+    "metadata_state_mixed": WARNING,  # M5: warning on KRaft (one image per broker); info on ZooKeeper-era
+    "expansion_order_violation": WARNING,  # P1
 }
 
 """Commits rules look at: non-transactional ones and transactional ones whose COMMIT marker followed."""

@@ -1,0 +1,245 @@
+"""K1, K2 (+ cause links), M5, M2 timed from the log, metadata lag and P1 — each rule's positive case, its
+nearest negative, and edges (epochlib.rules.kraft, epochlib.rules.expansion)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from epochlib.kraft import iter_metadata_log, replay
+from epochlib.kraft.codec import encode_control_record_batch, encode_metadata_batch
+from epochlib.rules import SEVERITY, Commit, Finding, MetadataObservation, ReplicaSnapshot
+from epochlib.rules.expansion import (
+    BoundEvidence,
+    check_expansion_order,
+    expansions_from_history,
+    expansions_from_observations,
+)
+from epochlib.rules.kraft import (
+    HistoryChange,
+    LogView,
+    check_broker_staleness_logged,
+    check_checkpoint_epochs,
+    check_metadata_offsets,
+    check_unclean_elections,
+    response_lags,
+    unclean_cause,
+)
+
+T1, T2 = "AQIDBAUGBwgJCgsMDQ4PEA", "AgMEBQYHCAkKCwwNDg8QEQ"
+
+
+def row(offset, ts, partition, change, epoch=None, leader=1, topic="t", tid=T1, unclean=False, isr=(1, 2, 3),
+        prev_isr=None, lrs=0) -> HistoryChange:
+    return HistoryChange(offset, ts, topic, tid, partition, change, leader, epoch, isr, lrs, unclean,
+                         None, prev_isr, "ctl/00000000000000000000.log", offset * 10)
+
+
+def history() -> list[HistoryChange]:
+    """t (T1) created with 2 partitions at offset 10; p0 epochs 0 @10, 1 @20, 2 @30; p1 epochs 0 @10, 1 @25."""
+    return [
+        row(10, 1_000, None, "topic_created"),
+        row(10, 1_000, 0, "created", 0), row(10, 1_000, 1, "created", 0),
+        row(20, 2_000, 0, "leader", 1, leader=2),
+        row(25, 2_500, 1, "leader", 1, leader=3),
+        row(30, 3_000, 0, "leader", 2, leader=1),
+        row(40, 9_000, 0, "isr", 2, isr=(1, 2)),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------- K2
+
+
+def test_k2_reports_the_unclean_change_only() -> None:
+    rows = [*history(), row(50, 10_000, 1, "leader,isr", 2, leader=4, unclean=True, isr=(4,), prev_isr=(3,))]
+    found = check_unclean_elections(rows)
+    assert [(f.rule, f.kind, f.severity, f.partition, f.broker, f.numbers["leader_epoch"], f.numbers["metadata_offset"])
+            for f in found] == [("K2", "unclean_leader_election", "warning", 1, "4", 2, 50)]
+    assert found[0].evidence == ("metadata:ctl/00000000000000000000.log@500 offset 50",)
+    assert "ISR just before: [3]" in found[0].detail
+
+
+def test_k2_nearest_negative_clean_leader_changes_and_recovery_state_text() -> None:
+    assert check_unclean_elections(history()) == []
+    rec = [row(60, 11_000, 0, "leader_recovery_state", 2, unclean=True, lrs=1)]
+    assert "RECOVERING" in check_unclean_elections(rec)[0].detail
+
+
+def test_cause_links_only_later_findings_of_the_same_partition_and_newer_epoch() -> None:
+    k2 = check_unclean_elections([row(50, 10_000, 1, "leader", 2, leader=4, unclean=True, prev_isr=(3,))])
+    f2 = Finding("F2", "commit_beyond_epoch_end", event_ts=12_000, topic="t", partition=1, numbers={"leader_epoch": 1})
+    assert unclean_cause(f2, k2) == k2[0].id
+    assert unclean_cause(Finding("F2", "commit_beyond_epoch_end", event_ts=9_000, topic="t", partition=1), k2) is None
+    assert unclean_cause(Finding("F2", "commit_beyond_epoch_end", event_ts=12_000, topic="t", partition=0), k2) is None
+    same_epoch = Finding("F2", "commit_beyond_epoch_end", event_ts=12_000, topic="t", partition=1,
+                         numbers={"leader_epoch": 2})
+    assert unclean_cause(same_epoch, k2) is None  # the commit already carried the unclean epoch
+    assert unclean_cause(Finding("S1e", "spurious_rewind", event_ts=12_000, topic="t", partition=1), k2) is None
+    assert unclean_cause(Finding("L5", "lineage_truncated", event_ts=12_000, topic="t", partition=1), k2) == k2[0].id
+
+
+# ----------------------------------------------------------------------------------------------- K1
+
+
+def snap(entries, ts=5_000, tid=T1, partition=0) -> ReplicaSnapshot:
+    return ReplicaSnapshot(broker="1", snapshot_ts=ts, topic="t", partition=partition, topic_id=tid, entries=entries,
+                           source="b1/t-0/leader-epoch-checkpoint")
+
+
+def test_k1_epoch_never_assigned() -> None:
+    view = LogView.build(history())
+    found = check_checkpoint_epochs(snap([(0, 0), (2, 10), (5, 40)]), view)
+    assert [(f.rule, f.kind, f.severity, f.numbers["leader_epoch"], f.numbers["expected_epoch"]) for f in found] == [
+        ("K1", "checkpoint_epoch_unknown", "error", 5, 2)]
+    assert found[0].evidence[0] == "checkpoint:b1/t-0/leader-epoch-checkpoint line 5"
+
+
+def test_k1_nearest_negatives_and_edges() -> None:
+    view = LogView.build(history())
+    assert check_checkpoint_epochs(snap([(0, 0), (1, 5), (2, 10)]), view) == []  # all assigned
+    assert check_checkpoint_epochs(snap([(5, 40)], ts=9_500), view) == []  # snapshot after the log ends
+    assert check_checkpoint_epochs(snap([(5, 40)], tid=T2), view) == []  # another topic id: not this partition
+    # history starting from a snapshot: epochs at or below the oldest retained one are not judged
+    from_snapshot = LogView.build([row(100, 1_000, 0, "snapshot", 7), row(110, 8_000, 0, "leader", 8)])
+    assert check_checkpoint_epochs(snap([(3, 0), (7, 10), (8, 20)]), from_snapshot) == []
+    assert [f.numbers["leader_epoch"] for f in check_checkpoint_epochs(snap([(7, 10), (9, 20)]), from_snapshot)] == [9]
+    # no topic id in the lineage: matched by name to the incarnation alive at the snapshot time
+    assert len(check_checkpoint_epochs(snap([(5, 40)], tid=None), view)) == 1
+
+
+def test_k1_on_a_replayed_log_with_recreation() -> None:
+    """Built through the codec: a re-created topic restarts at epoch 0; the old incarnation's epochs are not
+    the new one's."""
+    def topic(tid):
+        return (2, 0, {"name": "t", "topic_id": tid})
+
+    def part(tid):
+        return (3, 0, {"partition_id": 0, "topic_id": tid, "replicas": [1], "isr": [1], "leader": 1,
+                       "leader_epoch": 0, "partition_epoch": 0})
+
+    parts = [encode_control_record_batch([(2, {"leader_id": 1, "voters": [], "granting_voters": []})],
+                                         base_offset=0, raft_epoch=1, timestamp=100)]
+    batches = [[topic(T1), part(T1)], [(5, 0, {"partition_id": 0, "topic_id": T1, "leader": 1})],
+               [(9, 0, {"topic_id": T1})], [topic(T2), part(T2)]]
+    off = 1
+    for i, b in enumerate(batches):
+        parts.append(encode_metadata_batch(b, base_offset=off, raft_epoch=1, timestamp=1_000 * (i + 1)))
+        off += len(b)
+    rows = [HistoryChange.from_row(asdict(r)) for r in replay(iter_metadata_log(b"".join(parts))).rows]
+    view = LogView.build(rows)
+    assert [s.epoch for s in view.spans[(T1, 0)]] == [0, 1] and view.spans[(T1, 0)][-1].end == 4
+    # the new incarnation (T2) only ever had epoch 0: a lineage naming epoch 1 under T2 is unknown
+    assert [f.numbers["leader_epoch"] for f in check_checkpoint_epochs(snap([(0, 0), (1, 5)], ts=4_000, tid=T2),
+                                                                         view)] == [1]
+    assert check_checkpoint_epochs(snap([(0, 0), (1, 5)], ts=4_000, tid=T1), view) == []
+
+
+# ----------------------------------------------------------------------------------------------- M5
+
+
+def obs(ts, partition, epoch, client="c1", pos=1, broker="1", topic="t", tid=T1) -> MetadataObservation:
+    return MetadataObservation(capture_ts=ts, client_id=client, broker=broker, topic=topic, partition=partition,
+                               leader_epoch=epoch, topic_id=tid, source="cap.jsonl", position=pos, correlation_id=pos)
+
+
+def test_m5_regression_of_the_whole_state_without_any_partition_epoch_going_back() -> None:
+    view = LogView.build(history())
+    found = check_metadata_offsets([
+        obs(4_000, 1, 1, pos=1),  # p1 epoch 1: [25, inf) -> the client has seen offset 25
+        obs(5_000, 0, 1, pos=2),  # p0 epoch 1: [20, 30): ends at 30 > 25: fine, not a regression
+        obs(6_000, 0, 2, pos=3), obs(6_000, 1, 1, pos=3),  # [30, inf): seen start 30
+        obs(7_000, 0, 1, pos=4),  # p0 epoch 1 ends at 30 <= 30: older than what the client had
+    ], view)
+    assert [(f.rule, f.kind, f.severity, f.numbers["served_offset_end"], f.numbers["seen_offset_start"],
+             f.numbers["lag_offsets"], f.numbers["lag_ms"]) for f in found] == [
+        ("M5", "metadata_offset_regression", "warning", 30, 30, 1, 0)]
+    assert found[0].evidence[0] == "capture:cap.jsonl line 4"
+
+
+def test_m5_nearest_negatives() -> None:
+    view = LogView.build(history())
+    # overlapping intervals (the same state) never regress; same-millisecond responses are not "already seen"
+    assert check_metadata_offsets([obs(4_000, 0, 1, pos=1), obs(4_000, 1, 1, pos=1), obs(5_000, 0, 1, pos=2)],
+                                  view) == []
+    assert check_metadata_offsets([obs(6_000, 0, 2, pos=1), obs(6_000, 0, 1, pos=2)], view) == []
+    # epochs the log does not retain, and epoch -1, are left out
+    assert check_metadata_offsets([obs(6_000, 0, 2, pos=1), obs(7_000, 0, 9, pos=2), obs(8_000, 0, -1, pos=3)],
+                                  view) == []
+
+
+def test_m5_mixed_state_warning_on_kraft_info_otherwise() -> None:
+    view = LogView.build(history())
+    mixed = [obs(6_000, 0, 0, pos=1), obs(6_000, 1, 1, pos=1)]  # p0 epoch 0: [10, 20); p1 epoch 1: [25, inf)
+    found = check_metadata_offsets(mixed, view)
+    assert [(f.kind, f.severity, f.numbers["served_offset_start"], f.numbers["served_offset_end"]) for f in found] == [
+        ("metadata_state_mixed", "warning", 25, 20)]
+    assert check_metadata_offsets(mixed, view, kraft=False)[0].severity == "info"
+    assert SEVERITY["metadata_state_mixed"] == "warning"
+
+
+# ------------------------------------------------------------------------------------- M2 + lag
+
+
+def test_m2_from_the_log_times_staleness_from_the_commit() -> None:
+    view = LogView.build(history())
+    found, judged = check_broker_staleness_logged([obs(4_000, 0, 1, pos=1), obs(3_500, 0, 1, pos=2)], view, 1000)
+    # at 4000 the log had committed epoch 2 at 3000 (< 4000 - 1000 is false: 3000 < 3000 is false) -> fine
+    assert found == [] and len(judged) == 2
+    found, _ = check_broker_staleness_logged([obs(4_500, 0, 1, pos=3)], view, 1000)
+    assert [(f.rule, f.kind, f.numbers["served_epoch"], f.numbers["cached_epoch"], f.numbers["staleness_ms"])
+            for f in found] == [("M2", "broker_served_stale", 1, 2, 1_500)]
+    # outside the log's coverage (after its last change): left to the capture-only rule
+    found, judged = check_broker_staleness_logged([obs(20_000, 0, 1, pos=4)], view, 1000)
+    assert found == [] and judged == set()
+
+
+def test_response_lag_is_zero_when_up_to_date() -> None:
+    view = LogView.build(history())
+    lags = response_lags([obs(8_000, 0, 2, pos=1), obs(8_000, 1, 1, pos=1), obs(8_000, 0, 0, pos=2, broker="2")],
+                         view, 1000)
+    assert [(b, lag) for _, b, _, lag in lags] == [("1", 0), ("2", 6_000)]  # p0 epoch 1 began at 2000
+
+
+# ----------------------------------------------------------------------------------------------- P1
+
+
+def commit(group, partition, offset, ts) -> Commit:
+    return Commit(group, "t", partition, offset, -1, ts, ts, source="o.log", position=ts, log_offset=ts)
+
+
+def expansion_rows() -> list[HistoryChange]:
+    return [*history(), row(45, 10_000, 2, "expanded", 0), row(45, 10_000, 3, "expanded", 0)]
+
+
+def test_p1_expansion_and_violation() -> None:
+    (exp,) = expansions_from_history(expansion_rows())
+    assert (exp.topic, exp.old_count, exp.new_partitions, exp.ts, exp.metadata_offset) == ("t", 2, (2, 3), 10_000, 45)
+    commits = [commit("g", 0, 100, 9_000), commit("g", 1, 50, 9_000), commit("g", 2, 7, 11_000)]
+    bounds = [BoundEvidence(0, 9_500, 180, "segment:b1/t-0@0 offset 170"), BoundEvidence(1, 9_500, 60, "x")]
+    (f,) = check_expansion_order(exp, commits, bounds)
+    assert (f.rule, f.kind, f.severity, f.group_id, f.partition) == ("P1", "expansion_order_violation", "warning", "g", 2)
+    assert (f.numbers["lagging_partition"], f.numbers["records_pending"], f.numbers["expansion_ts"]) == (0, 80, 10_000)
+
+
+def test_p1_nearest_negatives_and_edges() -> None:
+    (exp,) = expansions_from_history(expansion_rows())
+    bounds = [BoundEvidence(0, 9_500, 180, "b")]
+    caught_up = [commit("g", 0, 100, 9_000), commit("g", 0, 180, 10_500), commit("g", 2, 7, 11_000)]
+    assert check_expansion_order(exp, caught_up, bounds) == []  # old partition read up to its bound first
+    assert check_expansion_order(exp, [commit("g", 0, 100, 9_000), commit("g", 2, 0, 11_000)], bounds) == []  # offset 0
+    # commits alone: g's own 100 is the bound, so g is not behind
+    assert check_expansion_order(exp, [commit("g", 0, 100, 9_000), commit("g", 2, 7, 11_000)], []) == []
+    late_bound = [BoundEvidence(0, 10_500, 500, "after T0")]  # not proven at T0
+    assert check_expansion_order(exp, [commit("g", 0, 100, 9_000), commit("g", 2, 7, 11_000)], late_bound) == []
+    new_group = [commit("h", 2, 7, 11_000)]  # never committed on the old partitions before T0
+    assert check_expansion_order(exp, new_group, bounds) == []
+    # another group's commit at or before T0 is a bound too
+    other = [commit("o", 0, 300, 9_900), commit("g", 0, 100, 9_000), commit("g", 2, 7, 11_000)]
+    assert [f.numbers["records_pending"] for f in check_expansion_order(exp, other, [])] == [200]
+
+
+def test_p1_expansion_from_captures_when_there_is_no_log() -> None:
+    caps = [obs(1_000, 0, 0, pos=1), obs(1_000, 1, 0, pos=1), obs(2_000, 0, 0, pos=2), obs(2_000, 1, 0, pos=2),
+            obs(2_000, 2, 0, pos=2), obs(3_000, 2, 0, pos=3)]
+    (exp,) = expansions_from_observations(caps)
+    assert (exp.old_count, exp.new_partitions, exp.ts, exp.from_log) == (2, (2,), 2_000, False)
+    assert expansions_from_observations(caps[:2]) == []
