@@ -34,12 +34,14 @@ from ._model import (
 
 __all__ = [
     "CAUSE_KINDS",
+    "Election",
     "EpochSpan",
     "HistoryChange",
     "LogView",
     "check_broker_staleness_logged",
     "check_checkpoint_epochs",
     "check_metadata_offsets",
+    "cause_of",
     "check_unclean_elections",
     "observation_key",
     "response_lags",
@@ -223,27 +225,48 @@ def check_unclean_elections(rows: Iterable[HistoryChange]) -> list[Finding]:
     return out
 
 
-def unclean_cause(finding: Finding, elections: Sequence[Finding]) -> str | None:
-    """The id of the K2 finding that explains ``finding`` (F2 ``commit_beyond_epoch_end``, S1 ``truncation``
-    / ``over_rewind``, L5 ``lineage_truncated``): the latest unclean election of the same topic and
-    partition at or before it — and, when the finding carries the commit's epoch, one that started a
-    newer epoch (the election that truncated what that epoch had written). None otherwise."""
-    if finding.kind not in CAUSE_KINDS:
+@dataclass(frozen=True, slots=True)
+class Election:
+    """A K2 finding reduced to what :func:`cause_of` compares (a row of the report tables carries these)."""
+
+    finding_id: str
+    topic: str | None
+    partition: int | None
+    event_ts: int
+    leader_epoch: int | None
+    metadata_offset: int | None = None
+
+    @classmethod
+    def of(cls, f: Finding) -> Election:
+        return cls(f.id, f.topic, f.partition, f.event_ts, f.numbers.get("leader_epoch"),
+                   f.numbers.get("metadata_offset"))
+
+
+def cause_of(kind: str, topic: str | None, partition: int | None, event_ts: int, leader_epoch: int | None,
+             elections: Iterable[Election]) -> str | None:
+    """The id of the unclean election (K2) that explains a finding of ``kind`` (F2 ``commit_beyond_epoch_end``,
+    S1 ``truncation`` / ``over_rewind``, L5 ``lineage_truncated``): the latest one of the same topic and
+    partition at or before the finding — and, when the finding carries the commit's epoch (``leader_epoch``
+    ≥ 0), one that started a newer epoch than it (the election that truncated what that epoch wrote).
+    None when no election qualifies or the kind is not one an unclean election causes."""
+    if kind not in CAUSE_KINDS:
         return None
-    epoch = finding.numbers.get("leader_epoch")
     best = None
     for k in elections:
-        if k.kind != "unclean_leader_election" or (k.topic, k.partition) != (finding.topic, finding.partition):
+        if (k.topic, k.partition) != (topic, partition) or k.event_ts > event_ts:
             continue
-        if k.event_ts > finding.event_ts:
+        if leader_epoch is not None and leader_epoch >= 0 and k.leader_epoch is not None and k.leader_epoch <= leader_epoch:
             continue
-        k_epoch = k.numbers.get("leader_epoch")
-        if epoch is not None and epoch >= 0 and k_epoch is not None and k_epoch <= epoch:
-            continue
-        if best is None or (k.event_ts, k.numbers.get("metadata_offset") or 0) > (
-                best.event_ts, best.numbers.get("metadata_offset") or 0):
+        if best is None or (k.event_ts, k.metadata_offset or 0) > (best.event_ts, best.metadata_offset or 0):
             best = k
-    return None if best is None else best.id
+    return None if best is None else best.finding_id
+
+
+def unclean_cause(finding: Finding, elections: Sequence[Finding]) -> str | None:
+    """:func:`cause_of` for a :class:`Finding` against K2 findings."""
+    return cause_of(finding.kind, finding.topic, finding.partition, finding.event_ts,
+                    finding.numbers.get("leader_epoch"),
+                    [Election.of(k) for k in elections if k.kind == "unclean_leader_election"])
 
 
 # --------------------------------------------------------------------------------------------- K1

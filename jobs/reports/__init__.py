@@ -12,8 +12,10 @@ inputs hold for the lookback days (``state``: ingestion decodes them but writes 
 first run or an incident run into a fresh output root judges the range as a run over the whole window
 would — applies the rules of
 :mod:`epochlib.rules` on the executors (grouped Arrow functions, window functions and joins; see the
-modules :mod:`.stale_metadata`, :mod:`.fencing`, :mod:`.resets`, and :mod:`.commit_pass`, the one pass over
-the commits that both F2/F4 and S1/S2 come from), keeps the findings whose event lies in
+modules :mod:`.stale_metadata`, :mod:`.fencing`, :mod:`.resets`, :mod:`.kraft` (the metadata-log rules K1,
+K2, M5, P1, M2 timed from the log, the metadata lag, and the K2 cause of F2/L5/S1 findings), and
+:mod:`.commit_pass`, the one pass over the commits that both F2/F4 and S1/S2 come from), keeps the findings
+whose event lies in
 ``[from, to]`` and writes each table with replace-range semantics (the run's ``event_date`` partitions of
 the cluster are replaced, so a rerun gives the same rows and other dates are untouched).
 
@@ -130,7 +132,7 @@ def run_reports(
     from ..runlog import RunContext
     from ..sink import write_table
     from . import _frames as fr
-    from . import commit_pass, fencing, resets, stale_metadata
+    from . import commit_pass, fencing, kraft, resets, stale_metadata
 
     if run is None:
         run = RunContext.start(config, date_from, date_to)
@@ -167,16 +169,20 @@ def run_reports(
     try:
         meta_findings = None
         lin = commits = None
+        grace = int(config.rules.stale_grace_ms)
+        ev = kraft.load(spark, config, cluster, window)  # the replayed metadata log (small; empty without one)
+        obs = stale_metadata.observations(spark, config, cluster, window, inputs)
         if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
             t0 = time.perf_counter()
-            obs = stale_metadata.observations(spark, config, cluster, window, inputs)
-            meta_findings = keep(stale_metadata.metadata_findings(obs, int(config.rules.stale_grace_ms)))
+            meta_findings = keep(kraft.metadata_findings(
+                obs, stale_metadata.metadata_findings(obs, grace), ev, grace))
             if "stale_metadata" in wanted:
                 write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata", t0)
                 t1 = time.perf_counter()
-                write(stale_metadata.stale_rates_frame(obs, meta_findings, rng, cluster), RATES_TABLE, t1)
+                write(kraft.add_lag(stale_metadata.stale_rates_frame(obs, meta_findings, rng, cluster), obs, ev, grace),
+                      RATES_TABLE, t1)
         want_f, want_s = "fencing_violations" in wanted, "spurious_offset_resets" in wanted
-        commit_found = None
+        commit_found = kraft_found = None
         if want_f or want_s:
             t0 = time.perf_counter()
             tol = int(config.rules.snapshot_tolerance_seconds) * 1000
@@ -189,10 +195,13 @@ def run_reports(
             )
             commit_found.count()  # materialise the kept findings once, so the time is the pass's own
             result.seconds["commit_pass"] = time.perf_counter() - t0
+            # K1, K2, P1 (the K2 rows also name the cause of later F2/L5/S1 findings)
+            kraft_found = keep(kraft.fencing_findings(spark, config, cluster, window, ev, lin, commits, obs, inputs))
         if want_f:
             t0 = time.perf_counter()
             found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commit_findings_df=commit_found,
                                              state=inputs)
+            found = kraft.add_causes(found.unionByName(kraft_found), kraft_found if ev.present else None)
             write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations", t0)
         if want_s:
             t0 = time.perf_counter()
@@ -202,6 +211,7 @@ def run_reports(
                 rng,
                 window_ms=int(config.rules.correlation_window_minutes) * 60_000,
             )
+            found = kraft.add_causes(found, kraft_found if ev.present else None)
             write(resets.resets_frame(found, rng, cluster, run.run_id), "spurious_offset_resets", t0)
     finally:
         for df in cached:

@@ -217,4 +217,7 @@ def fencing_frame(findings: DataFrame, date_range: tuple[dt.date, dt.date], clus
     """The ``fencing_violations`` gold rows (events in the range, one row per finding; duplicates are
     removed before the range filter, so an L3 batch first seen in a snapshot before the range is not
     reported again from a later one)."""
-    return fr.to_gold(fr.in_range(fr.dedupe(findings), date_range), "fencing_violations", cluster, run_id)
+    from .kraft import gold_extras
+
+    return fr.to_gold(fr.in_range(fr.dedupe(findings), date_range), "fencing_violations", cluster, run_id,
+                      gold_extras(findings))

@@ -81,10 +81,14 @@ def correlate(resets: DataFrame, metadata: DataFrame, window_ms: int) -> DataFra
 def resets_frame(
     findings: DataFrame, date_range: tuple[dt.date, dt.date], cluster: str, run_id: str
 ) -> DataFrame:
-    """The ``spurious_offset_resets`` gold rows (``classification`` = the kind)."""
+    """The ``spurious_offset_resets`` gold rows (``classification`` = the kind; ``cause_finding_id`` when the
+    findings carry it, :func:`jobs.reports.kraft.add_causes`)."""
     from pyspark.sql import functions as F
 
-    return fr.to_gold(findings, "spurious_offset_resets", cluster, run_id, extra={"classification": F.col("kind")})
+    extra = {"classification": F.col("kind")}
+    if "cause_finding_id" in findings.columns:
+        extra["cause_finding_id"] = F.col("cause_finding_id")
+    return fr.to_gold(findings, "spurious_offset_resets", cluster, run_id, extra=extra)
 
 
 def resets_in_range(

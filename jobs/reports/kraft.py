@@ -1,0 +1,299 @@
+"""The metadata-log rules in the reports: K1, K2, P1 (``fencing_violations``), M5 and M2 timed from the log
+(``stale_metadata``), the metadata lag of ``stale_metadata_rates``, and ``cause_finding_id`` on the F2, L5
+and S1 findings an unclean election explains. Rule logic is in :mod:`epochlib.rules.kraft` and
+:mod:`epochlib.rules.expansion`; this module only groups rows and calls it.
+
+``partition_history`` is read from its first date up to ``to`` (not only the lookback window): the rules
+need the retained history (which epochs were ever assigned, when each began), and a replayed metadata log
+is small — one row per topic/partition change, thousands of rows for days of a busy cluster. That table is
+collected once on the driver and shipped with the grouped functions as a :class:`~epochlib.rules.kraft.LogView`
+(like the token frontier of M2). Everything else (observations, lineage, commits, batches) stays on the
+executors:
+
+========  ================================================================  ==================================
+rule      Spark shape                                                       epochlib function
+========  ================================================================  ==================================
+K2        ``partition_history`` rows marked unclean, ``mapInArrow``         ``check_unclean_elections``
+K1        ``epoch_lineage`` rows, ``mapInArrow`` (the view in the closure)  ``check_checkpoint_epochs``
+P1        ``offset_commits`` of expanded topics cogrouped by topic with     ``check_expansion_order``
+          the old partitions' log-end evidence (batch ends, snapshot LEO /
+          HW); expansions from the log, else from captures (a grouped
+          call per topic, collected: a handful of rows)
+M5        ``metadata_observations.groupBy(client_id).applyInArrow``         ``check_metadata_offsets``
+M2 (log)  observations ``mapInArrow``; capture-only M2 findings of the      ``check_broker_staleness_logged``
+          observations the log judged are dropped (anti-join on the
+          response pointer + partition)
+lag       ``groupBy(broker).applyInArrow`` -> per response lag; median and   ``response_lags``
+          max per (broker, day) joined onto the broker rows of the rates
+causes    F2/L5/S1 findings cogrouped with K2 by (topic, partition)         ``cause_of``
+========  ================================================================  ==================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from epochlib.rules.expansion import (
+    BoundEvidence,
+    Expansion,
+    check_expansion_order,
+    expansions_from_history,
+    expansions_from_observations,
+)
+from epochlib.rules.kraft import (
+    CAUSE_KINDS,
+    Election,
+    HistoryChange,
+    LogView,
+    cause_of,
+    check_broker_staleness_logged,
+    check_checkpoint_epochs,
+    check_metadata_offsets,
+    check_unclean_elections,
+    response_lags,
+)
+
+from . import _frames as fr
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from ..config import Config
+
+__all__ = ["KraftEvidence", "add_causes", "add_lag", "fencing_findings", "gold_extras", "load", "metadata_findings"]
+
+_HIST_COLS = ("metadata_offset", "controller_ts", "topic", "topic_id", "partition", "change", "leader",
+              "leader_epoch", "isr", "leader_recovery_state", "unclean", "previous_leader", "previous_isr", "source",
+              "position")
+_EPOCH_OF_TIME = dt.date(1970, 1, 1)
+CAUSES = pa.schema([pa.field("finding_id", pa.string()), pa.field("cause_finding_id", pa.string())])
+LAGS = pa.schema([pa.field("broker", pa.string()), pa.field("capture_ts", pa.int64()), pa.field("lag_ms", pa.int64())])
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.types import StructField, StructType
+
+    from ..schemas import arrow_to_spark_type
+
+    return StructType([StructField(f.name, arrow_to_spark_type(f.type), True) for f in schema])
+
+
+class KraftEvidence:
+    """The replayed metadata log of a run: the ``partition_history`` frame and, collected, its rows."""
+
+    def __init__(self, frame: DataFrame, rows: list[dict[str, Any]]) -> None:
+        self.frame = frame
+        self.rows = rows
+        self.changes = [HistoryChange.from_row(r) for r in rows]
+        self.view = LogView.build(self.changes)
+
+    @property
+    def present(self) -> bool:
+        return bool(self.rows)
+
+
+def load(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> KraftEvidence:
+    """``partition_history`` up to the window's end (times as epoch ms), collected once."""
+    df = fr.read_silver(spark, config, "partition_history", cluster, (_EPOCH_OF_TIME, window[1]))
+    df = fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",))
+    return KraftEvidence(df, df.toArrow().to_pylist())
+
+
+# ------------------------------------------------------------------------------------ fencing_violations
+
+
+def _k2(table: pa.Table) -> list[Any]:
+    return check_unclean_elections(HistoryChange.from_row(r) for r in table.to_pylist())
+
+
+def _k1(table: pa.Table, view: LogView) -> list[Any]:
+    out = []
+    for s in fr.snapshots_from_arrow(table):
+        out += check_checkpoint_epochs(s, view)
+    return out
+
+
+def _p1(commits: pa.Table, evidence: pa.Table, expansions: dict[str, list[Expansion]]) -> list[Any]:
+    if commits.num_rows == 0:
+        return []
+    cs = fr.commits_from_arrow(commits)
+    topic = cs[0].topic
+    bounds = [BoundEvidence(r["partition"], r["ts"], r["offset"], r["pointer"]) for r in evidence.to_pylist()
+              if r["ts"] is not None and r["offset"] is not None]
+    out = []
+    for exp in expansions.get(topic, ()):
+        out += check_expansion_order(exp, cs, bounds)
+    return out
+
+
+_EXP = pa.schema([pa.field("topic", pa.string()), pa.field("topic_id", pa.string()), pa.field("old_count", pa.int32()),
+                  pa.field("new_partitions", pa.list_(pa.int32())), pa.field("ts", pa.int64()),
+                  pa.field("evidence", pa.string())])
+
+
+def _capture_expansions(table: pa.Table) -> pa.Table:
+    exps = expansions_from_observations(fr.observations_from_arrow(table))
+    return pa.Table.from_pylist([{"topic": e.topic, "topic_id": e.topic_id, "old_count": e.old_count,
+                                  "new_partitions": list(e.new_partitions), "ts": e.ts, "evidence": e.evidence}
+                                 for e in exps], schema=_EXP)
+
+
+def _expansions(ev: KraftEvidence, obs: DataFrame | None) -> dict[str, list[Expansion]]:
+    exps = expansions_from_history(ev.changes) if ev.present else []
+    if not ev.present and obs is not None:
+        rows = obs.groupBy("topic").applyInArrow(_capture_expansions, _spark_schema(_EXP)).collect()
+        exps = [Expansion(r["topic"], r["topic_id"], r["old_count"], tuple(r["new_partitions"]), r["ts"], None,
+                          r["evidence"], False) for r in rows]
+    out: dict[str, list[Expansion]] = {}
+    for e in exps:
+        out.setdefault(e.topic, []).append(e)
+    return out
+
+
+def _bound_evidence(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+                    lin: DataFrame, topics: list[str], inputs: Any = None) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    batches = fr.ms_columns(fr.read_silver(spark, config, "record_batches", cluster, window, inputs),
+                            ("max_timestamp",))
+    b = batches.where(F.col("topic").isin(topics)).select(
+        "topic", "partition", F.col("max_timestamp").alias("ts"), (F.col("last_offset") + 1).alias("offset"),
+        F.concat(F.lit("segment:"), F.col("source"), F.lit("@"), F.col("position").cast("string"), F.lit(" offset "),
+                 F.col("base_offset").cast("string")).alias("pointer"))
+    s = lin.where(F.col("topic").isin(topics)).select(
+        "topic", "partition", F.col("snapshot_ts").alias("ts"),
+        F.coalesce("log_end_offset", "high_watermark").alias("offset"),
+        F.concat(F.lit("checkpoint:"), F.col("source")).alias("pointer"))
+    return b.unionByName(s)
+
+
+def fencing_findings(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+                     ev: KraftEvidence, lin: DataFrame, commits: DataFrame, obs: DataFrame | None,
+                     inputs: Any = None) -> DataFrame:
+    """K1, K2 and P1 findings (FINDINGS schema) over the window's evidence, in range or not (``inputs``: the
+    run's own lookback rows, :class:`jobs.reports._frames.InputState`)."""
+    from pyspark.sql import functions as F
+
+    schema = fr.findings_spark_schema()
+    parts = []
+    if ev.present:
+        parts.append(ev.frame.where(F.col("unclean")).mapInArrow(fr.arrow_map_fn(_k2), schema))
+        parts.append(lin.mapInArrow(fr.arrow_map_fn(partial(_k1, view=ev.view)), schema))
+    expansions = _expansions(ev, obs)
+    if expansions:
+        topics = sorted(expansions)
+        evidence = _bound_evidence(spark, config, cluster, window, lin, topics, inputs)
+        parts.append(commits.where(F.col("topic").isin(topics)).groupBy("topic").cogroup(evidence.groupBy("topic"))
+                     .applyInArrow(fr.arrow_cogroup_fn(partial(_p1, expansions=expansions)), schema))
+    if not parts:
+        return spark.createDataFrame([], schema)
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
+def _causes(found: pa.Table, elections: pa.Table) -> pa.Table:
+    ks = [Election(r["finding_id"], r["topic"], r["partition"], r["event_ms"], dict(r["numbers"] or ()).get("leader_epoch"),
+                   dict(r["numbers"] or ()).get("metadata_offset")) for r in elections.to_pylist()]
+    rows = []
+    for r in found.to_pylist():
+        cid = cause_of(r["kind"], r["topic"], r["partition"], r["event_ms"], dict(r["numbers"] or ()).get("leader_epoch"),
+                       ks)
+        if cid is not None:
+            rows.append({"finding_id": r["finding_id"], "cause_finding_id": cid})
+    return pa.Table.from_pylist(rows, schema=CAUSES)
+
+
+def add_causes(findings: DataFrame, elections: DataFrame | None) -> DataFrame:
+    """``findings`` with ``cause_finding_id``: the K2 finding (of ``elections``) that explains each F2, L5 or
+    S1 truncation finding, null elsewhere."""
+    from pyspark.sql import functions as F
+
+    if elections is None:
+        return findings.withColumn("cause_finding_id", F.lit(None).cast("string"))
+    k2 = elections.where(F.col("kind") == "unclean_leader_election")
+    cand = findings.where(F.col("kind").isin(*sorted(CAUSE_KINDS)))
+    causes = (cand.groupBy("topic", "partition").cogroup(k2.groupBy("topic", "partition"))
+              .applyInArrow(_causes, _spark_schema(CAUSES)))
+    return findings.join(causes.dropDuplicates(["finding_id"]), "finding_id", "left")
+
+
+def gold_extras(findings: DataFrame) -> dict[str, Column]:
+    """Gold columns that are not plain numbers: ``cause_finding_id``, ``expansion_ts`` (a timestamp)."""
+    from pyspark.sql import functions as F
+
+    extra = {"expansion_ts": F.timestamp_millis(F.col("numbers").getItem("expansion_ts"))}
+    if "cause_finding_id" in findings.columns:
+        extra["cause_finding_id"] = F.col("cause_finding_id")
+    return extra
+
+
+# -------------------------------------------------------------------------------------- stale_metadata
+
+
+def _m5(table: pa.Table, view: LogView) -> list[Any]:
+    return check_metadata_offsets(fr.observations_from_arrow(table), view, kraft=True)
+
+
+def _m2_logged(table: pa.Table, view: LogView, grace_ms: int) -> list[Any]:
+    return check_broker_staleness_logged(fr.observations_from_arrow(table), view, grace_ms)[0]
+
+
+_JUDGED = pa.schema([pa.field("_judged", pa.string())])
+
+
+def _judged(batches, view: LogView, grace_ms: int):
+    for b in batches:
+        keys = check_broker_staleness_logged(fr.observations_from_arrow(pa.Table.from_batches([b])), view, grace_ms)[1]
+        yield pa.RecordBatch.from_pylist([{"_judged": k} for k in sorted(keys)], schema=_JUDGED)
+
+
+def metadata_findings(obs: DataFrame, capture_findings: DataFrame, ev: KraftEvidence, grace_ms: int) -> DataFrame:
+    """The stale-metadata findings with the log: M5, and M2 from the log where it covers the capture (the
+    capture-only M2 verdicts of those observations dropped); ``capture_findings`` unchanged without a log."""
+    from pyspark.sql import functions as F
+
+    if not ev.present:
+        return capture_findings
+    schema = fr.findings_spark_schema()
+    m5 = obs.groupBy("client_id").applyInArrow(fr.arrow_group_fn(partial(_m5, view=ev.view)), schema)
+    m2 = obs.mapInArrow(fr.arrow_map_fn(partial(_m2_logged, view=ev.view, grace_ms=grace_ms)), schema)
+    judged = obs.mapInArrow(partial(_judged, view=ev.view, grace_ms=grace_ms), _spark_schema(_JUDGED)).distinct()
+    key = F.concat(F.col("evidence").getItem(0), F.lit("#"), F.coalesce(F.col("topic_id"), F.col("topic")), F.lit("-"),
+                   F.col("partition").cast("string"))
+    m2_capture = capture_findings.where(F.col("rule") == "M2").withColumn("_key", key)
+    kept = m2_capture.join(F.broadcast(judged), m2_capture["_key"] == judged["_judged"], "left_anti").drop("_key")
+    return capture_findings.where(F.col("rule") != "M2").unionByName(kept).unionByName(m2).unionByName(m5)
+
+
+def _lags(table: pa.Table, view: LogView, grace_ms: int) -> pa.Table:
+    lags = response_lags(fr.observations_from_arrow(table), view, grace_ms)
+    return pa.Table.from_pylist([{"broker": b, "capture_ts": ts, "lag_ms": lag} for _, b, ts, lag in lags], schema=LAGS)
+
+
+def add_lag(rates: DataFrame, obs: DataFrame, ev: KraftEvidence, grace_ms: int) -> DataFrame:
+    """The rates with ``metadata_lag_median_ms`` / ``metadata_lag_max_ms`` on the broker rows (null without a
+    log, on client rows, and for days the log does not cover)."""
+    from pyspark.sql import functions as F
+
+    if not ev.present:
+        return (rates.withColumn("metadata_lag_median_ms", F.lit(None).cast("long"))
+                .withColumn("metadata_lag_max_ms", F.lit(None).cast("long")))
+    view = ev.view
+
+    def lags_of(table: pa.Table) -> pa.Table:
+        return _lags(table, view, grace_ms)
+
+    lags = obs.groupBy("broker").applyInArrow(lags_of, _spark_schema(LAGS))
+    per = (lags.groupBy(fr.date_of_ms(F.col("capture_ts")).alias("_date"), F.col("broker").alias("_subject"))
+           .agg(F.percentile_approx("lag_ms", 0.5).cast("long").alias("metadata_lag_median_ms"),
+                F.max("lag_ms").cast("long").alias("metadata_lag_max_ms"))
+           .withColumn("_dim", F.lit("broker")))
+    cond = ((rates["event_date"] == per["_date"]) & (rates["subject"].eqNullSafe(per["_subject"]))
+            & (rates["dimension"] == per["_dim"]))
+    return rates.join(per, cond, "left").drop("_date", "_subject", "_dim")
