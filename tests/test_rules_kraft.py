@@ -97,6 +97,7 @@ def test_k1_nearest_negatives_and_edges() -> None:
     view = LogView.build(history())
     assert check_checkpoint_epochs(snap([(0, 0), (1, 5), (2, 10)]), view) == []  # all assigned
     assert check_checkpoint_epochs(snap([(5, 40)], ts=9_500), view) == []  # snapshot after the log ends
+    assert check_checkpoint_epochs(snap([(5, 40)], ts=900), view) == []  # before the partition's history begins
     assert check_checkpoint_epochs(snap([(5, 40)], tid=T2), view) == []  # another topic id: not this partition
     # history starting from a snapshot: epochs at or below the oldest retained one are not judged
     from_snapshot = LogView.build([row(100, 1_000, 0, "snapshot", 7), row(110, 8_000, 0, "leader", 8)])

@@ -276,12 +276,14 @@ def check_checkpoint_epochs(snapshot: ReplicaSnapshot, view: LogView) -> list[Fi
     """K1 ``checkpoint_epoch_unknown``: a checkpoint entry (E, s) whose epoch the metadata log never
     assigned to the partition (same topic id; by name, the incarnation alive at the snapshot time),
     where the retained history covers E: E above the oldest epoch retained for the partition, and the
-    log running at least until the snapshot was taken (a newer epoch may have been assigned after the
-    log's last record). One finding per snapshot (the first unknown entry; all of them in ``detail``)."""
+    snapshot taken while the history ran — not after the log's last change (a newer epoch may have been
+    assigned after it) and not before the partition's first retained row (an epoch "from the future" is
+    as likely a wrong snapshot time as a foreign lineage). One finding per snapshot (the first unknown
+    entry; all of them in ``detail``)."""
     if view.last_ts is None or view.last_ts < snapshot.snapshot_ts:
         return []
     spans = view.spans_of(snapshot.topic_id, snapshot.topic, snapshot.partition, snapshot.snapshot_ts)
-    if not spans:
+    if not spans or spans[0].row.controller_ts > snapshot.snapshot_ts:
         return []
     assigned = {s.epoch for s in spans}
     oldest = spans[0].epoch

@@ -7,8 +7,9 @@
 1. discovery lists the configured input roots (driver: names and sizes only, :mod:`.discover`);
 2. executors decode the files through ``mapInArrow`` into per-kind *work* rows (:mod:`.offsets` with
    :mod:`.offsets_segments`, :mod:`.kvdumps` and :mod:`.textdumps`; :mod:`.logdirs`; :mod:`.metadata`;
-   large segments in byte ranges, :mod:`.ranges`), which are persisted once and shaped into
-   ``group_metadata``, ``record_batches``, ``epoch_lineage`` and ``metadata_observations``. The
+   large segments in byte ranges, :mod:`.ranges`; KRaft metadata logs, :mod:`.cluster_metadata`, decoded per
+   file and replayed in one task), which are persisted once and shaped into ``group_metadata``,
+   ``record_batches``, ``epoch_lineage``, ``metadata_observations`` and ``partition_history``. The
    high-volume ``offset_commits`` do not go through the work rows: a separate commit pass decodes them
    straight into their silver shape and streams them to the sink, while the offsets work rows keep only
    the small rest (transactional commits and markers for ``txn_state``, groups, quarantine, stats);
