@@ -79,6 +79,13 @@ def test_run_flag_overrides_input_path(runner: CliRunner, tmp_path: Path) -> Non
     assert res.exit_code == EXIT_INPUT and "--metadata" in res.output
 
 
+def test_run_cluster_metadata_flag_is_checked_before_spark(runner: CliRunner, tmp_path: Path) -> None:
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
+    res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04",
+                               "--cluster-metadata", str(tmp_path / "no-metadata-log")])
+    assert res.exit_code == EXIT_INPUT and "--cluster-metadata" in res.output
+
+
 def test_report_rejects_bad_partition_flag(runner: CliRunner, tmp_path: Path) -> None:
     conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
     res = runner.invoke(cli, ["report", "--conf", str(conf), "--from", "2024-03-04", "--html",

@@ -171,7 +171,7 @@ def test_invalid_configs_give_one_line_errors(tmp_path: Path, text: str, message
 
 
 def test_unknown_key_error_lists_the_valid_keys(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"valid keys: offsets, logdirs, metadata, broker_ports"):
+    with pytest.raises(ConfigError, match=r"valid keys: offsets, logdirs, metadata, cluster_metadata, broker_ports"):
         load_config(write(tmp_path, "cluster='c'\n[inputs]\noffset='x'\n[output]\nroot='/o'"))
 
 
@@ -257,3 +257,16 @@ def test_every_packaged_example_config_loads() -> None:
         assert load_config(example_config_path(name)).cluster
     with pytest.raises(ConfigError, match="unknown example"):
         example_config_path("prod")
+
+
+def test_cluster_metadata_input_key_and_flag(tmp_path: Path) -> None:
+    """``[inputs] cluster_metadata`` resolves like the other inputs; ``--cluster-metadata`` overrides it."""
+    from jobs.config import config_from_flags, parse_config
+
+    cfg = parse_config({"cluster": "c", "inputs": {"cluster_metadata": "cm"}, "output": {"root": "out"}},
+                       base_dir=tmp_path)
+    assert cfg.inputs.cluster_metadata == str(tmp_path / "cm")
+    assert cfg.with_overrides(cluster_metadata="/data/cm").inputs.cluster_metadata == "/data/cm"
+    assert parse_config({"cluster": "c", "output": {"root": "out"}}).inputs.cluster_metadata is None
+    flags = config_from_flags(cluster="c", output_root=str(tmp_path / "o"), cluster_metadata=str(tmp_path / "cm"))
+    assert flags.inputs.cluster_metadata == str(tmp_path / "cm") and flags.inputs.offsets is None

@@ -177,6 +177,34 @@ def test_m5_mixed_state_warning_on_kraft_info_otherwise() -> None:
     assert SEVERITY["metadata_state_mixed"] == "warning"
 
 
+# ----------------------------------------------------------------------------------------------- M3
+
+
+def test_m3_uses_the_logs_topic_ids_instead_of_the_heuristic() -> None:
+    from epochlib.rules import check_client_metadata
+    from epochlib.rules.kraft import with_log_topic_ids
+
+    def v9(ts, epoch, replicas, pos):
+        return MetadataObservation(capture_ts=ts, client_id="c", broker="1", topic="t", partition=0,
+                                   leader_epoch=epoch, replicas=replicas, source="cap.jsonl", position=pos)
+
+    caps = [v9(3_500, 2, (1, 2, 3), 1), v9(8_000, 0, (4, 5, 6), 2)]  # epoch 2 -> 0 and a new replica set
+    heuristic = check_client_metadata(caps)
+    assert [f.kind for f in heuristic] == ["possible_topic_recreation"]
+    # the log says t was never re-created: the drop is an epoch regression (M1), with the topic id filled in
+    view = LogView.build(history())
+    found = check_client_metadata(with_log_topic_ids(caps, view))
+    assert [(f.rule, f.kind, f.topic_id) for f in found] == [("M1", "client_epoch_regression", T1)]
+    # the log shows the re-creation (a new id): a new baseline, no finding at all
+    recreated = LogView.build([*history(), row(50, 5_000, None, "topic_deleted"),
+                               row(51, 6_000, None, "topic_recreated", tid=T2), row(51, 6_000, 0, "created", 0, tid=T2),
+                               row(60, 9_000, 0, "isr", 0, tid=T2)])
+    assert check_client_metadata(with_log_topic_ids(caps, recreated)) == []
+    # outside the log's span the heuristic stays
+    late = [v9(20_000, 2, (1, 2, 3), 1), v9(21_000, 0, (4, 5, 6), 2)]
+    assert [f.kind for f in check_client_metadata(with_log_topic_ids(late, view))] == ["possible_topic_recreation"]
+
+
 # ------------------------------------------------------------------------------------- M2 + lag
 
 

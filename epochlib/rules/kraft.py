@@ -47,6 +47,7 @@ __all__ = [
     "response_lags",
     "unclean_cause",
     "view_from_rows",
+    "with_log_topic_ids",
 ]
 
 #: Findings an unclean leader election (K2) explains on the same partition afterwards.
@@ -478,6 +479,23 @@ def response_lags(observations: Iterable[MetadataObservation], view: LogView,
                 lag = max(lag, o.capture_ts - newer.start_ts)
         if judged:
             out.append((o0.pointer(), o0.broker, o0.capture_ts, lag))
+    return out
+
+
+def with_log_topic_ids(observations: Iterable[MetadataObservation], view: LogView) -> list[MetadataObservation]:
+    """M3 with the log: observations without a topic id (responses below v10) get the id the metadata log
+    says their topic name had at the capture time, where the log's history spans that time. The id-keyed
+    rules then replace the re-creation heuristic: a re-created topic is a new id (a new baseline, no alarm),
+    and an epoch that dropped without a re-creation is an M1 regression, not a "possible re-creation"."""
+    from dataclasses import replace
+
+    out = []
+    for o in observations:
+        if o.topic_id is None and o.topic is not None and view.covers(o.capture_ts):
+            tid = view.topic_id_at(o.topic, o.capture_ts)
+            if tid is not None:
+                o = replace(o, topic_id=tid)
+        out.append(o)
     return out
 
 

@@ -171,7 +171,7 @@ def run_reports(
         lin = commits = None
         grace = int(config.rules.stale_grace_ms)
         ev = kraft.load(spark, config, cluster, window)  # the replayed metadata log (small; empty without one)
-        obs = stale_metadata.observations(spark, config, cluster, window, inputs)
+        obs = kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs), ev)
         if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
             t0 = time.perf_counter()
             meta_findings = keep(kraft.metadata_findings(

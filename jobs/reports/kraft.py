@@ -19,6 +19,8 @@ P1        ``offset_commits`` of expanded topics cogrouped by topic with     ``ch
           the old partitions' log-end evidence (batch ends, snapshot LEO /
           HW); expansions from the log, else from captures (a grouped
           call per topic, collected: a handful of rows)
+M3 (log)  observations without a topic id get the log's id for their name    ``with_log_topic_ids``
+          at the capture time (``mapInArrow``), before M1/M2/M3/M5 run
 M5        ``metadata_observations.groupBy(client_id).applyInArrow``         ``check_metadata_offsets``
 M2 (log)  observations ``mapInArrow``; capture-only M2 findings of the      ``check_broker_staleness_logged``
           observations the log judged are dropped (anti-join on the
@@ -55,6 +57,7 @@ from epochlib.rules.kraft import (
     check_metadata_offsets,
     check_unclean_elections,
     response_lags,
+    with_log_topic_ids,
 )
 
 from . import _frames as fr
@@ -64,7 +67,8 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["KraftEvidence", "add_causes", "add_lag", "fencing_findings", "gold_extras", "load", "metadata_findings"]
+__all__ = ["KraftEvidence", "add_causes", "add_lag", "fencing_findings", "gold_extras", "load", "metadata_findings",
+           "with_topic_ids"]
 
 _HIST_COLS = ("metadata_offset", "controller_ts", "topic", "topic_id", "partition", "change", "leader",
               "leader_epoch", "isr", "leader_recovery_state", "unclean", "previous_leader", "previous_isr", "source",
@@ -234,6 +238,32 @@ def gold_extras(findings: DataFrame) -> dict[str, Column]:
 
 
 # -------------------------------------------------------------------------------------- stale_metadata
+
+
+def _fill_ids(batches, view: LogView):
+    for b in batches:
+        if b.num_rows == 0:
+            yield b
+            continue
+        table = pa.Table.from_batches([b])
+        filled = [o.topic_id for o in with_log_topic_ids(fr.observations_from_arrow(table), view)]
+        tid = pa.array([f if t is None else t for t, f in zip(b.column("tid").to_pylist(), filled, strict=True)],
+                       pa.string())
+        cols = {name: b.column(name) for name in b.schema.names}
+        cols["tid"] = tid
+        cols["topic_id"] = pa.array([t if t is not None else f for t, f in
+                                     zip(b.column("topic_id").to_pylist(), tid.to_pylist(), strict=True)], pa.string())
+        yield pa.RecordBatch.from_arrays([cols[n] for n in b.schema.names], schema=b.schema)
+
+
+def with_topic_ids(obs: DataFrame, ev: KraftEvidence) -> DataFrame:
+    """M3 with the log: ``tid``/``topic_id`` filled from the log's topic-id lifecycle for observations
+    without an id whose capture time the log spans (:func:`~epochlib.rules.kraft.with_log_topic_ids`); every
+    stale-metadata rule then keys them by id. Unchanged without a log."""
+    if not ev.present:
+        return obs
+    return obs.mapInArrow(partial(_fill_ids, view=ev.view), obs.schema)
+
 
 
 def _m5(table: pa.Table, view: LogView) -> list[Any]:

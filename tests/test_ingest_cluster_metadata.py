@@ -1,0 +1,84 @@
+"""The executor side of the metadata-log ingestion without Spark: discovery, per-file decoding (binary and
+dump text alike), quarantine of bad batches, the one-task replay with node copies merged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from fixtures_kraft import TID, metadata_log
+
+from epochlib.kraft.dumptext import format_dump
+from jobs.fs import list_files
+from jobs.ingest import cluster_metadata as cm
+from jobs.ingest.discover import InputFile, Inventory
+
+
+def _work(files: list[InputFile]) -> pa.Table:
+    rows = [{"source": f.source, "size": f.size, "form": f.form, "name": f.name} for f in files]
+    return pa.Table.from_batches(list(cm.decode_files(iter([pa.RecordBatch.from_pylist(rows, schema=cm.FILE_SCHEMA)]))),
+                                 schema=cm.WORK)
+
+
+def _replay(work: pa.Table) -> pa.Table:
+    return pa.Table.from_batches(list(cm.replay_records(iter(work.to_batches()))), schema=cm.HISTORY_WORK)
+
+
+def test_discovery_takes_segments_snapshots_and_dumps_and_ignores_the_rest(tmp_path: Path) -> None:
+    d = tmp_path / "n1" / "__cluster_metadata-0"
+    d.mkdir(parents=True)
+    for name in ("00000000000000000000.log", "00000000000000000100-0000000001.checkpoint", "00000000000000000000.index",
+                 "quorum-state", "partition.metadata"):
+        (d / name).write_bytes(b"x")
+    (tmp_path / "orders-0").mkdir()
+    (tmp_path / "orders-0" / "00000000000000000000.log").write_bytes(b"x")  # another topic of a whole data dir
+    (tmp_path / "dump.txt").write_text("x")
+    (tmp_path / "notes.md").write_text("x")
+    inv = cm.classify_cluster_metadata(list_files(str(tmp_path)))
+    assert sorted((f.form, f.name) for f in inv.files) == [
+        ("kraft_dump", "dump.txt"), ("kraft_segment", "00000000000000000000.log"),
+        ("kraft_snapshot", "00000000000000000100-0000000001.checkpoint")]
+    assert [u.source.rsplit("/", 1)[-1] for u in inv.unrecognised] == ["notes.md"]
+    assert len(inv.ignored) == 4
+    # inside log-dir snapshots: the __cluster_metadata-0 segment (a logdirs segment) and snapshot (ignored there)
+    logdirs = Inventory(files=[InputFile("logdirs", "segment", "/l/broker=1/snapshot=x/__cluster_metadata-0/"
+                                         "00000000000000000000.log", 9, topic="__cluster_metadata", partition=0,
+                                         name="00000000000000000000.log"),
+                               InputFile("logdirs", "segment", "/l/broker=1/snapshot=x/orders-0/00000000000000000000.log",
+                                         9, topic="orders", partition=0, name="00000000000000000000.log")],
+                        ignored=[("logdirs", "/l/broker=1/snapshot=x/__cluster_metadata-0/"
+                                             "00000000000000000007-0000000001.checkpoint")])
+    assert [(f.kind, f.form) for f in cm.from_logdirs(logdirs)] == [("cluster_metadata", "kraft_segment"),
+                                                                    ("cluster_metadata", "kraft_snapshot")]
+
+
+def test_binary_and_dump_text_give_the_same_history_and_bad_batches_are_quarantined(tmp_path: Path) -> None:
+    log = metadata_log(3)
+    seg = tmp_path / "a" / "__cluster_metadata-0" / "00000000000000000000.log"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(log + b"\x00" * 7 + log[12:40])  # a torn tail after the good batches
+    dump = tmp_path / "dump.txt"
+    dump.write_text(format_dump(log, "/x/__cluster_metadata-0/00000000000000000000.log"))
+    bin_work = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(seg), seg.stat().st_size,
+                                name=seg.name)])
+    q = [r for r in bin_work.to_pylist() if r["row_kind"] == "quarantine"]
+    stats = [r for r in bin_work.to_pylist() if r["row_kind"] == "stats"]
+    assert len(q) == 1 and q[0]["unit"] == "batch"
+    assert [(s["unit"], s["n_read"], s["n_bad"], s["n_out"]) for s in stats] == [("batch", 9, 1, 11)]  # 8 batches + the torn tail; 11 records
+    text_work = _work([InputFile("cluster_metadata", cm.KDUMP, str(dump), dump.stat().st_size, name=dump.name)])
+    assert [r["unit"] for r in text_work.to_pylist() if r["row_kind"] == "stats"] == ["line"]
+
+    def history(work):
+        return [(r["metadata_offset"], r["partition"], r["change"], r["leader"], r["leader_epoch"], r["unclean"])
+                for r in _replay(work).to_pylist() if r["row_kind"] == "history"]
+
+    assert history(bin_work) == history(text_work)
+    assert len(history(bin_work)) == 10 and all(r["topic_id"] == TID for r in _replay(bin_work).to_pylist()
+                                                if r["row_kind"] == "history")
+
+
+def test_not_a_dump_is_quarantined_as_a_file(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.txt"
+    junk.write_text("hello\n")
+    rows = _work([InputFile("cluster_metadata", cm.KDUMP, str(junk), 6, name=junk.name)]).to_pylist()
+    assert [(r["row_kind"], r["unit"]) for r in rows] == [("quarantine", "file"), ("stats", "file")]
