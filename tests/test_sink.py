@@ -33,7 +33,7 @@ def cfg(tmp_path: Path, cluster: str = "c1"):
 
 def rates(spark, rows):
     """rows: (cluster, date, subject, responses)."""
-    data = [(c, d, "broker", s, n, n // 2, 0.5) for c, d, s, n in rows]
+    data = [(c, d, "broker", s, n, n // 2, 0.5, n, n) for c, d, s, n in rows]
     return spark.createDataFrame(data, schemas.spark_schema(RATES))
 
 
