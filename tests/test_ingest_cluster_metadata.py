@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from fixtures_kraft import TID, metadata_log
+from fixtures_kraft import TID, T, metadata_log
 
 from epochlib.kraft.dumptext import format_dump
 from jobs.fs import list_files
@@ -73,8 +73,26 @@ def test_binary_and_dump_text_give_the_same_history_and_bad_batches_are_quaranti
                 for r in _replay(work).to_pylist() if r["row_kind"] == "history"]
 
     assert history(bin_work) == history(text_work)
-    assert len(history(bin_work)) == 10 and all(r["topic_id"] == TID for r in _replay(bin_work).to_pylist()
-                                                if r["row_kind"] == "history")
+    rows = [r for r in _replay(bin_work).to_pylist() if r["row_kind"] == "history"]
+    assert len(rows) == 11 and all(r["topic_id"] == TID for r in rows[:-1])
+    # the last row says how far the log reaches: its last record (a NoOp heartbeat would count too)
+    assert (rows[-1]["change"], rows[-1]["metadata_offset"], rows[-1]["controller_ts"], rows[-1]["partition"]) == (
+        "log_end", 10, T + 200_000, None)
+
+
+def test_noop_heartbeats_after_the_last_change_extend_the_log_end(tmp_path: Path) -> None:
+    """A quiet cluster: only NoOps after the last change. They are dropped, but the last one dates the log's end."""
+    from epochlib.kraft.codec import encode_metadata_batch
+
+    noops = b"".join(encode_metadata_batch([(20, 0, {})], base_offset=11 + i, raft_epoch=1,
+                                           timestamp=T + 300_000 + 500 * i) for i in range(5))
+    seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
+    seg.parent.mkdir()
+    seg.write_bytes(metadata_log(3) + noops)
+    work = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(seg), seg.stat().st_size, name=seg.name)])
+    assert sum(1 for r in work.to_pylist() if r["row_kind"] == "record") == 12  # 11 records + the last NoOp
+    end = [r for r in _replay(work).to_pylist() if r["row_kind"] == "history"][-1]
+    assert (end["change"], end["metadata_offset"], end["controller_ts"]) == ("log_end", 15, T + 302_000)
 
 
 def test_not_a_dump_is_quarantined_as_a_file(tmp_path: Path) -> None:

@@ -93,8 +93,9 @@ def audited(spark, tmp_path_factory):
 
 def test_partition_history_ingested_merged_and_counted(audited) -> None:
     spark, cfg, result, out = audited
-    hist = sorted(out["partition_history"], key=lambda r: (r["metadata_offset"], r["partition"] or -1))
-    assert len(hist) == 10
+    rows = sorted(out["partition_history"], key=lambda r: (r["metadata_offset"], r["partition"] or -1))
+    hist = [r for r in rows if r["change"] != "log_end"]
+    assert len(hist) == 10 and [r["metadata_offset"] for r in rows if r["change"] == "log_end"] == [10]
     assert [(r["metadata_offset"], r["partition"], r["change"]) for r in hist][:4] == [
         (1, None, "topic_created"), (2, 0, "created"), (3, 1, "created"), (4, 0, "leader")]
     unclean = [r for r in hist if r["unclean"]]
@@ -109,10 +110,10 @@ def test_partition_history_ingested_merged_and_counted(audited) -> None:
     counts = {(c.source_kind, c.unit): c for c in result.ingest.counts if c.source_kind == "cluster_metadata"}
     assert counts[("cluster_metadata", "batch")].units_read == 16 and counts[("cluster_metadata", "batch")].units_quarantined == 0
     rec = counts[("cluster_metadata", "record")]
-    assert (rec.units_read, rec.units_quarantined, rec.records_decoded) == (12, 1, 10)
+    assert (rec.units_read, rec.units_quarantined, rec.records_decoded) == (12, 1, 10)  # 10 changes (+ log_end row)
     # idempotent: ingesting the day again replaces, never duplicates
     run_ingestion(spark, cfg, DAY, DAY)
-    assert read_table_arrow("partition_history", cfg, cluster="kr").num_rows == 10
+    assert read_table_arrow("partition_history", cfg, cluster="kr").num_rows == 11
 
 
 def _kinds(rows):

@@ -97,6 +97,9 @@ def test_k1_nearest_negatives_and_edges() -> None:
     view = LogView.build(history())
     assert check_checkpoint_epochs(snap([(0, 0), (1, 5), (2, 10)]), view) == []  # all assigned
     assert check_checkpoint_epochs(snap([(5, 40)], ts=9_500), view) == []  # snapshot after the log ends
+    # ... unless the log ran on past its last change (the ingestion's log_end row: its last heartbeat)
+    longer = LogView.build([*history(), row(90, 20_000, None, "log_end", tid="", topic=None)])
+    assert [f.numbers["leader_epoch"] for f in check_checkpoint_epochs(snap([(5, 40)], ts=9_500), longer)] == [5]
     assert check_checkpoint_epochs(snap([(5, 40)], ts=900), view) == []  # before the partition's history begins
     assert check_checkpoint_epochs(snap([(5, 40)], tid=T2), view) == []  # another topic id: not this partition
     # history starting from a snapshot: epochs at or below the oldest retained one are not judged

@@ -264,7 +264,7 @@ def run_ingestion(
         if "metadata" in works:
             silver["metadata_observations"] = md.observations_frame(works["metadata"])
         if "cluster_metadata_replay" in works:
-            silver["partition_history"] = cm.history_frame(works["cluster_metadata_replay"])
+            silver["partition_history"] = cm.history_frame(works["cluster_metadata_replay"], run.range_from)
 
         tables: dict[str, SinkResult] = {}
         before = lookback_days(config, run)

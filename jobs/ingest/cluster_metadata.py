@@ -32,6 +32,7 @@ after cleaning, gives the newest snapshot's image).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ import pyarrow.compute as pc
 from epochlib.errors import DecodeError
 from epochlib.kraft import (
     ControlRecord,
+    HistoryRow,
     MetadataEntry,
     Snapshot,
     choose_snapshot,
@@ -51,7 +53,7 @@ from epochlib.kraft import (
     parse_snapshot_name,
     replay,
 )
-from epochlib.kraft.arrow import HISTORY_SCHEMA, history_arrow, metadata_records_arrow
+from epochlib.kraft.arrow import HISTORY_SCHEMA, NOOP_VALUE, history_arrow, metadata_records_arrow
 from epochlib.kraft.codec import encode_record
 from epochlib.kraft.dumptext import detect_metadata_dump, dump_files, iter_dump_entries
 from jobs.fs import FileEntry, open_reader
@@ -236,9 +238,16 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     n_read = len(good_pos) + int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0)
     n_good_records = int(pc.sum(pc.is_null(err).cast(pa.int64())).as_py() or 0)
     side.add(stats_row(src, "batch", n_read, n_bad, n_good_records))
-    keep = pc.and_(pc.is_null(err), pc.or_(rb.column("is_control"),
-                                           pc.not_equal(pc.fill_null(rb.column("api_key"), -1), NOOP_KEY)))
+    noop = pc.equal(pc.fill_null(rb.column("api_key"), -1), NOOP_KEY)
+    # NoOps carry no state: dropped, except the file's first and last records, which tell the replay where
+    # the log starts (the gap check and the snapshot choice need the true first offset) and how far in time
+    # it reaches (the ``log_end`` row: a quiet cluster's last change may be days before its last heartbeat)
+    idx = pa.array(range(rb.num_rows), pa.int64())
+    edge = pc.or_(pc.equal(idx, 0), pc.equal(idx, rb.num_rows - 1))
+    keep = pc.and_(pc.is_null(err), pc.or_(pc.or_(rb.column("is_control"), pc.invert(noop)), edge))
     t = pa.Table.from_batches([rb]).filter(keep)
+    values = pc.if_else(pc.and_(noop.filter(keep), pc.is_null(t.column("value"))), pa.scalar(NOOP_VALUE),
+                        t.column("value")) if t.num_rows else t.column("value")
     n = t.num_rows
     if n:
         ctl = t.column("is_control")
@@ -248,7 +257,7 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
             "file_kind": pa.repeat(pa.scalar(is_kind), n),
             "snapshot_name": pa.repeat(pa.scalar(name if is_kind == "snapshot" else None, pa.string()), n),
             "offset": t.column("offset"), "timestamp": t.column("timestamp"), "raft_epoch": t.column("raft_epoch"),
-            "is_control": ctl, "control_type": t.column("control_type"), "value": t.column("value"),
+            "is_control": ctl, "control_type": t.column("control_type"), "value": values,
             "data_json": pc.if_else(ctl, t.column("data_json"), pa.scalar(None, pa.string())),
         }
         arrays = [_array(cols[f.name]) if f.name in cols else pa.nulls(n, f.type) for f in WORK]
@@ -359,7 +368,17 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         side.add(side_row(i.source or "", i.position, "record", f"metadata replay: {i.reason}"))
     n_conf, n_issue = len(merged.conflicts), len(result.issues)
     side.add(stats_row("", "record", len(merged.entries) + n_conf + n_issue, n_conf + n_issue, len(result.rows)))
-    hist = history_arrow(result.rows)
+    rows = list(result.rows)
+    last = merged.entries[-1] if merged.entries else None
+    if last is not None or snapshot is not None:
+        # how far the retained history reaches in time (K1 and M2 judge only inside it): the last record
+        src, e = last if last is not None else (snap_src or "", None)
+        ts = e.timestamp if e is not None else snapshot.last_contained_timestamp
+        rows.append(HistoryRow(result.last_offset if result.last_offset is not None else -1, ts,
+                               e.raft_epoch if e is not None else (snapshot.epoch or -1), None, "", None, None, None,
+                               None, None, None, None, None, None, None, None, "log_end", False, None, None, src,
+                               e.position if e is not None else -1))
+    hist = history_arrow(rows)
     if hist.num_rows:
         n = hist.num_rows
         cols = {f.name: hist.column(f.name) for f in HISTORY_SCHEMA}
@@ -374,11 +393,20 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 # ------------------------------------------------------------------------------------------ Spark
 
 
-def history_frame(work: DataFrame) -> DataFrame:
-    """``partition_history`` rows (without cluster/event_date) from the :data:`HISTORY_WORK` frame."""
+def history_frame(work: DataFrame, range_from: dt.date) -> DataFrame:
+    """``partition_history`` rows (without cluster/event_date) from the :data:`HISTORY_WORK` frame.
+
+    ``event_ts`` is the controller time, except for ``snapshot`` and ``log_end`` rows: they are the state
+    the retained log starts from and how far it reaches, not events, and are dated no earlier than the
+    run's first day (``controller_ts`` keeps their true time) — a snapshot taken just before the range
+    would otherwise never reach the reports, which then would know nothing of the partitions that did not
+    change inside it."""
     from pyspark.sql import functions as F
 
     cols = [F.timestamp_millis("controller_ts").alias("controller_ts") if f.name == "controller_ts"
             else F.col(f.name) for f in HISTORY_SCHEMA]
-    return work.where(F.col("row_kind") == "history").select(
-        *cols, F.timestamp_millis("controller_ts").alias("event_ts"))
+    start_ms = int(dt.datetime(range_from.year, range_from.month, range_from.day, tzinfo=dt.timezone.utc)
+                   .timestamp() * 1000)
+    state = F.col("change").isin("snapshot", "log_end")
+    event = F.when(state, F.greatest(F.col("controller_ts"), F.lit(start_ms))).otherwise(F.col("controller_ts"))
+    return work.where(F.col("row_kind") == "history").select(*cols, F.timestamp_millis(event).alias("event_ts"))

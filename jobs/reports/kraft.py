@@ -103,7 +103,9 @@ class KraftEvidence:
 def load(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> KraftEvidence:
     """``partition_history`` up to the window's end (times as epoch ms), collected once."""
     df = fr.read_silver(spark, config, "partition_history", cluster, (_EPOCH_OF_TIME, window[1]))
-    df = fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",))
+    # one row per change: a snapshot's rows may have been written again by a later run (dated at its start)
+    df = fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",)).dropDuplicates(
+        ["metadata_offset", "topic_id", "partition", "change"])
     return KraftEvidence(df, df.toArrow().to_pylist())
 
 
