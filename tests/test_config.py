@@ -171,7 +171,7 @@ def test_invalid_configs_give_one_line_errors(tmp_path: Path, text: str, message
 
 
 def test_unknown_key_error_lists_the_valid_keys(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"valid keys: offsets, logdirs, metadata, cluster_metadata, broker_ports"):
+    with pytest.raises(ConfigError, match=r"valid keys: offsets, logdirs, metadata, broker_ports"):
         load_config(write(tmp_path, "cluster='c'\n[inputs]\noffset='x'\n[output]\nroot='/o'"))
 
 
