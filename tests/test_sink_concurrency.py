@@ -39,7 +39,7 @@ def cfg(tmp_path: Path):
 
 
 def rates(spark, tag: str, day: dt.date = D1, n: int = ROWS):
-    data = [("c1", day, "broker", f"{tag}-{i}", i, 0, 0.0) for i in range(n)]
+    data = [("c1", day, "broker", f"{tag}-{i}", i, 0, 0.0, 0, i) for i in range(n)]  # + the metadata-lag columns
     return spark.createDataFrame(data, schemas.spark_schema(RATES))
 
 
