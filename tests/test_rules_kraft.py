@@ -54,7 +54,7 @@ def test_k2_reports_the_unclean_change_only() -> None:
     found = check_unclean_elections(rows)
     assert [(f.rule, f.kind, f.severity, f.partition, f.broker, f.numbers["leader_epoch"], f.numbers["metadata_offset"])
             for f in found] == [("K2", "unclean_leader_election", "warning", 1, "4", 2, 50)]
-    assert found[0].evidence == ("metadata:ctl/00000000000000000000.log@500 offset 50",)
+    assert found[0].evidence == ("metadata:ctl/00000000000000000000.log@500 offset 50 t-1",)
     assert "ISR just before: [3]" in found[0].detail
 
 

@@ -102,9 +102,11 @@ class HistoryChange:
         return set(self.change.split(",")) if self.change else set()
 
     def pointer(self) -> str:
-        """``metadata:<file>@<byte position> offset <metadata offset>``."""
+        """``metadata:<file>@<byte position> offset <metadata offset> <topic>-<partition>`` (the partition
+        names the record: a snapshot's rows all share one offset and often one batch)."""
         pos = self.position if self.position is not None else "?"
-        return f"metadata:{self.source or '?'}@{pos} offset {self.metadata_offset}"
+        subject = self.topic if self.partition is None else f"{self.topic}-{self.partition}"
+        return f"metadata:{self.source or '?'}@{pos} offset {self.metadata_offset} {subject}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,7 +377,7 @@ def check_metadata_offsets(observations: Iterable[MetadataObservation], view: Lo
                 client_id=o0.client_id, broker=o0.broker,
                 numbers={"served_offset_start": sv.start, "served_offset_end": sv.end,
                          "correlation_id": o0.correlation_id, "served_epoch": sv.end_obs.epoch},
-                evidence=(o0.pointer(), sv.start_span.row.pointer(), e.row.pointer() if e else ""),
+                evidence=(o0.pointer(), e.row.pointer()) if e else (o0.pointer(),),
                 detail=(f"response to {o0.client_id} from broker {o0.broker} mixes cluster states that never "
                         f"coexisted: {sv.end_obs.topic}-{sv.end_obs.partition} epoch {sv.end_obs.epoch} ended at "
                         f"metadata offset {sv.end}, {sv.start_obs.topic}-{sv.start_obs.partition} epoch "
@@ -394,8 +396,8 @@ def check_metadata_offsets(observations: Iterable[MetadataObservation], view: Lo
                 numbers={"served_offset_start": sv.start, "served_offset_end": sv.end, "seen_offset_start": seen[0],
                          "lag_offsets": seen[0] - sv.end + 1, "lag_ms": lag_ms,
                          "correlation_id": o0.correlation_id, "served_epoch": sv.end_obs.epoch},
-                evidence=(o0.pointer(), seen[2].pointer(), sv.end_span.row.pointer() if sv.end_span else "",
-                          old.start_span.row.pointer()),
+                evidence=(o0.pointer(), seen[2].pointer(),
+                          *((sv.end_span.row.pointer(),) if sv.end_span else ())),
                 detail=(f"{o0.client_id} got from broker {o0.broker} a cluster state older than one it already had: "
                         f"served interval [{sv.start}, {sv.end}) ends at or before offset {seen[0]} it had seen "
                         f"({seen[1].start_obs.topic}-{seen[1].start_obs.partition} epoch {seen[1].start_obs.epoch}); "
