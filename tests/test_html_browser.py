@@ -187,10 +187,12 @@ def test_the_demo_report_forms_one_incident_per_injected_anomaly(spark, chromium
         truth = [r for r in truth if r["kind"] not in LOG_KINDS and not (r["rule"] == "M2" and "metadata log" in r["note"])]
     assert {_subjects(i) for i in incidents} == _expected_components(truth)
     unclean = next(i for i in incidents if ("orders", 3) in i.partitions)
-    assert {f["rule"][:2] for f in unclean.findings} == {"F2", "F4", "S1", "L5", "D1"}
+    # the unclean election itself (K2, from the metadata log) joins the incident of what it caused
+    log_rules = {"K2"} if LOG_KINDS.issubset(SEVERITY) else set()
+    assert {f["rule"][:2] for f in unclean.findings} == {"F2", "F4", "S1", "L5", "D1"} | log_rules
 
     text = page.read_text(encoding="utf-8")
-    assert text.count('<article class="incident"') == 18
+    assert text.count('<article class="incident"') == len(incidents)
     assert 'id="lineage-orders-3"' in text and 'class="mark"' in text  # lineage drawn without --partition
     incidents_part = text.split('id="incidents"')[1]  # evidence relative to the input roots, copyable
     assert "&quot;$OFFSETS/" in incidents_part and str(res.offsets) + "/" not in incidents_part
