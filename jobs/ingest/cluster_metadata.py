@@ -152,22 +152,11 @@ def discover_cluster_metadata(root: str | None, *, follow_symlinks: bool = False
     Raises:
         jobs.errors.InputError: the root is set but does not exist or cannot be listed.
     """
-    from jobs.errors import InputError
-    from jobs.fs import list_files, resolve
-
-    from .discover import Listing, Skipped, _is_local, walk_local
+    from .discover import Skipped, list_root
 
     if not root:
         return Inventory()
-    try:
-        if _is_local(root):
-            listing = walk_local(resolve(root).native, follow_symlinks=follow_symlinks)
-        else:
-            listing = Listing(files=list_files(root))
-    except FileNotFoundError:
-        raise InputError(f"cluster_metadata input {root} does not exist") from None
-    except OSError as e:
-        raise InputError(f"cannot list cluster_metadata input {root}: {e}") from None
+    listing = list_root("cluster_metadata", root, follow_symlinks=follow_symlinks)
     inv = classify_cluster_metadata(listing.files)
     inv.skipped.extend(Skipped(KIND, src, why) for src, why in listing.skipped)
     return inv

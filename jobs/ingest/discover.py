@@ -397,6 +397,25 @@ def _is_local(root: str) -> bool:
     return native.startswith("/") and "://" not in native
 
 
+def list_root(kind: str, root: str, *, follow_symlinks: bool = False) -> Listing:
+    """The files under one input root: local roots walked by :func:`walk_local` (link and loop safety),
+    others listed with :func:`jobs.fs.list_files`.
+
+    Raises:
+        jobs.errors.InputError: the root does not exist or cannot be listed (``kind`` names the input).
+    """
+    from jobs.errors import InputError
+
+    try:
+        if _is_local(root):
+            return walk_local(resolve(root).native, follow_symlinks=follow_symlinks)
+        return Listing(files=list_files(root))
+    except FileNotFoundError:
+        raise InputError(f"{kind} input {root} does not exist") from None
+    except OSError as e:
+        raise InputError(f"cannot list {kind} input {root}: {e}") from None
+
+
 def discover(offsets: str | None = None, logdirs: str | None = None, metadata: str | None = None, *,
              follow_symlinks: bool = False) -> Inventory:
     """List and classify the input roots that are set (driver side: names and sizes only).
@@ -407,21 +426,12 @@ def discover(offsets: str | None = None, logdirs: str | None = None, metadata: s
     Raises:
         jobs.errors.InputError: a root that is set does not exist or cannot be listed.
     """
-    from jobs.errors import InputError
 
     inv = Inventory()
     for kind, root in (("offsets", offsets), ("logdirs", logdirs), ("metadata", metadata)):
         if not root:
             continue
-        try:
-            if _is_local(root):
-                listing = walk_local(resolve(root).native, follow_symlinks=follow_symlinks)
-            else:
-                listing = Listing(files=list_files(root))
-        except FileNotFoundError:
-            raise InputError(f"{kind} input {root} does not exist") from None
-        except OSError as e:
-            raise InputError(f"cannot list {kind} input {root}: {e}") from None
+        listing = list_root(kind, root, follow_symlinks=follow_symlinks)
         found = _CLASSIFIERS[kind](listing.files)
         inv.skipped.extend(Skipped(kind, src, why) for src, why in listing.skipped)
         inv.empty.extend(Skipped(kind, src, EMPTY_DIR) for src in listing.empty_dirs)
