@@ -73,10 +73,12 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
     inputs = simulated(cache, commits)
     start, end = date_range(commits)
     out = Path(tempfile.mkdtemp(prefix="bench_e2e_"))
+    cm = inputs / "cluster_metadata"  # a cache simulated before the metadata log existed has none: read as empty
+    cm.mkdir(exist_ok=True)
     try:
         config = default_config().with_overrides(
             offsets=str(inputs / "offsets"), logdirs=str(inputs / "logdirs"), metadata=str(inputs / "metadata"),
-            output_root=str(out / "tables"), cluster="bench")
+            cluster_metadata=str(cm), output_root=str(out / "tables"), cluster="bench")
         # 2 GiB heap (the embedded default is 1 GiB, enough for the demo): the local JVM is driver and
         # executors at once, and at 10 M commits two tasks' Arrow buffers plus shuffle need the room.
         extra = {**dict(config.spark.conf), "spark.ui.enabled": "false", "spark.driver.memory": "2g"}

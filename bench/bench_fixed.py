@@ -47,7 +47,7 @@ def fixed_cost(master: str, stages: bool) -> dict:
         inputs = root / "inputs"
         config = default_config().with_overrides(
             offsets=str(inputs / "offsets"), logdirs=str(inputs / "logdirs"), metadata=str(inputs / "metadata"),
-            output_root=str(root / "tables"))
+            cluster_metadata=str(res.cluster_metadata), output_root=str(root / "tables"))
         extra = {**dict(config.spark.conf), "spark.ui.enabled": "false"}
         if stages:
             (root / "events").mkdir()
