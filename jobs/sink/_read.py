@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -93,9 +93,11 @@ def read_table_arrow(
     cluster: str | None = None,
     date_range: tuple[dt.date | str, dt.date | str] | None = None,
     where: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
     """The live rows of a path table through delta-rs alone (into driver memory: tests, small tables,
-    one partition's lineage). ``where`` adds ``column == value`` conditions, applied while scanning."""
+    one partition's lineage). ``where`` adds ``column == value`` conditions, applied while scanning;
+    ``columns`` reads only those (default: all)."""
     tgt = resolve_target(table, config, target, cluster, None)
     if tgt.is_catalog:
         raise SinkError(f"{tgt.location} is a catalog table: use read_table with a Spark session")
@@ -115,7 +117,8 @@ def read_table_arrow(
     # One reader thread on purpose: pyarrow's scanner pool can still be tearing down when Python exits,
     # which aborts the process ("terminate called without an active exception", exit 134; delta-rs#2184,
     # arrow#34314) - 3 in 20 CLI runs here did. These reads are small (findings, tests).
-    return dtable.to_pyarrow_dataset().to_table(filter=wanted, use_threads=False)
+    cols = None if columns is None else list(columns)
+    return dtable.to_pyarrow_dataset().to_table(columns=cols, filter=wanted, use_threads=False)
 
 
 def _live_files(dtable: Any) -> Iterable[dict[str, Any]]:
