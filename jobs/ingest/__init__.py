@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from jobs.runlog import RunContext, SourceCounts
     from jobs.sink import SinkResult
 
+    from .discover import Inventory
+
 __all__ = ["DEFAULT_SPLIT_BYTES", "IngestResult", "lookback_days", "run_ingestion"]
 
 #: Segment files larger than this are decoded in ranges of about this size, in parallel.
@@ -75,6 +77,8 @@ class IngestResult:
     lookback: dict[str, DataFrame] = field(default_factory=dict)
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
     empty: dict[str, dict[str, int]] = field(default_factory=dict)
+    input_bytes: int = 0
+    """Bytes of the input files discovered (what the shuffle width was sized to)."""
     infos: tuple[str, ...] = ()
     """Notes from the decoders that are neither counts nor quarantine (TLS on ports that are not broker ports)."""
 
@@ -181,10 +185,30 @@ def run_ingestion(
         jobs.errors.InputError: a configured input root does not exist or cannot be listed.
         jobs.errors.SinkError: a table could not be written.
     """
+    from jobs.runlog import RunContext
+    from jobs.session import shuffles_for_input
+
+    from . import cluster_metadata as cm
+    from .discover import discover
+
+    if run is None:
+        run = RunContext.start(config, date_from, date_to)
+    inputs = config.inputs
+    inv: Inventory = discover(inputs.offsets, inputs.logdirs, inputs.metadata,
+                              follow_symlinks=inputs.follow_symlinks)
+    inv.extend(cm.discover_cluster_metadata(inputs.cluster_metadata, follow_symlinks=inputs.follow_symlinks))
+    input_bytes = sum(f.size for f in inv.files)
+    with shuffles_for_input(spark, input_bytes):
+        return _ingest(spark, config, run, inv, input_bytes, split_bytes=split_bytes, write_audit=write_audit)
+
+
+def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory, input_bytes: int, *,
+            split_bytes: int, write_audit: bool) -> IngestResult:
+    """:func:`run_ingestion` after discovery (with the shuffle width sized to the input)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from jobs.runlog import RunContext, SourceCounts, audit_run_table, quarantine_table, write_audit_runs
+    from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
     from jobs.sink import write_table
 
@@ -193,16 +217,11 @@ def run_ingestion(
     from . import metadata as md
     from . import offsets as off
     from ._spark import default_parallelism, files_frame, to_spark_schema
-    from .discover import LEC, PCAP, PMETA, ROOT_CKPT, SEGMENT, Inventory, discover
+    from .discover import LEC, PCAP, PMETA, ROOT_CKPT, SEGMENT
     from .lines import line_ranges_frame
     from .ranges import ranges_frame
 
-    if run is None:
-        run = RunContext.start(config, date_from, date_to)
     inputs = config.inputs
-    inv: Inventory = discover(inputs.offsets, inputs.logdirs, inputs.metadata,
-                              follow_symlinks=inputs.follow_symlinks)
-    inv.extend(cm.discover_cluster_metadata(inputs.cluster_metadata, follow_symlinks=inputs.follow_symlinks))
     par = default_parallelism(spark)
     works: dict[str, DataFrame] = {}
     offset_commits: DataFrame | None = None
@@ -281,8 +300,10 @@ def run_ingestion(
                                            mode="replace_range", date_range=run.date_range)
                 if before is not None:
                     state = _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
-                    state.count()  # materialise while the decoded rows are cached
-                    lookback[name] = state
+                    if state.count():  # materialise while the decoded rows are cached
+                        lookback[name] = state
+                    else:  # nothing to add: the report plans stay free of an empty union and its dedupe
+                        state.unpersist()
             finally:
                 if spill is not None:
                     spill.unpersist()
@@ -347,4 +368,4 @@ def run_ingestion(
     skipped = {k: inv.reasons(k) for k in kinds if inv.reasons(k)}
     empty = {k: inv.reasons(k, "empty") for k in kinds if inv.reasons(k, "empty")}
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
-                        infos=tuple(infos), lookback=lookback)
+                        infos=tuple(infos), lookback=lookback, input_bytes=input_bytes)
