@@ -176,6 +176,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
     from .ingest import run_ingestion
     from .reports import run_reports
     from .runlog import SourceCounts, audit_run_table, run_status, source_status, write_audit_runs
+    from .session import shuffles_for_input
 
     wanted = tuple(config.reports if reports is None else reports)
     t0 = time.perf_counter()
@@ -198,8 +199,11 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             tracker.step("reports")
             say(f"reports: {', '.join(wanted)}")
             state = getattr(result.ingest, "lookback", None) or None
+            # the reports read what this run ingested (and the lookback days): the same width as ingestion
+            width = result.ingest.input_bytes if result.ingest is not None else None
             try:
-                result.reports = run_reports(spark, config, start, end, run, reports=wanted, state=state)
+                with shuffles_for_input(spark, width):
+                    result.reports = run_reports(spark, config, start, end, run, reports=wanted, state=state)
             finally:
                 _release(result)
             result.findings = dict(getattr(result.reports, "findings", {}) or {})

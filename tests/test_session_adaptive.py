@@ -45,3 +45,58 @@ def test_explicit_user_settings_win(restore) -> None:
     assert changed == {"spark.sql.adaptive.enabled": "true"}
     assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
     assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "false"
+
+
+MARKS = ("spark.epochaudit.shufflePartitions.auto", "spark.epochaudit.adaptive.auto")
+
+
+@pytest.fixture
+def auto(restore):
+    """The session as size_shuffles leaves one nobody configured (its own choices marked)."""
+    spark = restore
+    before = {k: spark.conf.get(k, None) for k in MARKS}
+    for k in (*KEYS, *MARKS):
+        spark.conf.unset(k)
+    size_shuffles(spark)
+    yield spark
+    for k, v in before.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
+
+
+@pytest.mark.spark
+def test_a_small_run_narrows_the_automatic_width_and_restores_it(auto) -> None:
+    from jobs.session import shuffles_for_input
+
+    spark = auto
+    with shuffles_for_input(spark, 16 * 2**20) as width:  # the demo's 16 MB
+        assert width == 1
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "1"
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "false"  # one partition: nothing to adapt
+        df = spark.range(10)
+        assert df.groupBy((df.id % 3).alias("k")).count().count() == 3
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    with shuffles_for_input(spark, 300 * 2**20) as width:  # 5 x 64 MiB: 5 partitions, adaptive stays on
+        assert width == 5
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    with shuffles_for_input(spark, 10 * 2**30) as width:  # never wider than the session's own width
+        assert width == 8
+    with shuffles_for_input(spark, None) as width:  # unknown input (a reports-only run): left alone
+        assert width is None
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
+
+
+@pytest.mark.spark
+def test_a_run_never_narrows_an_explicit_width(auto) -> None:
+    from jobs.session import shuffles_for_input
+
+    spark = auto
+    spark.conf.set("spark.sql.shuffle.partitions", "64")  # a user's --conf, after the session started
+    with shuffles_for_input(spark, 1000) as width:
+        assert width is None
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
