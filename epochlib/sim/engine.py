@@ -125,7 +125,7 @@ class Sim:
         self.f2_buffer: list[tuple] = []
         self.last_lineage: dict[tuple, tuple[tuple[tuple[int, int], ...], int]] = {}  # -> (entries, LEO)
         self.round_caps: dict[tuple[str, int, str], dict[int, tuple[Any, int]]] = {}
-        self.m_oracle = MetadataOracle(self._truth)
+        self.m_oracle = MetadataOracle(self._truth, log_id=self._log_topic_id)
         # incident bookkeeping
         self.overlays: dict[tuple[int, int, tuple[str, int]], str] = {}
         self.d1: dict[tuple[tuple[str, int], int], dict] = {}
@@ -811,6 +811,10 @@ class Sim:
                             end_offset=end, records_affected=o - end, **sub)
         self.f2_buffer = keep
         self.round_caps = {}
+
+    def _log_topic_id(self, name: str, t: int) -> str | None:
+        """The id the controller's metadata log gives topic ``name`` at ``t``, where the log covers ``t``."""
+        return self.klog.topic_id_of(name) if self.klog.covers(t) else None
 
     # ------------------------------------------------------------------ truth helper
 

@@ -95,6 +95,9 @@ class ControllerLog:
         self.raft_starts: list[tuple[int, int]] = []
         self.log: SegmentLog | None = None
         self.next_noop = 0
+        self.first_ts: int | None = None  # the snapshot's time: where the replayed history starts
+        self.last_ts: int | None = None  # the newest record written so far
+        self.t_end: int | None = None
         self.failover_at: int | None = None
         self.node_after: int | None = None  # the Raft leader after the failover
         self.counts = {"metadata_batches": 0, "metadata_records": 0, "metadata_noops": 0,
@@ -141,6 +144,7 @@ class ControllerLog:
         self.log = SegmentLog(self.dir, self.segment_bytes, next_offset=end)
         self.raft_starts.append((self.raft_epoch, end))
         self.next_noop = last_ts + self.idle_ms
+        self.first_ts, self.t_end = last_ts, t_end
         self.failover_at = t0 + int((t_end - t0) * rng.uniform(0.45, 0.65))
 
     def _partition_record(self, tid: str, idx: int, st: PState) -> dict[str, Any]:
@@ -161,6 +165,7 @@ class ControllerLog:
                                                 timestamp=t)  # fmt: skip
         self.counts["metadata_batches"] += 1
         self.counts["metadata_records"] += len(records)
+        self.last_ts = t if self.last_ts is None else max(self.last_ts, t)
         return self.log.append(data, len(records))
 
     def _idle(self, t: int) -> None:
@@ -186,6 +191,7 @@ class ControllerLog:
             raft_epoch=self.raft_epoch, timestamp=t)  # fmt: skip
         self.raft_starts.append((self.raft_epoch, self.log.append(data, 1)))
         self.counts["metadata_batches"] += 1
+        self.last_ts = t if self.last_ts is None else max(self.last_ts, t)
         self.next_noop = t + self.idle_ms
 
     def _write(self, t: int, records: list[tuple[int, int, dict[str, Any]]]) -> int:
@@ -291,6 +297,31 @@ class ControllerLog:
             if e > epoch and te < t:
                 return e, te
         return None
+
+    def topic_id_of(self, name: str) -> str | None:
+        """The topic id the log gives ``name`` now (its live incarnation), None when no live topic has it."""
+        live = [tid for tid, n in self.names.items() if n == name and tid not in self.removed]
+        return live[-1] if live else None
+
+    def covers(self, t: int) -> bool:
+        """Will the finished log's history span ``t`` — its first record (the snapshot) at or before ``t``
+        and its last record at or after it? That is when the audit gives a response without topic ids the id
+        the log has for its name (``epochlib.rules.kraft.with_log_topic_ids``). Judged while the simulation
+        runs: from the records already written and the heartbeats :meth:`close` will still write up to the
+        end. One approximation: a change written in the last heartbeat interval before the end, after ``t``,
+        would extend the history past a ``t`` this calls uncovered."""
+        if self.log is None or self.first_ts is None or self.t_end is None or t < self.first_ts:
+            return False
+        if self.last_ts is not None and self.last_ts >= t:
+            return True
+        last, n, fo = self.last_ts, self.next_noop, self.failover_at
+        if fo is not None and n < self.t_end:  # the failover is written once the heartbeats pass it
+            passes = n + max(0, -(-(fo - n) // self.idle_ms)) * self.idle_ms
+            if passes < self.t_end:
+                last, n = fo, fo + self.idle_ms
+        if n < self.t_end:  # the last heartbeat before the end
+            last = n + (self.t_end - 1 - n) // self.idle_ms * self.idle_ms
+        return last is not None and last >= t
 
     # ------------------------------------------------------------------ closing
 

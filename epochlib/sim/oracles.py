@@ -13,7 +13,10 @@ that lives on its commit path stays there.
 - M (:class:`MetadataOracle`): every captured response (JSONL and pcap) in capture-time order: M1 per
   (client, topic id, partition), M2 per (topic id, partition) with the 1 s grace, M3 per (client, topic
   name): an older topic id, or (without ids) a drop to epoch 0 with a new replica set, once per response
-  and topic.
+  and topic. Where the controller's metadata log covers the capture time, a response without ids is keyed
+  by the id the log gives its topic name then (detection-rules.md M3: the heuristic is for responses
+  *without* ids; kraft-metadata.md §6.1: the log's topic-id lifecycle replaces it), so a re-creation is a
+  new id — a silent new baseline, no ``possible_topic_recreation``.
 - M with the controller's metadata log (:class:`LogOracle`, issue 15): M5 per client in capture order
   — a response's served interval is the intersection over its partitions of [offset where the served
   epoch began, offset where the next began — or where the topic id was removed); empty =
@@ -40,8 +43,10 @@ class MetadataOracle:
     """M1/M2/M3 over the captured responses, fed in capture order; ``truth(rule, kind, t, note, **subject)``
     records each finding."""
 
-    def __init__(self, truth: Callable[..., None]) -> None:
+    def __init__(self, truth: Callable[..., None], log_id: Callable[[str, int], str | None] | None = None) -> None:
         self.truth = truth
+        # (topic name, capture ms) -> the id the metadata log gives the name then, None where no log covers it
+        self.log_id = log_id
         self.client_max: dict[tuple, int] = {}  # (client, partition key) -> highest epoch the client saw
         self.first_seen: dict[tuple, dict[int, int]] = {}  # partition key -> epoch -> first capture time
         self.ids: dict[tuple[str, str], list[str]] = {}  # (client, topic name) -> topic ids in order seen
@@ -66,6 +71,8 @@ class MetadataOracle:
                 if tid not in ids:
                     ids.append(tid)
                 key = ("id", tid, idx)
+            elif (lid := self.log_id(name, t) if self.log_id is not None else None) is not None:
+                key = ("id", lid, idx)  # the log knows the topic's incarnation: no guessing
             else:
                 key = ("name", name, idx)
                 prev = self.name_replicas.get((c.client_id, key))
