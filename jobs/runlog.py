@@ -4,6 +4,8 @@ source kind), plus the :class:`RunContext` every job of a run shares, and the ru
 Statuses (what a scheduler alerts on; README "Nightly"): per source kind, :func:`source_status` says
 ``ok`` (units decoded on every day of the range), ``partial`` (some units quarantined, or days of the
 range without rows) or ``no_input`` (the configured source yielded nothing: no units, or none decoded);
+the KRaft metadata log (:data:`JUDGED_BY_UNITS`) is judged by its units alone — a quiet day changes
+nothing, so a day without ``partition_history`` rows is not missing input;
 the run's status (:func:`run_status`) is ``failed`` when it raised, ``no_input`` when every configured
 source has none, ``partial`` when any source is not ``ok``, else ``ok``.
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from .sink import SinkResult
 
 __all__ = [
+    "JUDGED_BY_UNITS",
     "MAX_RAW_BYTES",
     "SOURCE_KINDS",
     "SOURCE_STATUSES",
@@ -58,6 +61,9 @@ UNITS: tuple[str, ...] = ("batch", "record", "line", "file", "frame")
 STATUSES: tuple[str, ...] = ("ok", "partial", "no_input", "failed")
 #: One source kind's status (``audit_runs.source_status``).
 SOURCE_STATUSES: tuple[str, ...] = ("ok", "partial", "no_input")
+#: Source kinds whose status comes from their units (files, batches read and quarantined) only, not from
+#: rows per day: the metadata log records changes, and a day without one is a quiet day, not a gap.
+JUDGED_BY_UNITS: frozenset[str] = frozenset({"cluster_metadata"})
 
 
 def _utcnow() -> dt.datetime:
@@ -253,20 +259,21 @@ def source_status(
     date_range: tuple[dt.date, dt.date],
 ) -> SourceStatus:
     """The status of one configured source kind from its counts (every unit of that kind) and the days
-    of ``date_range`` on which its silver tables got rows."""
+    of ``date_range`` on which its silver tables got rows (ignored for :data:`JUDGED_BY_UNITS` kinds)."""
     mine = [c for c in counts if c.source_kind == source_kind]
     read = sum(int(c.units_read or 0) for c in mine)
     decoded = sum(c.units_decoded for c in mine)
     quarantined = sum(c.units_quarantined for c in mine)
     records = sum(c.records_decoded for c in mine)
+    by_units = source_kind in JUDGED_BY_UNITS
     have = set(days_with_rows)
-    missing = tuple(d for d in _days(*date_range) if d not in have)
+    missing = () if by_units else tuple(d for d in _days(*date_range) if d not in have)
     units = ", ".join(f"{c.units_read} {c.unit}s" for c in mine) or "nothing"
     if read == 0:
         status, reason = "no_input", "configured but no input units found"
     elif decoded == 0:
         status, reason = "no_input", f"{units} read, none decoded ({quarantined} quarantined)"
-    elif records == 0 or len(missing) == len(_days(*date_range)):
+    elif not by_units and (records == 0 or len(missing) == len(_days(*date_range))):
         status, reason = "no_input", f"{units} decoded, but no rows in the range"
     elif quarantined or missing:
         parts = []

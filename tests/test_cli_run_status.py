@@ -112,3 +112,29 @@ def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Pa
     m = _metrics(tmp_path / "m.prom")
     assert m[("epoch_audit_run_status", (("status", "failed"),))] == 1
     assert m[("epoch_audit_last_success_timestamp_seconds", ())] == last_success
+
+
+def test_the_metadata_log_has_its_own_status_and_a_quiet_day_is_ok(spark, tmp_path: Path) -> None:
+    """cluster_metadata gets a per-source status like the three inputs, judged by its units: the log's only
+    changes are two months after the range (a quiet range), which is no missing input."""
+    from fixtures_kraft import metadata_log
+
+    inputs = write_tiny_inputs(tmp_path / "in")  # offsets and logdirs on 2024-03-01
+    d = tmp_path / "in" / "cluster_metadata" / "node=1" / "__cluster_metadata-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(metadata_log(3))
+    out = tmp_path / "tables"
+    res = CliRunner().invoke(cli, [
+        "run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
+        "--cluster-metadata", str(tmp_path / "in" / "cluster_metadata"), "--output-root", str(out),
+        "--cluster", "tiny", "-q", "--summary-json", str(tmp_path / "s.json")])
+    assert res.exit_code == 0, res.output
+    assert "Status: ok" in res.stdout and "input cluster_metadata" not in res.stdout
+    runs = {(r["source_kind"], r["unit"]): r for r in _runs(out)}
+    assert {k for k in runs if k[0] == "cluster_metadata"} >= {("cluster_metadata", "batch")}
+    assert {r["source_status"] for k, r in runs.items() if k[0] == "cluster_metadata"} == {"ok"}
+    assert runs[("cluster_metadata", "batch")]["days_without_input"] == []
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "ok" and doc["sources"]["cluster_metadata"]["status"] == "ok"
+    assert doc["sources"]["cluster_metadata"]["units_read"] == runs[("cluster_metadata", "batch")]["units_read"] + sum(
+        r["units_read"] for k, r in runs.items() if k[0] == "cluster_metadata" and k[1] != "batch")

@@ -31,3 +31,17 @@ def test_run_status_is_the_worst_that_matters() -> None:
     assert run_status([ok, none]) == "partial"
     assert run_status([none]) == "no_input" and run_status([]) == "no_input"
     assert run_status([ok], failed=True) == "failed"
+
+
+def test_the_metadata_log_is_judged_by_its_units_not_by_rows_per_day() -> None:
+    """A quiet day has no partition_history rows: that is no missing input for the metadata log."""
+    quiet = [SourceCounts("cluster_metadata", "batch", 40, 0, 400), SourceCounts("cluster_metadata", "record", 12, 0, 3)]
+    ok = source_status("cluster_metadata", quiet, [], (D1, D3))
+    assert (ok.status, ok.days_without_input, ok.reason) == ("ok", (), "")
+    torn = [SourceCounts("cluster_metadata", "batch", 39, 1, 390), SourceCounts("cluster_metadata", "record", 12, 0, 3)]
+    bad = source_status("cluster_metadata", torn, [D1], (D1, D3))
+    assert (bad.status, bad.reason) == ("partial", "1 of 52 units quarantined")
+    gone = source_status("cluster_metadata", [SourceCounts("cluster_metadata", "file", 0, 0, 0)], [], (D1, D1))
+    assert (gone.status, gone.reason) == ("no_input", "configured but no input units found")
+    junk = source_status("cluster_metadata", [SourceCounts("cluster_metadata", "batch", 0, 3, 0)], [], (D1, D1))
+    assert junk.status == "no_input" and "none decoded" in junk.reason
