@@ -23,8 +23,9 @@
 # MAGIC
 # MAGIC **Widgets**: `from`/`to` (UTC dates, default yesterday), `conf` (a TOML config such as
 # MAGIC `conf/databricks.example.toml` on a volume or in the workspace; optional), and overrides: `cluster`,
-# MAGIC `catalog` + `schema` (catalog tables), or `output_root` (a path), and the input locations. Without a
-# MAGIC config file, `cluster`, an output and at least one input are required.
+# MAGIC `catalog` + `schema` (catalog tables), or `output_root` (a path), and the input locations (`offsets`,
+# MAGIC `logdirs`, `metadata`, `cluster_metadata`: the KRaft metadata log). Without a config file, `cluster`, an
+# MAGIC output and at least one input are required.
 # MAGIC
 # MAGIC Config files are read with plain Python file I/O: use `/Volumes/...` or `/Workspace/...` paths
 # MAGIC (a `dbfs:/x` file is `/dbfs/x`).
@@ -58,7 +59,12 @@ WIDGETS: dict[str, tuple[str, str]] = {
     "offsets": ("", "Input: __consumer_offsets dumps"),
     "logdirs": ("", "Input: log-dir snapshots"),
     "metadata": ("", "Input: Metadata captures"),
+    "cluster_metadata": ("", "Input: KRaft __cluster_metadata-0 copies"),
 }
+
+
+#: The input widgets (the config's [inputs] locations).
+INPUTS: tuple[str, ...] = ("offsets", "logdirs", "metadata", "cluster_metadata")
 
 
 def yesterday_utc() -> dt.date:
@@ -104,7 +110,7 @@ def build_config(values: dict[str, str]) -> Any:
         raw: dict[str, Any] = {"cluster": values.get("cluster") or ""}
         if not raw["cluster"]:
             raise ConfigError("no config file: set the cluster widget (or the conf widget)")
-        raw["inputs"] = {k: values[k] for k in ("offsets", "logdirs", "metadata") if values.get(k)}
+        raw["inputs"] = {k: values[k] for k in INPUTS if values.get(k)}
         if catalog:
             raw["output"] = {"catalog": catalog, "schema": schema}
         elif root:
@@ -115,7 +121,7 @@ def build_config(values: dict[str, str]) -> Any:
     config = config.with_overrides(
         cluster=values.get("cluster") or None, output_root=root or None,
         offsets=values.get("offsets") or None, logdirs=values.get("logdirs") or None,
-        metadata=values.get("metadata") or None)
+        metadata=values.get("metadata") or None, cluster_metadata=values.get("cluster_metadata") or None)
     if catalog:
         config = dataclasses.replace(
             config, output=dataclasses.replace(config.output, root=None, catalog=catalog, schema=schema))
@@ -132,8 +138,8 @@ def missing_widgets(values: dict[str, str]) -> list[str]:
         missing.append("cluster")
     if not (values.get("catalog") and values.get("schema")) and not values.get("output_root"):
         missing.append("catalog + schema (or output_root)")
-    if not any(values.get(k) for k in ("offsets", "logdirs", "metadata")):
-        missing.append("at least one input (offsets, logdirs, metadata)")
+    if not any(values.get(k) for k in INPUTS):
+        missing.append(f"at least one input ({', '.join(INPUTS)})")
     return missing
 
 

@@ -96,6 +96,8 @@ def test_config_is_frozen(tmp_path: Path) -> None:
 def test_shipped_configs_load(name: str) -> None:
     cfg = load_config(ROOT / "conf" / name)
     assert cfg.cluster and cfg.reports == REPORTS
+    # every input a user can set, the KRaft metadata log included, is in each example (and what `init` writes)
+    assert all(getattr(cfg.inputs, k) for k in ("offsets", "logdirs", "metadata", "cluster_metadata")), cfg.inputs
 
 
 def test_every_key_in_shipped_configs_is_commented() -> None:

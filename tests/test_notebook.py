@@ -134,6 +134,22 @@ def test_build_config_from_widgets_only():
     assert over.cluster == "other" and over.output.catalog == "cat" and over.output.root is None
 
 
+def test_the_kraft_metadata_log_has_a_widget_like_the_other_inputs():
+    spec = importlib.util.spec_from_file_location("nb", NOTEBOOK)
+    nb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nb)
+    holder = StubDbutils({})
+    nb.define_widgets(holder)
+    assert "cluster_metadata" in holder.widgets.defaults and "cluster_metadata" in nb.widget_values(holder)
+    only_log = {"cluster": "c", "output_root": "/o", "cluster_metadata": "/Volumes/k/e/cluster-metadata"}
+    assert nb.missing_widgets(only_log) == []  # the metadata log alone is an input
+    assert nb.build_config(only_log).inputs.cluster_metadata == "/Volumes/k/e/cluster-metadata"
+    over = nb.build_config({"conf": str(NOTEBOOK.parent.parent / "conf" / "databricks.example.toml"),
+                            "cluster_metadata": "/Volumes/k/e/other-log"})
+    assert over.inputs.cluster_metadata == "/Volumes/k/e/other-log"
+    assert "cluster_metadata" in nb.missing_widgets({"cluster": "c", "output_root": "/o"})[0]
+
+
 @pytest.mark.spark
 def test_notebook_calls_run_audit_and_displays_findings(spark, tmp_path, monkeypatch):
     """The wiring, independent of the report jobs: run_audit is replaced by one that writes a finding."""
