@@ -113,6 +113,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
+# the values `epoch-audit run --fail-on` accepts (jobs.cli.SEVERITY_CHOICES): refused here, not by the job later
+[[ -z "$fail_on" || "$fail_on" =~ ^(warning|error|critical)$ ]] || die "--fail-on: '$fail_on' is not one of warning, error, critical"
+
 # ---------------------------------------------------------------------------------------------- python
 if [[ -z "${PYTHON:-}" ]]; then
   if [[ -n "${VIRTUAL_ENV:-}" && -x "$VIRTUAL_ENV/bin/python" ]]; then

@@ -48,6 +48,8 @@ def test_script_is_valid_bash():
     (["--conf", "-x.toml"], "--conf needs a FILE, got '-x.toml' (an option?)"),
     (["--from", "--to", "2024-03-01"], "--from needs a date (YYYY-MM-DD), got '--to' (an option?)"),
     (["--fail-on"], "--fail-on needs a severity (warning, error, critical)"),
+    (["--dry-run", "--fail-on", "bogus"], "--fail-on: 'bogus' is not one of warning, error, critical"),
+    (["--fail-on=Error"], "--fail-on: 'Error' is not one of warning, error, critical"),
 ])
 def test_bad_usage_is_one_clear_line(tmp_path, args, message):
     res = _run("--conf", str(_config(tmp_path)), *args)
@@ -55,6 +57,15 @@ def test_bad_usage_is_one_clear_line(tmp_path, args, message):
     assert res.stderr.strip() == f"spark-submit.sh: error: {message}" or res.stderr.startswith(
         f"spark-submit.sh: error: {message}"), res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_fail_on_accepts_exactly_what_the_cli_accepts(tmp_path):
+    from jobs.cli import SEVERITY_CHOICES
+
+    conf = str(_config(tmp_path))
+    for severity in SEVERITY_CHOICES:
+        res = _run("--conf", conf, "--dry-run", "--work-dir", str(tmp_path / "w"), "--fail-on", severity)
+        assert res.returncode == 0 and f"--fail-on {severity}" in res.stdout, res.stderr
 
 
 def test_missing_or_bad_config(tmp_path):
