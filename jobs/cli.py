@@ -10,7 +10,7 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
 1     unexpected failure (a bug: rerun with ``--debug`` for the traceback)
 2     usage or configuration error (bad flag, bad config, invalid date range)
 3     an input path is missing or unreadable; ``report``/``findings``: no table, unknown cluster, or
-      the output location cannot be reached
+      the output location cannot be reached; ``report --partition``: no snapshot of it in the range
 4     a table could not be written or read
 5     ``--fail-on SEVERITY``: findings at or above it exist
 6     ``--fail-on-no-input``: a configured input yielded nothing (run status ``no_input`` or ``partial``
@@ -426,12 +426,16 @@ def report(conf: str | None, output_root: str | None, cluster: str | None, date_
     summary = _known_summary(config, start, end)
     click.echo(format_summary(summary))
     if html:
-        from .html_report import write_html_report
+        from .html_report import partitions_without_lineage, write_html_report
 
         # Catalog tables (Databricks) can only be read through Spark; path tables need no JVM.
         spark = _session(config) if config.output.root is None else None
         path = write_html_report(config, start, end, Path(html), partitions=subjects, spark=spark)
         click.echo(f"HTML report: {path}")
+        missing = partitions_without_lineage(config, start, end, subjects, spark=spark)
+        if missing:  # the page says so in its section; a typo must not pass unnoticed here either (exit 3)
+            raise InputError(f"--partition {', '.join(f'{t}:{p}' for t, p in missing)}: no snapshot in epoch_lineage "
+                             f"for {start} .. {end}, nothing drawn (the rest of the report is written)")
     if fail_on and summary.count(severity_at_least=fail_on):
         click.get_current_context().exit(EXIT_FINDINGS)
 

@@ -55,7 +55,7 @@ from .summary import REPORT_TABLES, SEVERITIES, input_roots, report_rows
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["write_html_report", "render_html_report"]
+__all__ = ["partitions_without_lineage", "render_html_report", "write_html_report"]
 
 #: Findings listed in "Top findings" (the rest are counted in the summary table).
 TOP_FINDINGS = 100
@@ -112,6 +112,20 @@ def write_html_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     return out
+
+
+def partitions_without_lineage(
+    config: Config,
+    date_from: dt.date,
+    date_to: dt.date,
+    partitions: Iterable[tuple[str, int]],
+    *,
+    spark: SparkSession | None = None,
+) -> list[tuple[str, int]]:
+    """The requested ``partitions`` with no replica snapshot in ``epoch_lineage`` for the range (or no such
+    table): their lineage section can only say so, and the CLI says it on stderr too (a typo in
+    ``--partition`` must not pass unnoticed)."""
+    return [(t, p) for t, p in partitions if not _load_lanes(config, date_from, date_to, t, p, spark)]
 
 
 def render_html_report(

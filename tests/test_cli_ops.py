@@ -144,6 +144,27 @@ def test_report_summary_names_subjects_and_fail_on(runner: CliRunner, tmp_path: 
     assert runner.invoke(cli, [*base, "--fail-on", "error"]).exit_code == EXIT_FINDINGS
 
 
+def test_report_partition_that_is_not_there_says_so_exit_3(runner: CliRunner, tmp_path: Path) -> None:
+    write_findings(tmp_path / "t")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+    lineage = {f.name: None for f in schemas.arrow_schema("epoch_lineage")}
+    lineage.update(cluster="c1", event_date=DAY, broker=1, snapshot_ts=TS, topic="orders", partition=0,
+                   entries=[{"epoch": 0, "start_offset": 0}], source="broker=1/orders-0/leader-epoch-checkpoint")
+    write_small(pa.Table.from_pylist([lineage], schema=schemas.arrow_schema("epoch_lineage")), "epoch_lineage",
+                config=config, date_range=(DAY, DAY))
+    base = ["report", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1",
+            "--html", str(tmp_path / "r.html")]
+    res = runner.invoke(cli, [*base, "--partition", "orders:0"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == ""
+    res = runner.invoke(cli, [*base, "--partition", "orders:0", "--partition", "nosuch:9"])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert res.stderr.strip().splitlines() == [
+        "epoch-audit: error: --partition nosuch:9: no snapshot in epoch_lineage for 2024-03-01 .. 2024-03-01, "
+        "nothing drawn (the rest of the report is written)"]
+    assert "no snapshots of <code>nosuch-9</code>" in (tmp_path / "r.html").read_text()
+
+
 def test_findings_in_three_formats(runner: CliRunner, tmp_path: Path) -> None:
     write_findings(tmp_path / "t")
     base = ["findings", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1"]
