@@ -138,3 +138,21 @@ def test_the_metadata_log_has_its_own_status_and_a_quiet_day_is_ok(spark, tmp_pa
     assert doc["status"] == "ok" and doc["sources"]["cluster_metadata"]["status"] == "ok"
     assert doc["sources"]["cluster_metadata"]["units_read"] == runs[("cluster_metadata", "batch")]["units_read"] + sum(
         r["units_read"] for k, r in runs.items() if k[0] == "cluster_metadata" and k[1] != "batch")
+
+
+def test_the_run_s_duration_is_one_figure(spark, tmp_path: Path) -> None:
+    """The "done in X s" progress line, audit_runs (finished_at - started_at) and the JSON summary's duration_s
+    (and so the metrics) give the same duration; the JSON used to count the Spark session's start too."""
+    import re
+
+    inputs = write_tiny_inputs(tmp_path / "in")
+    out = tmp_path / "tables"
+    res = CliRunner().invoke(cli, ["run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--output-root",
+                                   str(out), "--cluster", "tiny", "--summary-json", str(tmp_path / "s.json")])
+    assert res.exit_code == 0, res.output
+    done = float(re.search(r"done in ([0-9.]+)s: status", res.stderr).group(1))
+    doc = json.loads((tmp_path / "s.json").read_text())
+    (run,) = {(r["started_at"], r["finished_at"]) for r in _runs(out)}
+    recorded = (run[1] - run[0]).total_seconds()
+    assert abs(doc["duration_s"] - recorded) <= 0.001
+    assert abs(doc["duration_s"] - done) <= 0.051  # the line rounds to 0.1 s
