@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from jobs import schemas
 from jobs.config import DEFAULT_CONFIG_PATH
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +61,8 @@ def test_license_is_the_apache_2_text_pyproject_declares() -> None:
     text = (ROOT / "LICENSE").read_text()
     assert text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) > 170
-    assert 'license = { text = "Apache-2.0" }' in (ROOT / "pyproject.toml").read_text()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]  # SPDX form (PEP 639)
     assert (ROOT / "CHANGELOG.md").read_text().startswith("# Changelog")
 
 

@@ -30,11 +30,14 @@ def test_wheel_installs_with_no_deps_into_a_clean_venv(tmp_path: Path) -> None:
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=SKIP, symlinks=True)  # never build inside the checkout
     dist = tmp_path / "dist"
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(dist), str(src)],
                            capture_output=True, text=True, env=_clean_env(), timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
+    assert "project.license" not in build.stdout + build.stderr  # setuptools' deprecation of the table form
     wheel = next(dist.glob("epoch_audit-*-py3-none-any.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
+    meta = zipfile.ZipFile(wheel).read("epoch_audit-0.1.0.dist-info/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in meta and "epoch_audit-0.1.0.dist-info/licenses/LICENSE" in names
     for data in ("jobs/local.toml", "jobs/nightly.example.toml", "jobs/databricks.example.toml",
                  "jobs/log4j2.properties", "jobs/cli.py", "epochlib/__init__.py"):
         assert data in names, data
