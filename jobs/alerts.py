@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,13 @@ def run_document(
     rows_per_day: Mapping[dt.date, Mapping[str, int]] | None = None,
     error: str | None = None,
     exit_code: int | None = None,
+    warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Everything a scheduler or an alert needs about one run, as JSON-ready values.
 
-    ``counts`` are the run's :class:`~jobs.runlog.SourceCounts` (per source kind and unit).
+    ``counts`` are the run's :class:`~jobs.runlog.SourceCounts` (per source kind and unit); ``warnings``
+    what the run could not judge fully (:attr:`jobs.audit.AuditResult.warnings`: the lookback days whose
+    state neither the inputs nor earlier runs held), the lines the terminal prints as ``warning:``.
     """
     findings: dict[str, Any] = {"total": 0, "by_severity": dict.fromkeys(SEVERITIES, 0), "by_kind": [],
                                 "top": [], "missing_tables": [], "incidents": [], "input_roots": {}}
@@ -91,6 +94,7 @@ def run_document(
         "error": error,
         "started_at": started_at.isoformat() if started_at else None,
         "duration_s": None if duration_s is None else round(duration_s, 3),
+        "warnings": list(warnings),
         "sources": {k: _source_doc(s) for k, s in (sources or {}).items()},
         "units": [
             {"source_kind": c.source_kind, "unit": c.unit, "read": c.units_read, "decoded": c.units_decoded,

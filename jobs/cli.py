@@ -244,7 +244,8 @@ def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, 
         run_id=result.run.run_id if result else None, started_at=result.run.started_at if result else None,
         duration_s=duration_s, sources=result.sources if result else None,
         counts=result.ingest.counts if result is not None and result.ingest is not None else (),
-        rows_per_day=result.rows_per_day if result else None, error=error, exit_code=exit_code)
+        rows_per_day=result.rows_per_day if result else None, error=error, exit_code=exit_code,
+        warnings=result.warnings if result else ())
     if summary_json:
         write_summary_json(summary_json, doc)
     if metrics_file:

@@ -89,6 +89,27 @@ def test_run_without_conf_uses_only_the_flags(runner: CliRunner, tmp_path: Path,
     assert "demo" not in repr(config)
 
 
+def test_summary_json_carries_the_run_s_lookback_warnings(runner: CliRunner, tmp_path: Path, monkeypatch) -> None:
+    """What the terminal prints as "warning: lookback: ..." reaches --summary-json too (audit_runs unchanged)."""
+    from jobs.audit import AuditResult
+
+    gap = ("lookback: no offset_commits rows dated 2024-02-29..2024-02-29 in the inputs or earlier runs; F4, S1/S2 "
+           "(each group's previous commit and pace) started at 2024-03-01 without state from before it")
+    write_findings(tmp_path / "t")
+
+    def fake_run_audit(spark, config, start, end, **kwargs):
+        return AuditResult(run=RunContext.start(config, start), warnings=[gap], timings={"total": 1.5})
+
+    monkeypatch.setattr("jobs.audit.run_audit", fake_run_audit)
+    monkeypatch.setattr(cli_mod, "_session", lambda config: None)
+    (tmp_path / "offsets").mkdir()
+    res = runner.invoke(cli, ["run", "--from", "2024-03-01", "--offsets", str(tmp_path / "offsets"), "--output-root",
+                              str(tmp_path / "t"), "--cluster", "c1", "-q", "--summary-json", str(tmp_path / "s.json")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["warnings"] == [gap] and doc["duration_s"] == 1.5
+
+
 def test_simulate_hint_is_a_complete_safe_command(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "my sim"
     res = runner.invoke(cli, ["simulate", "--preset", "demo", "--out", str(out), "--commits", "50"])
