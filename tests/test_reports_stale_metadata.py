@@ -145,3 +145,32 @@ def test_a_table_written_before_the_token_address_and_trailing_columns_still_rea
     run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
     found, _ = oracle(rows)
     assert {r["finding_id"] for r in silver.gold("stale_metadata")} == {f.id for f in found if f.event_ts >= ms(DAY)}
+
+
+def test_only_groups_that_cannot_hold_a_finding_are_skipped(spark, tmp_path) -> None:
+    """The Spark job sends only groups that can hold a finding to the rules (two epochs of a partition, two
+    ids of a name, or a token): on mixed random traffic its findings are still exactly the rules' own —
+    including an M3 id regression whose epochs never change and a token-only M2 of a steady partition."""
+    import random
+
+    rnd = random.Random(16)
+    rows = [
+        obs(ms(DAY, 1), "k1", "b1:9092", "steady", 7, tid="S1"),
+        obs(ms(DAY, 2), "k1", "b1:9092", "steady", 7, tid="S2"),
+        obs(ms(DAY, 3), "k1", "b2:9092", "steady", 7, tid="S1"),  # M3 with one epoch throughout
+    ]
+    for i in range(400):
+        topic = rnd.choice(["a", "b", "c", "d"])
+        tid = None if rnd.random() < 0.2 else f"{topic.upper()}{rnd.choice([1, 1, 1, 2])}"
+        rows.append(obs(ms(DAY, 4 + i // 60, i % 60), rnd.choice(["c1", "c2", "c3"]), rnd.choice(["b1", "b2"]),
+                        topic, rnd.choice([3, 3, 3, 3, 2, 4, -1]) if topic != "d" else 5, tid=tid,
+                        part=rnd.choice([0, 1]), version=12 if tid else 9,
+                        token=rnd.choice([None, None, 100 + i]) if topic == "c" else None))
+    silver = Silver(tmp_path)
+    silver.write("metadata_observations", rows)
+    run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
+    got = silver.gold("stale_metadata")
+    found, _ = oracle(rows)
+    assert {r["finding_id"] for r in got} == {f.id for f in found if f.event_ts >= ms(DAY)}
+    assert ("M3", "topic_id_regression") in {(r["rule"], r["kind"]) for r in got if r["topic"] == "steady"}
+    assert {r["rule"] for r in got} >= {"M1", "M2", "M3"}

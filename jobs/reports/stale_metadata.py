@@ -121,6 +121,7 @@ def token_frontier_of(obs: DataFrame) -> list[TokenSighting]:
 
 def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     """M1, M2 and M3 findings (FINDINGS schema) over every observation given, in or before the range."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     schema = fr.findings_spark_schema()
@@ -133,15 +134,37 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
         "topic_key", F.coalesce(F.col("topic"), F.col("_name"), F.col("tid"))
     )
     cols = [*_OBS_COLUMNS]
+    # Only groups that can hold a finding go to the Python rules (on a healthy day, few): every M1
+    # regression and M3 re-creation needs two epochs (>= 0) of one partition, every M3 id regression two ids
+    # of one name, every M2 finding two epochs of the partition or a token. Whole groups are kept or
+    # dropped, so each rule sees exactly the rows it saw before. ``repartition`` clusters the rows once by
+    # the group key, which the per-partition window, the per-group window and the grouping all reuse.
+    ep = F.when(F.col("leader_epoch") >= 0, F.col("leader_epoch"))
+    per_part = Window.partitionBy("client_id", "topic_key", "partition")
+    per_group = Window.partitionBy("client_id", "topic_key")
+    moves = (F.min(ep).over(per_part) < F.max(ep).over(per_part)).cast("int")
     m13 = (
-        keyed.select(*cols, "topic_key")
+        keyed.select(*cols, "topic_key", "tid")
+        .repartition("client_id", "topic_key")
+        .withColumn("_moves", moves)
+        .withColumn("_keep", (F.max("_moves").over(per_group) == 1)
+                    | (F.min("tid").over(per_group) < F.max("tid").over(per_group)))
+        .where(F.col("_keep"))
+        .select(*cols, "topic_key")
         .groupBy("client_id", "topic_key")
         .applyInArrow(fr.arrow_group_fn(_m13), schema)
     )
     pkey = F.coalesce(F.concat(F.lit("id:"), F.col("tid")), F.concat(F.lit("name:"), F.col("topic")))
     frontier = token_frontier_of(obs)
+    per_key = Window.partitionBy("partition_key", "partition")
+    can_be_stale = F.min(ep).over(per_key) < F.max(ep).over(per_key)
+    if frontier:  # a token can be stale on its own
+        can_be_stale = can_be_stale | (F.max(F.col("metadata_token").isNotNull().cast("int")).over(per_key) == 1)
     m2 = (
         obs.select(*cols, pkey.alias("partition_key"))
+        .withColumn("_keep", can_be_stale)
+        .where(F.col("_keep"))
+        .drop("_keep")
         .groupBy("partition_key", "partition")
         .applyInArrow(fr.arrow_group_fn(partial(_m2, grace_ms=grace_ms, frontier=frontier)), schema)
     )
