@@ -281,14 +281,23 @@ def lookback_gaps(frames: Mapping[str, DataFrame], window: tuple[dt.date, dt.dat
     ``[window[0], before)``, one sentence naming the table, the dates and the rules that went without."""
     from pyspark.sql import functions as F
 
-    if window[0] >= before:
+    if window[0] >= before or not frames:
         return []
-    out = []
-    for table, df in frames.items():
-        row = df.agg(
+    # one Spark job for all tables (a union of per-table aggregates), not one per table
+    parts = [
+        df.agg(
             F.min("event_date").alias("first"),
             F.max(F.when(F.col("event_date") >= F.lit(before), F.lit(1))).alias("in_range"),
-        ).first()
+        ).select(F.lit(table).alias("table"), "first", "in_range")
+        for table, df in frames.items()
+    ]
+    union = parts[0]
+    for p in parts[1:]:
+        union = union.unionByName(p)
+    rows = {r["table"]: r for r in union.collect()}
+    out = []
+    for table in frames:
+        row = rows.get(table)
         if row is None or row["in_range"] is None:
             continue  # nothing in the range: nothing was judged with or without state
         first, last_day = row["first"], before - dt.timedelta(days=1)
