@@ -287,26 +287,38 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
 
         tables: dict[str, SinkResult] = {}
         before = lookback_days(config, run)
-        for name in SILVER:
-            if name not in silver:
-                continue
-            df, spill = silver[name], None
-            if before is not None and name == "offset_commits":
-                # the commits are decoded straight for the sink; with a lookback they are read twice
-                # (the range to write, the days before as state), so spill them once instead of decoding twice
-                df = spill = df.persist(StorageLevel.DISK_ONLY)
-            try:
+        states: dict[str, DataFrame] = {}
+        spills: list[DataFrame] = []
+        try:
+            for name in SILVER:
+                if name not in silver:
+                    continue
+                df = silver[name]
+                if before is not None and name == "offset_commits":
+                    # the commits are decoded straight for the sink; with a lookback they are read twice (the
+                    # range to write, the days before as state), so spill them once instead of decoding twice
+                    df = df.persist(StorageLevel.DISK_ONLY)
+                    spills.append(df)
                 tables[name] = write_table(_dated(df, run), name, config=config,
                                            mode="replace_range", date_range=run.date_range)
                 if before is not None:
-                    state = _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
-                    if state.count():  # materialise while the decoded rows are cached
-                        lookback[name] = state
-                    else:  # nothing to add: the report plans stay free of an empty union and its dedupe
-                        state.unpersist()
-            finally:
-                if spill is not None:
-                    spill.unpersist()
+                    states[name] = _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
+            if states:
+                # one job materialises every lookback state while the decoded rows are cached; an empty state
+                # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
+                parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
+                union = parts[0]
+                for p in parts[1:]:
+                    union = union.unionByName(p)
+                held = {r["table"] for r in union.groupBy("table").count().collect() if r["count"]}
+                for name, st in states.items():
+                    if name in held:
+                        lookback[name] = st
+                    else:
+                        st.unpersist()
+        finally:
+            for spill in spills:
+                spill.unpersist()
 
         # quarantine: executor rows + unrecognised files (names only, from the driver)
         qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in works.items()]
