@@ -193,7 +193,9 @@ def run_reports(
         lin = commits = None
         grace = int(config.rules.stale_grace_ms)
         ev = kraft.load(spark, config, cluster, window)  # the replayed metadata log (small; empty without one)
-        obs = kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs), ev)
+        # read by M1/M2/M3, the token frontier, M5, M2 from the log, the rates, the lag and P1: decoded and
+        # id-filled once (the fill is Python over every id-less response), not once per reader
+        obs = keep(kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs), ev))
         if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
             t0 = time.perf_counter()
             meta_findings = keep(kraft.metadata_findings(

@@ -243,18 +243,25 @@ def gold_extras(findings: DataFrame) -> dict[str, Column]:
 
 
 def _fill_ids(batches, view: LogView):
+    """Only rows without a (non-zero) id can change: the others pass through without becoming Python
+    objects (v10+ responses, nearly all of a modern cluster's)."""
+    import pyarrow.compute as pc
+
     for b in batches:
-        if b.num_rows == 0:
+        missing = pc.is_null(b.column("tid"))
+        if b.num_rows == 0 or not pc.any(missing).as_py():
             yield b
             continue
-        table = pa.Table.from_batches([b])
+        idx = pc.indices_nonzero(missing)
+        table = pa.Table.from_batches([b.take(idx)])
         filled = [o.topic_id for o in with_log_topic_ids(fr.observations_from_arrow(table), view)]
-        tid = pa.array([f if t is None else t for t, f in zip(b.column("tid").to_pylist(), filled, strict=True)],
-                       pa.string())
+        tids, topic_ids = b.column("tid").to_pylist(), b.column("topic_id").to_pylist()
+        for i, f in zip(idx.to_pylist(), filled, strict=True):
+            tids[i] = f
+            if topic_ids[i] is None:
+                topic_ids[i] = f
         cols = {name: b.column(name) for name in b.schema.names}
-        cols["tid"] = tid
-        cols["topic_id"] = pa.array([t if t is not None else f for t, f in
-                                     zip(b.column("topic_id").to_pylist(), tid.to_pylist(), strict=True)], pa.string())
+        cols["tid"], cols["topic_id"] = pa.array(tids, pa.string()), pa.array(topic_ids, pa.string())
         yield pa.RecordBatch.from_arrays([cols[n] for n in b.schema.names], schema=b.schema)
 
 
