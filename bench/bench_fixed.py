@@ -10,6 +10,7 @@
 
     python bench/bench_fixed.py                           # both parts (10 M simulated once, ~10 min)
     python bench/bench_fixed.py --only fixed
+    python bench/bench_fixed.py --only submit --repeat 2  # 3. spark-submit vs the CLI, whole commands
     python bench/bench_fixed.py --sizes 100000,1000000 --json /tmp/fixed.json
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -76,6 +78,43 @@ def fixed_cost(master: str, stages: bool) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def submit_vs_cli(master: str, repeat: int) -> dict:
+    """The demo audit as an operator starts it: ``epoch-audit run --conf F`` (the CLI) against
+    ``./spark-submit.sh --conf F -- --master M``, each a fresh process into a fresh output root, interleaved
+    ``repeat`` times. Wall time of the whole command (JVM start included). Target: submit <= 1.2x CLI."""
+    import statistics
+
+    from epochlib import sim
+
+    root = Path(tempfile.mkdtemp(prefix="bench_submit_"))
+    try:
+        res = sim.simulate(sim.preset("demo"), root / "inputs")  # not timed
+        start, end = (str(d) for d in res.date_range)
+        inputs = root / "inputs"
+        cli = Path(sys.executable).with_name("epoch-audit")
+        times: dict[str, list[float]] = {"cli": [], "spark-submit": []}
+        for i in range(repeat):
+            for how in times:
+                conf = root / f"{how}-{i}.toml"
+                conf.write_text(
+                    f'cluster = "demo"\n[inputs]\noffsets = "{inputs / "offsets"}"\nlogdirs = "{inputs / "logdirs"}"\n'
+                    f'metadata = "{inputs / "metadata"}"\ncluster_metadata = "{res.cluster_metadata}"\n'
+                    f'[output]\nroot = "{root / f"tables-{how}-{i}"}"\n[spark]\nmaster = "{master}"\n')
+                dates = ["--from", start, "--to", end]
+                cmd = ([str(cli), "run", "--conf", str(conf), *dates, "--quiet"] if how == "cli" else
+                       [str(HERE.parent / "spark-submit.sh"), "--conf", str(conf), *dates, "--", "--master", master])
+                t = time.perf_counter()
+                done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable})
+                times[how].append(time.perf_counter() - t)
+                if done.returncode:
+                    raise SystemExit(f"{' '.join(cmd)} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+                print(f"  {how:<12} run {i + 1}: {times[how][-1]:.1f} s", flush=True)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        return {"times": times, "median": med, "ratio": med["spark-submit"] / med["cli"]}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _child(args: list[str]) -> dict:
     """Run this script (or another bench script) in a fresh process; its last ``RESULT`` / JSON line back."""
     with subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True) as proc:
@@ -92,7 +131,8 @@ def _child(args: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="fixed,e2e")
+    ap.add_argument("--only", default="fixed,e2e", help="any of fixed, e2e, submit (the spark-submit/CLI ratio)")
+    ap.add_argument("--repeat", type=int, default=2, help="interleaved CLI / spark-submit pairs (submit)")
     ap.add_argument("--sizes", default="1000000,10000000", help="two commit counts: slope from the first to the last")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--stages", action="store_true", help="per-stage figures of the fixed-cost run too")
@@ -113,6 +153,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"fixed cost: bare session + trivial job {f['bare_s']:.1f} s (CPU {f['bare_cpu_s']:.1f} s); demo "
               f"audit {f['demo_audit_s']:.1f} s (CPU {f['demo_audit_cpu_s']:.1f} s) = {f['ratio']:.2f}x "
               f"(target <= 2x); split {f['timings']}", flush=True)
+    if "submit" in only:
+        sub = submit_vs_cli(args.master, args.repeat)
+        out["submit"] = sub
+        print(f"demo audit, whole command: CLI median {sub['median']['cli']:.1f} s, spark-submit median "
+              f"{sub['median']['spark-submit']:.1f} s = {sub['ratio']:.2f}x (target <= 1.2x)", flush=True)
     if "e2e" in only:
         sizes = [int(x) for x in args.sizes.split(",")]
         jpath = Path(tempfile.mkstemp(prefix="bench_fixed_e2e_", suffix=".json")[1])
