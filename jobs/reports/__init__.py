@@ -199,7 +199,7 @@ def run_reports(
         if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
             t0 = time.perf_counter()
             meta_findings = keep(kraft.metadata_findings(
-                obs, stale_metadata.metadata_findings(obs, grace), ev, grace))
+                obs, stale_metadata.metadata_findings(obs, grace), ev, grace, keep=keep))
             if "stale_metadata" in wanted:
                 write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata", t0)
                 t1 = time.perf_counter()

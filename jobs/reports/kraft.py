@@ -34,6 +34,7 @@ causes    F2/L5/S1 findings cogrouped with K2 by (topic, partition)         ``ca
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -279,30 +280,31 @@ def _m5(table: pa.Table, view: LogView) -> list[Any]:
     return check_metadata_offsets(fr.observations_from_arrow(table), view, kraft=True)
 
 
+#: ``rule`` of the marker rows the one M2-from-log pass adds to its findings: the capture pointer (the only
+#: evidence) of an observation the log judged, whose capture-only M2 verdict the log's supersedes.
+_JUDGED = "_judged"
+
+
 def _m2_logged(table: pa.Table, view: LogView, grace_ms: int) -> list[Any]:
-    return check_broker_staleness_logged(fr.observations_from_arrow(table), view, grace_ms)[0]
+    found, judged = check_broker_staleness_logged(fr.observations_from_arrow(table), view, grace_ms)
+    return [*found, *({"rule": _JUDGED, "evidence": [k]} for k in sorted(judged))]
 
 
-_JUDGED = pa.schema([pa.field("_judged", pa.string())])
-
-
-def _judged(batches, view: LogView, grace_ms: int):
-    for b in batches:
-        keys = check_broker_staleness_logged(fr.observations_from_arrow(pa.Table.from_batches([b])), view, grace_ms)[1]
-        yield pa.RecordBatch.from_pylist([{"_judged": k} for k in sorted(keys)], schema=_JUDGED)
-
-
-def metadata_findings(obs: DataFrame, capture_findings: DataFrame, ev: KraftEvidence, grace_ms: int) -> DataFrame:
+def metadata_findings(obs: DataFrame, capture_findings: DataFrame, ev: KraftEvidence, grace_ms: int,
+                      keep: Callable[[DataFrame], DataFrame] = lambda df: df) -> DataFrame:
     """The stale-metadata findings with the log: M5, and M2 from the log where it covers the capture (the
-    capture-only M2 verdicts of those observations dropped); ``capture_findings`` unchanged without a log."""
+    capture-only M2 verdicts of those observations dropped); ``capture_findings`` unchanged without a log.
+    ``keep`` persists the one pass that gives both the log's M2 findings and what it judged (the caller
+    unpersists it)."""
     from pyspark.sql import functions as F
 
     if not ev.present:
         return capture_findings
     schema = fr.findings_spark_schema()
     m5 = obs.groupBy("client_id").applyInArrow(fr.arrow_group_fn(partial(_m5, view=ev.view)), schema)
-    m2 = obs.mapInArrow(fr.arrow_map_fn(partial(_m2_logged, view=ev.view, grace_ms=grace_ms)), schema)
-    judged = obs.mapInArrow(partial(_judged, view=ev.view, grace_ms=grace_ms), _spark_schema(_JUDGED)).distinct()
+    logged = keep(obs.mapInArrow(fr.arrow_map_fn(partial(_m2_logged, view=ev.view, grace_ms=grace_ms)), schema))
+    m2 = logged.where(F.col("rule") != _JUDGED)
+    judged = logged.where(F.col("rule") == _JUDGED).select(F.col("evidence").getItem(0).alias("_judged")).distinct()
     key = F.concat(F.col("evidence").getItem(0), F.lit("#"), F.coalesce(F.col("topic_id"), F.col("topic")), F.lit("-"),
                    F.col("partition").cast("string"))
     m2_capture = capture_findings.where(F.col("rule") == "M2").withColumn("_key", key)
