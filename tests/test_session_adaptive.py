@@ -9,11 +9,12 @@ from jobs.session import get_or_create_session, size_shuffles
 
 KEYS = ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
         "spark.sql.shuffle.partitions")
+MARKS = ("spark.epochaudit.shufflePartitions.auto", "spark.epochaudit.adaptive.auto")
 
 
 @pytest.fixture
 def restore(spark):
-    before = {k: spark.conf.get(k, None) for k in KEYS}
+    before = {k: spark.conf.get(k, None) for k in (*KEYS, *MARKS)}
     yield spark
     for k, v in before.items():
         if v is None:
@@ -47,23 +48,14 @@ def test_explicit_user_settings_win(restore) -> None:
     assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "false"
 
 
-MARKS = ("spark.epochaudit.shufflePartitions.auto", "spark.epochaudit.adaptive.auto")
-
-
 @pytest.fixture
 def auto(restore):
     """The session as size_shuffles leaves one nobody configured (its own choices marked)."""
     spark = restore
-    before = {k: spark.conf.get(k, None) for k in MARKS}
     for k in (*KEYS, *MARKS):
         spark.conf.unset(k)
     size_shuffles(spark)
-    yield spark
-    for k, v in before.items():
-        if v is None:
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, v)
+    return spark
 
 
 @pytest.mark.spark
