@@ -589,6 +589,35 @@ def _text(buf: bytes, pos: int, n: int) -> tuple[str, int]:
     return buf[pos:end].decode("utf-8"), end
 
 
+def _count(buf: bytes, pos: int, flex: bool) -> tuple[int, int]:
+    """An array's length (compact or INT32); a null array is unusual here."""
+    if flex:
+        n1, pos = _uvarint(buf, pos)
+        n = n1 - 1
+    else:
+        (n,) = _I32.unpack_from(buf, pos)
+        pos += 4
+    if n < 0:
+        raise _Unusual
+    return n, pos
+
+
+def _opt_text(buf: bytes, pos: int, flex: bool) -> tuple[str | None, int]:
+    """A nullable string (compact or INT16-sized)."""
+    if flex:
+        n1, pos = _uvarint(buf, pos)
+        return _text(buf, pos, n1 - 1) if n1 else (None, pos)
+    (n,) = _I16.unpack_from(buf, pos)
+    return _text(buf, pos + 2, n) if n != -1 else (None, pos + 2)
+
+
+def _no_tags(buf: bytes, pos: int) -> int:
+    """Skip an empty tagged-field section; tagged fields are unusual here."""
+    if buf[pos]:
+        raise _Unusual
+    return pos + 1
+
+
 def _metadata_fast(buf: bytes, ver: int, topics: list, rows_per_topic: list, quads: list, lens: list,
                    flat: list) -> tuple[tuple, int]:
     """Walk one response into the column lists (appending only when the whole walk succeeds).
@@ -606,70 +635,35 @@ def _metadata_fast(buf: bytes, ver: int, topics: list, rows_per_topic: list, qua
     t_lens: list = []
     t_flat: list = []
     (corr,) = _I32.unpack_from(buf, 0)
-    pos = 4
-    if flex:
-        if buf[pos]:
-            raise _Unusual
-        pos += 1
+    pos = _no_tags(buf, 4) if flex else 4
     throttle = 0
     if ver >= 3:
         (throttle,) = _I32.unpack_from(buf, pos)
         pos += 4
     # brokers: skipped, but read as the reference would (so a bad host fails the same way)
-    if flex:
-        n1, pos = _uvarint(buf, pos)
-        nb = n1 - 1
-    else:
-        (nb,) = _I32.unpack_from(buf, pos)
-        pos += 4
-    if nb < 0:
-        raise _Unusual
+    nb, pos = _count(buf, pos, flex)
     for _ in range(nb):
         pos += 4
         if flex:
             n1, pos = _uvarint(buf, pos)
             _h, pos = _text(buf, pos, n1 - 1)
             pos += 4
-            n1, pos = _uvarint(buf, pos)
-            if n1:
-                _r, pos = _text(buf, pos, n1 - 1)
-            if buf[pos]:
-                raise _Unusual
-            pos += 1
+            _r, pos = _opt_text(buf, pos, flex)
+            pos = _no_tags(buf, pos)
         else:
             (n,) = _I16.unpack_from(buf, pos)
             _h, pos = _text(buf, pos + 2, n)
             pos += 4
             if ver >= 1:
-                (n,) = _I16.unpack_from(buf, pos)
-                if n != -1:
-                    _r, pos = _text(buf, pos + 2, n)
-                else:
-                    pos += 2
+                _r, pos = _opt_text(buf, pos, flex)
     cluster_id = None
     if ver >= 2:
-        if flex:
-            n1, pos = _uvarint(buf, pos)
-            if n1:
-                cluster_id, pos = _text(buf, pos, n1 - 1)
-        else:
-            (n,) = _I16.unpack_from(buf, pos)
-            if n != -1:
-                cluster_id, pos = _text(buf, pos + 2, n)
-            else:
-                pos += 2
+        cluster_id, pos = _opt_text(buf, pos, flex)
     controller = -1
     if ver >= 1:
         (controller,) = _I32.unpack_from(buf, pos)
         pos += 4
-    if flex:
-        n1, pos = _uvarint(buf, pos)
-        nt = n1 - 1
-    else:
-        (nt,) = _I32.unpack_from(buf, pos)
-        pos += 4
-    if nt < 0:
-        raise _Unusual
+    nt, pos = _count(buf, pos, flex)
     extend_q, extend_f, append_l = t_quads.extend, t_flat.extend, t_lens.append
     pop_f = t_flat.pop
     for _ in range(nt):
@@ -705,14 +699,7 @@ def _metadata_fast(buf: bytes, ver: int, topics: list, rows_per_topic: list, qua
         if ver >= 1:
             internal = buf[pos] != 0
             pos += 1
-        if flex:
-            n1, pos = _uvarint(buf, pos)
-            np_ = n1 - 1
-        else:
-            (np_,) = _I32.unpack_from(buf, pos)
-            pos += 4
-        if np_ < 0:
-            raise _Unusual
+        np_, pos = _count(buf, pos, flex)
         if np_ == 0:
             extend_q((0, 0, 0, 0, 0))
             append_l(None)
@@ -788,9 +775,7 @@ def _metadata_fast(buf: bytes, ver: int, topics: list, rows_per_topic: list, qua
         if ver >= 8:
             pos += 4  # topic authorized operations
         if flex:
-            if buf[pos]:
-                raise _Unusual
-            pos += 1
+            pos = _no_tags(buf, pos)
         t_topics.append((name, topic_id, internal, terr))
         t_rows.append(max(np_, 1))
     if 8 <= ver <= 10:
@@ -800,9 +785,7 @@ def _metadata_fast(buf: bytes, ver: int, topics: list, rows_per_topic: list, qua
         (top_error,) = _I16.unpack_from(buf, pos)
         pos += 2
     if flex:
-        if buf[pos]:
-            raise _Unusual
-        pos += 1
+        pos = _no_tags(buf, pos)
     if pos > len(buf):
         raise _Unusual
     if not nt:
