@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from jobs.fs import iter_lines, open_reader
 
-from ._spark import frame, rows_of, to_spark_schema
+from .ranges import planned_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -145,25 +145,9 @@ def line_ranges_frame(spark: SparkSession, files: Sequence[InputFile], *, split_
     """One row per line range of ``files`` (:data:`LINE_RANGE_SCHEMA`): files up to ``split_bytes`` whole,
     larger ones cut by :func:`plan_line_ranges` in executors (one task per large file), the ranges then
     spread over about one task per ``split_bytes``."""
-    small = [f for f in files if f.size <= split_bytes]
-    big = [f for f in files if f.size > split_bytes]
-    parts = []
-    if small:
-        rows = rows_of(small, LINE_RANGE_SCHEMA, target=split_bytes)
-        for r in rows:
-            r.update(start=0, end=r["size"], first_line=0, first_char=0)
-        parts.append(frame(spark, rows, LINE_RANGE_SCHEMA, parallelism * 2))
-    if big:
-        rows = rows_of(big, LINE_RANGE_SCHEMA, target=split_bytes)
-        parts.append(frame(spark, rows, LINE_RANGE_SCHEMA, len(rows))
-                     .mapInArrow(plan_line_ranges, to_spark_schema(LINE_RANGE_SCHEMA)))
-    df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p)
-    if not big:
-        return df
-    est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
-    return df.repartition(max(1, min(est, max(parallelism * 4, len(big) * 16))))
+    return planned_frame(spark, files, LINE_RANGE_SCHEMA, plan_line_ranges, split_bytes=split_bytes,
+                         parallelism=parallelism, whole={"first_line": 0, "first_char": 0},
+                         small_slices=parallelism * 2, spread_small=False)
 
 
 def read_lines(row: dict, chunk: int = 8 << 20) -> Iterator[tuple[int, bytes]]:

@@ -80,21 +80,35 @@ def ranges_frame(
     by ``plan`` in executors (one task per large file). The ranges are then spread over about one task
     per ``split_bytes`` of input, so a 1 GiB segment is decoded by ~16 tasks.
     """
+    return planned_frame(spark, files, RANGE_SCHEMA, plan, split_bytes=split_bytes, parallelism=parallelism,
+                         whole={}, small_slices=parallelism, spread_small=True)
+
+
+def planned_frame(
+    spark: SparkSession, files: Sequence[InputFile], schema: pa.Schema,
+    plan: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], *, split_bytes: int, parallelism: int,
+    whole: dict, small_slices: int, spread_small: bool,
+) -> DataFrame:
+    """The one small/big split of the range planners (segments here, lines in :mod:`.lines`): a file up to
+    ``split_bytes`` is one row ``start=0, end=size`` plus ``whole``'s fields, in ``small_slices`` slices;
+    a larger one is cut by ``plan`` in executors (one task per file). The rows are then spread over about
+    one task per ``split_bytes`` of input — always, or only when some file was cut (``spread_small``)."""
     small = [f for f in files if f.size <= split_bytes]
     big = [f for f in files if f.size > split_bytes]
-    rows = rows_of(small, RANGE_SCHEMA, target=split_bytes)
-    for r in rows:
-        r["start"], r["end"] = 0, r["size"]
     parts = []
-    if rows:
-        parts.append(frame(spark, rows, RANGE_SCHEMA, parallelism))
+    if small:
+        rows = rows_of(small, schema, target=split_bytes)
+        for r in rows:
+            r.update(start=0, end=r["size"], **whole)
+        parts.append(frame(spark, rows, schema, small_slices))
     if big:
-        big_rows = rows_of(big, RANGE_SCHEMA, target=split_bytes)
-        parts.append(frame(spark, big_rows, RANGE_SCHEMA, len(big_rows))
-                     .mapInArrow(plan, to_spark_schema(RANGE_SCHEMA)))
+        rows = rows_of(big, schema, target=split_bytes)
+        parts.append(frame(spark, rows, schema, len(rows)).mapInArrow(plan, to_spark_schema(schema)))
     df = parts[0]
     for p in parts[1:]:
         df = df.unionByName(p)
+    if not big and not spread_small:
+        return df
     est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
     return df.repartition(max(1, min(est, max(parallelism * 4, len(big) * 16))))
 
