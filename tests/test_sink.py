@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
 from deltalake import DeltaTable
+from fixtures_sink import killed_before_commit
 
 from jobs import runlog, schemas, sink
 from jobs.config import parse_config
@@ -130,16 +131,8 @@ def test_empty_frame_creates_the_table_with_its_schema(spark, tmp_path) -> None:
 def _stage_like_a_killed_run(spark, config, rows, monkeypatch) -> None:
     """Run a write that dies after Spark staged and the driver moved the files, before the commit,
     without any cleanup (what SIGKILL leaves behind: the staging folder, its lease, the moved files)."""
-
-    def die(*args, **kwargs):
-        raise KeyboardInterrupt("killed")
-
-    with monkeypatch.context() as m:
-        m.setattr(_staged, "_commit", die)
-        m.setattr(_staged, "_discard_staging", lambda *a, **k: None)
-        m.setattr(_lease, "remove_lease", lambda *a, **k: None)
-        with pytest.raises(KeyboardInterrupt):
-            write_table(rates(spark, rows), RATES, config=config, date_range=(D1, D2))
+    with killed_before_commit(monkeypatch):
+        write_table(rates(spark, rows), RATES, config=config, date_range=(D1, D2))
 
 
 @pytest.mark.spark

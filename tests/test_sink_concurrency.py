@@ -21,11 +21,12 @@ import deltalake.transaction
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from fixtures_sink import killed_before_commit
 
 from jobs import schemas, sink
 from jobs.config import parse_config
 from jobs.errors import CommitError
-from jobs.sink import SinkOptions, _conflict, _delta_spark, _lease, _staged, write_small, write_table
+from jobs.sink import SinkOptions, _conflict, _delta_spark, _lease, write_small, write_table
 from jobs.sink._target import resolve_target
 
 D1, D2 = dt.date(2024, 3, 1), dt.date(2024, 3, 2)
@@ -321,15 +322,8 @@ def test_a_killed_run_is_cleaned_by_the_very_next_run(spark, tmp_path, monkeypat
     config, path = cfg(tmp_path), tmp_path / "out" / RATES
     write_table(rates(spark, "old", D1, 3), RATES, config=config, date_range=(D1, D1))
 
-    def die(*args, **kwargs):
-        raise KeyboardInterrupt("killed")
-
-    with monkeypatch.context() as m:
-        m.setattr(_staged, "_commit", die)
-        m.setattr(_staged, "_discard_staging", lambda *a, **k: None)
-        m.setattr(_lease, "remove_lease", lambda *a, **k: None)
-        with pytest.raises(KeyboardInterrupt):
-            write_table(rates(spark, "dead"), RATES, config=config, date_range=(D1, D1))
+    with killed_before_commit(monkeypatch):
+        write_table(rates(spark, "dead"), RATES, config=config, date_range=(D1, D1))
     (lease,) = (path / sink.STAGING_DIR).glob(f"*{_lease.LEASE_SUFFIX}")
     orphans = [p for p in path.rglob("*.parquet") if sink.STAGING_DIR not in p.parts and "-part-" in p.name]
     assert len(orphans) > 1 and subjects(path) == ["old-0", "old-1", "old-2"]
