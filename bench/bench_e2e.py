@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ingest import _status_kib, java_pid, stage_report, tree_cpu_s  # noqa: E402  (/proc, event log)
+from bench_ingest import _status_kib, event_log_conf, java_pid, stage_report, tree_cpu_s  # noqa: E402  (/proc, event log)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,9 +84,7 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
         extra = {**dict(config.spark.conf), "spark.ui.enabled": "false", "spark.driver.memory": "2g"}
         extra.update(kv.split("=", 1) for kv in conf)
         if stages:
-            (out / "events").mkdir()
-            extra.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
-                          "spark.eventLog.dir": str(out / "events")})
+            extra.update(event_log_conf(out / "events"))
         spark = get_or_create_session(master=master, app_name="bench-e2e", extra_conf=extra)
         jpid = java_pid()
         cpu0 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()

@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 
 def fixed_cost(master: str, stages: bool) -> dict:
     """In this process: bare session start + trivial job, then the demo audit on that session."""
-    from bench_ingest import java_pid, stage_report, tree_cpu_s
+    from bench_ingest import event_log_conf, java_pid, stage_report, tree_cpu_s
 
     from epochlib import sim
     from jobs.audit import run_audit
@@ -52,9 +52,7 @@ def fixed_cost(master: str, stages: bool) -> dict:
             cluster_metadata=str(res.cluster_metadata), output_root=str(root / "tables"))
         extra = {**dict(config.spark.conf), "spark.ui.enabled": "false"}
         if stages:
-            (root / "events").mkdir()
-            extra.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
-                          "spark.eventLog.dir": str(root / "events")})
+            extra.update(event_log_conf(root / "events"))
         t0 = time.perf_counter()
         c0 = time.process_time()
         spark = get_or_create_session(master=master, app_name="bench-fixed", extra_conf=extra)

@@ -165,6 +165,12 @@ def java_pid() -> int | None:
 # ------------------------------------------------------------------------------------ event log
 
 
+def event_log_conf(log_dir: Path) -> dict[str, str]:
+    """Spark settings that write an uncompressed event log into ``log_dir`` (created) for :func:`stage_report`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false", "spark.eventLog.dir": str(log_dir)}
+
+
 def stage_report(log_dir: Path) -> list[str]:
     """Per stage: wall, tasks, executor run/CPU time, rows read/written, shuffle bytes (from the event log)."""
     stages: dict[int, dict] = {}
@@ -224,9 +230,7 @@ def main() -> None:
         conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
         conf.update(kv.split("=", 1) for kv in args.conf)
         if args.stages:
-            (tmp / "events").mkdir()
-            conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
-                         "spark.eventLog.dir": str(tmp / "events")})
+            conf.update(event_log_conf(tmp / "events"))
         spark = get_or_create_session(master=args.master, app_name="bench-ingest", extra_conf=conf)
         jpid = java_pid()
         for i in range(args.repeat):

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ingest import java_pid, stage_report, tree_cpu_s  # noqa: E402
+from bench_ingest import event_log_conf, java_pid, stage_report, tree_cpu_s  # noqa: E402
 
 from epochlib import checkpoint  # noqa: E402
 
@@ -100,9 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
         conf = {"spark.ui.enabled": "false"}
         conf.update(kv.split("=", 1) for kv in args.conf)
         if args.stages:
-            (tmp / "events").mkdir()
-            conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
-                         "spark.eventLog.dir": str(tmp / "events")})
+            conf.update(event_log_conf(tmp / "events"))
         spark = get_or_create_session(master=args.master, app_name="bench-logdirs", extra_conf=conf)
         spark.range(1).count()  # session warm: the target is about the ingestion, not the JVM start
         jpid = java_pid()
