@@ -248,6 +248,7 @@ def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.da
     from pyspark.sql import functions as F
 
     from .errors import SinkError
+    from .frames import union_all
     from .sink import read_table
 
     parts = []
@@ -262,9 +263,7 @@ def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.da
             parts.append(df.select(F.lit(kind).alias("source_kind"), F.col("event_date")))
     if not parts:
         return {}
-    union = parts[0]
-    for p in parts[1:]:
-        union = union.unionByName(p)
+    union = union_all(parts)
     out: dict[dt.date, dict[str, int]] = {}
     for r in union.groupBy("event_date", "source_kind").count().collect():
         out.setdefault(r["event_date"], {})[r["source_kind"]] = int(r["count"])

@@ -208,6 +208,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from jobs.frames import union_all
     from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
     from jobs.sink import write_table
@@ -243,10 +244,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         if logdir_segs:
             parts.append(ranges_frame(spark, logdir_segs, split_bytes=split_bytes, parallelism=par)
                          .mapInArrow(ld.decode_logdir_segments, wschema))
-        w = parts[0]
-        for p in parts[1:]:
-            w = w.unionByName(p)
-        works["logdirs"] = w
+        works["logdirs"] = union_all(parts)
     capture_files = inv.of("metadata")
     if capture_files:
         decode = md.decode_capture_files(inputs.broker_ports, inputs.broker_addresses)
@@ -307,10 +305,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 # one job materialises every lookback state while the decoded rows are cached; an empty state
                 # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
                 parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
-                union = parts[0]
-                for p in parts[1:]:
-                    union = union.unionByName(p)
-                held = {r["table"] for r in union.groupBy("table").count().collect() if r["count"]}
+                held = {r["table"] for r in union_all(parts).groupBy("table").count().collect() if r["count"]}
                 for name, st in states.items():
                     if name in held:
                         lookback[name] = st
@@ -329,20 +324,14 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
 
             qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
         if qparts:
-            q = qparts[0]
-            for p in qparts[1:]:
-                q = q.unionByName(p)
-            tables["quarantine"] = write_table(q, "quarantine", config=config, mode="replace_range",
+            tables["quarantine"] = write_table(union_all(qparts), "quarantine", config=config, mode="replace_range",
                                                date_range=run.date_range)
 
         # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
         totals: dict[tuple[str, str], list] = {}
         sparts = [_stats(w, _WORK_KIND.get(kind, kind)) for kind, w in works.items()]
         if sparts:
-            s = sparts[0]
-            for p in sparts[1:]:
-                s = s.unionByName(p)
-            agg = s.groupBy("source_kind", "unit").agg(
+            agg = union_all(sparts).groupBy("source_kind", "unit").agg(
                 F.sum("n_read").alias("read"), F.sum("n_bad").alias("bad"), F.sum("n_out").alias("out"),
                 F.sum("n_unpaired").alias("unpaired"))
             for r in agg.collect():

@@ -41,6 +41,8 @@ def offsets_frames(spark: SparkSession, files: list, *, split_bytes: int,
     worth persisting. Each pass decodes the inputs (the codec is cheaper than caching the wide decoded
     rows).
     """
+    from jobs.frames import union_all
+
     from . import kvdumps, offsets_segments, textdumps
     from ._spark import files_frame, to_spark_schema
     from .discover import JSONL, PARQUET, SEGMENT, TEXT
@@ -68,14 +70,7 @@ def offsets_frames(spark: SparkSession, files: list, *, split_bytes: int,
             side.append(frame.mapInArrow(side_fn, side_schema))
     if not commits:
         return None
-    return _union(commits), _union(side)
-
-
-def _union(parts: list[DataFrame]) -> DataFrame:
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    return union_all(commits), union_all(side)
 
 
 def has_transactional_commits(side: DataFrame) -> bool:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from epochlib import records
+from jobs.frames import union_all
 from jobs.fs import open_reader
 
 from ._spark import frame, rows_of, to_spark_schema
@@ -104,9 +105,7 @@ def planned_frame(
     if big:
         rows = rows_of(big, schema, target=split_bytes)
         parts.append(frame(spark, rows, schema, len(rows)).mapInArrow(plan, to_spark_schema(schema)))
-    df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p)
+    df = union_all(parts)
     if not big and not spread_small:
         return df
     est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)

@@ -35,6 +35,7 @@ from epochlib.rules import (
 )
 
 from .. import schemas
+from ..frames import union_all
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -291,10 +292,7 @@ def lookback_gaps(frames: Mapping[str, DataFrame], window: tuple[dt.date, dt.dat
         ).select(F.lit(table).alias("table"), "first", "in_range")
         for table, df in frames.items()
     ]
-    union = parts[0]
-    for p in parts[1:]:
-        union = union.unionByName(p)
-    rows = {r["table"]: r for r in union.collect()}
+    rows = {r["table"]: r for r in union_all(parts).collect()}
     out = []
     for table in frames:
         row = rows.get(table)

@@ -61,6 +61,7 @@ from epochlib.rules.kraft import (
     with_log_topic_ids,
 )
 
+from ..frames import union_all
 from . import _frames as fr
 
 if TYPE_CHECKING:
@@ -198,10 +199,7 @@ def fencing_findings(spark: SparkSession, config: Config, cluster: str, window: 
                      .applyInArrow(fr.arrow_cogroup_fn(partial(_p1, expansions=expansions)), schema))
     if not parts:
         return spark.createDataFrame([], schema)
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    return union_all(parts)
 
 
 def _causes(found: pa.Table, elections: pa.Table) -> pa.Table:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from jobs.config import Config, parse_date_range
 from jobs.errors import SinkError
+from jobs.frames import union_all
 
 from ._fit import spark_schema_from_arrow, struct_without
 from ._target import Backend, choose_backend, open_delta, resolve_target
@@ -82,7 +82,7 @@ def read_table(
             typ = full[name].dataType
             part = part.withColumn(name, F.nullif(F.lit(value).cast(typ), F.lit(None).cast(typ)))
         frames.append(part.select(*full.fieldNames()))
-    return reduce(lambda a, b: a.unionByName(b), frames)
+    return union_all(frames)
 
 
 def read_table_arrow(
