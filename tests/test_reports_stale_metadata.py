@@ -174,3 +174,34 @@ def test_only_groups_that_cannot_hold_a_finding_are_skipped(spark, tmp_path) -> 
     assert {r["finding_id"] for r in got} == {f.id for f in found if f.event_ts >= ms(DAY)}
     assert ("M3", "topic_id_regression") in {(r["rule"], r["kind"]) for r in got if r["topic"] == "steady"}
     assert {r["rule"] for r in got} >= {"M1", "M2", "M3"}
+
+
+def test_the_log_overrules_a_capture_only_m2_verdict_of_the_observations_it_judges(spark, tmp_path) -> None:
+    """Captures saw epoch 2 of t-0 at 11:00, so b2 serving epoch 1 at 11:30 looks stale from the captures
+    alone; the metadata log committed epoch 2 only at 11:45, so b2 was current: no finding. At 13:00 b2 still
+    serves epoch 1: stale by the log, timed from the log's commit (75 min), and reported once."""
+    from test_reports_frames import ts
+
+    silver = Silver(tmp_path)
+    silver.write("metadata_observations", [
+        obs(ms(DAY, 11), "c1", "b1", "t", 2, tid="TID1"),
+        obs(ms(DAY, 11, 30), "c2", "b2", "t", 1, tid="TID1"),
+        obs(ms(DAY, 13), "c3", "b2", "t", 1, tid="TID1"),
+    ])  # fmt: skip
+
+    def change(offset: int, t: int, change: str, partition: int | None, epoch: int | None = None) -> dict:
+        return dict(metadata_offset=offset, controller_ts=ts(t), event_ts=t, topic="t", topic_id="TID1",
+                    partition=partition, change=change, leader=1 if epoch is not None else None, leader_epoch=epoch,
+                    isr=[1, 2] if epoch is not None else None, source="ctl/0.log", position=offset)
+
+    silver.write("partition_history", [
+        change(1, ms(DAY, 0), "topic_created", None), change(1, ms(DAY, 0), "created", 0, 0),
+        change(2, ms(DAY, 10), "leader", 0, 1), change(3, ms(DAY, 11, 45), "leader", 0, 2),
+        change(4, ms(DAY, 20), "isr", 0, 2),
+    ])  # fmt: skip
+    run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
+    got = silver.gold("stale_metadata")
+    assert [(r["rule"], r["client_id"], r["staleness_ms"]) for r in got] == [("M2", "c3", 75 * 60_000)]
+    assert got[0]["evidence"][1].startswith("metadata-log:") or "ctl/0.log" in got[0]["evidence"][1]
+    b2 = next(r for r in silver.gold("stale_metadata_rates") if r["subject"] == "b2")
+    assert (b2["responses"], b2["metadata_lag_max_ms"]) == (2, 75 * 60_000)

@@ -43,6 +43,7 @@ __all__ = [
     "check_metadata_offsets",
     "cause_of",
     "check_unclean_elections",
+    "judge",
     "observation_key",
     "response_lags",
     "unclean_cause",
@@ -170,7 +171,9 @@ class LogView:
             end = deleted.get(tid)
             view.incarnations.setdefault(name, []).append((ts, None if end is None else end[1], tid))
         for v in view.incarnations.values():
-            v.sort()
+            # an open incarnation sorts after a closed one born at the same time (a plain tuple sort raised
+            # TypeError comparing None with an int when a name was deleted and re-created in one millisecond)
+            v.sort(key=lambda inc: (inc[0], float("inf") if inc[1] is None else inc[1], inc[2]))
         return view
 
     def topic_id_at(self, name: str | None, ts: int) -> str | None:
@@ -420,6 +423,19 @@ def _committed_after(spans: Sequence[EpochSpan], epoch: int, before: int) -> Epo
     return None
 
 
+def judge(o: MetadataObservation, view: LogView, grace_ms: int) -> tuple[list[EpochSpan] | None, EpochSpan | None]:
+    """Whether the log judges observation ``o``, and against what: ``(spans, newer)``. ``spans`` is its
+    partition's epoch spans when the log covers the capture time and retains ``o``'s epoch (None: not
+    judged); ``newer`` the first higher epoch the log committed before capture time − grace (None: the
+    response was current). What M2 from the log and the metadata lag both decide per observation."""
+    if o.epoch < 0 or not view.covers(o.capture_ts):
+        return None, None
+    spans = view.spans_of(o.topic_id, o.topic, o.partition, o.capture_ts)
+    if not spans or o.epoch < spans[0].epoch:
+        return None, None
+    return spans, _committed_after(spans, o.epoch, o.capture_ts - grace_ms)
+
+
 def check_broker_staleness_logged(observations: Iterable[MetadataObservation], view: LogView,
                                   grace_ms: int = 1000) -> tuple[list[Finding], set[str]]:
     """M2 where the metadata log covers the capture time: a response serving epoch e for p at t although
@@ -429,13 +445,10 @@ def check_broker_staleness_logged(observations: Iterable[MetadataObservation], v
     out: list[Finding] = []
     judged: set[str] = set()
     for o in observations:
-        if o.epoch < 0 or not view.covers(o.capture_ts):
-            continue
-        spans = view.spans_of(o.topic_id, o.topic, o.partition, o.capture_ts)
-        if not spans or o.epoch < spans[0].epoch:
+        spans, newer = judge(o, view, grace_ms)
+        if spans is None:
             continue
         judged.add(observation_key(o))
-        newer = _committed_after(spans, o.epoch, o.capture_ts - grace_ms)
         if newer is None:
             continue
         latest = max(s.epoch for s in spans if s.start_ts is not None and s.start_ts < o.capture_ts - grace_ms)
@@ -470,13 +483,10 @@ def response_lags(observations: Iterable[MetadataObservation], view: LogView,
         lag = 0
         judged = False
         for o in resp:
-            if o.epoch < 0:
-                continue
-            spans = view.spans_of(o.topic_id, o.topic, o.partition, o.capture_ts)
-            if not spans or o.epoch < spans[0].epoch:
+            spans, newer = judge(o, view, grace_ms)
+            if spans is None:
                 continue
             judged = True
-            newer = _committed_after(spans, o.epoch, o.capture_ts - grace_ms)
             if newer is not None:
                 lag = max(lag, o.capture_ts - newer.start_ts)
         if judged:

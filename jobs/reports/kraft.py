@@ -1,7 +1,8 @@
 """The metadata-log rules in the reports: K1, K2, P1 (``fencing_violations``), M5 and M2 timed from the log
 (``stale_metadata``), the metadata lag of ``stale_metadata_rates``, and ``cause_finding_id`` on the F2, L5
 and S1 findings an unclean election explains. Rule logic is in :mod:`epochlib.rules.kraft` and
-:mod:`epochlib.rules.expansion`; this module only groups rows and calls it.
+:mod:`epochlib.rules.expansion` (the passes over every observation — the log's ids, M2, the lag — run columnar
+through :mod:`epochlib.rules.kraft_pass`, which equals those rules); this module only groups rows and calls it.
 
 ``partition_history`` is read from its first date up to ``to`` (not only the lookback window): the rules
 need the retained history (which epochs were ever assigned, when each began), and a replayed metadata log
@@ -22,11 +23,13 @@ P1        ``offset_commits`` of expanded topics cogrouped by topic with     ``ch
 M3 (log)  observations without a topic id get the log's id for their name    ``with_log_topic_ids``
           at the capture time (``mapInArrow``), before M1/M2/M3/M5 run
 M5        ``metadata_observations.groupBy(client_id).applyInArrow``         ``check_metadata_offsets``
-M2 (log)  observations ``mapInArrow``; capture-only M2 findings of the      ``check_broker_staleness_logged``
-          observations the log judged are dropped (anti-join on the
-          response pointer + partition)
-lag       ``groupBy(broker).applyInArrow`` -> per response lag; median and   ``response_lags``
-          max per (broker, day) joined onto the broker rows of the rates
+M2 (log)  observations ``mapInArrow``; a capture-only M2 finding is         ``check_broker_staleness_logged``
+          dropped when the log judges its observation (the few
+          observations the findings name, semi-joined by pointer +
+          partition, then an anti-join)
+lag       observations ``mapInArrow`` -> per response lag (a max per        ``response_lags``
+          response); median and max per (broker, day) joined onto the
+          broker rows of the rates
 causes    F2/L5/S1 findings cogrouped with K2 by (topic, partition)         ``cause_of``
 ========  ================================================================  ==================================
 """
@@ -53,13 +56,12 @@ from epochlib.rules.kraft import (
     HistoryChange,
     LogView,
     cause_of,
-    check_broker_staleness_logged,
     check_checkpoint_epochs,
     check_metadata_offsets,
     check_unclean_elections,
-    response_lags,
-    with_log_topic_ids,
+    observation_key,
 )
+from epochlib.rules.kraft_pass import SpanIndex, fill_log_topic_ids, judged_rows, logged_staleness, row_lags
 
 from ..frames import union_all
 from . import _frames as fr
@@ -77,7 +79,6 @@ _HIST_COLS = ("metadata_offset", "controller_ts", "topic", "topic_id", "partitio
               "position")
 _EPOCH_OF_TIME = dt.date(1970, 1, 1)
 CAUSES = pa.schema([pa.field("finding_id", pa.string()), pa.field("cause_finding_id", pa.string())])
-LAGS = pa.schema([pa.field("broker", pa.string()), pa.field("capture_ts", pa.int64()), pa.field("lag_ms", pa.int64())])
 
 
 def _spark_schema(schema: pa.Schema) -> Any:
@@ -96,6 +97,7 @@ class KraftEvidence:
         self.rows = rows
         self.changes = [HistoryChange.from_row(r) for r in rows]
         self.view = LogView.build(self.changes)
+        self.index = SpanIndex.of(self.view)  # the view as arrays, for the per-observation passes
 
     @property
     def present(self) -> bool:
@@ -242,25 +244,18 @@ def gold_extras(findings: DataFrame) -> dict[str, Column]:
 
 
 def _fill_ids(batches, view: LogView):
-    """Only rows without a (non-zero) id can change: the others pass through without becoming Python
-    objects (v10+ responses, nearly all of a modern cluster's)."""
+    """``tid`` (and a null ``topic_id``) from the log for the rows without an id (columnar,
+    :func:`~epochlib.rules.kraft_pass.fill_log_topic_ids`; v10+ rows pass through unchanged)."""
     import pyarrow.compute as pc
 
     for b in batches:
-        missing = pc.is_null(b.column("tid"))
-        if b.num_rows == 0 or not pc.any(missing).as_py():
+        if b.num_rows == 0 or not pc.any(pc.is_null(b.column("tid"))).as_py():
             yield b
             continue
-        idx = pc.indices_nonzero(missing)
-        table = pa.Table.from_batches([b.take(idx)])
-        filled = [o.topic_id for o in with_log_topic_ids(fr.observations_from_arrow(table), view)]
-        tids, topic_ids = b.column("tid").to_pylist(), b.column("topic_id").to_pylist()
-        for i, f in zip(idx.to_pylist(), filled, strict=True):
-            tids[i] = f
-            if topic_ids[i] is None:
-                topic_ids[i] = f
+        tid = fill_log_topic_ids(view, b)
         cols = {name: b.column(name) for name in b.schema.names}
-        cols["tid"], cols["topic_id"] = pa.array(tids, pa.string()), pa.array(topic_ids, pa.string())
+        cols["tid"] = tid
+        cols["topic_id"] = pc.coalesce(b.column("topic_id"), tid)
         yield pa.RecordBatch.from_arrays([cols[n] for n in b.schema.names], schema=b.schema)
 
 
@@ -278,41 +273,76 @@ def _m5(table: pa.Table, view: LogView) -> list[Any]:
     return check_metadata_offsets(fr.observations_from_arrow(table), view, kraft=True)
 
 
-#: ``rule`` of the marker rows the one M2-from-log pass adds to its findings: the capture pointer (the only
-#: evidence) of an observation the log judged, whose capture-only M2 verdict the log's supersedes.
-_JUDGED = "_judged"
+def _m2_logged(table: pa.Table, index: SpanIndex, grace_ms: int) -> list[Any]:
+    return logged_staleness(index, table, grace_ms)
 
 
-def _m2_logged(table: pa.Table, view: LogView, grace_ms: int) -> list[Any]:
-    found, judged = check_broker_staleness_logged(fr.observations_from_arrow(table), view, grace_ms)
-    return [*found, *({"rule": _JUDGED, "evidence": [k]} for k in sorted(judged))]
+def _judged_keys(batches, index: SpanIndex, grace_ms: int):
+    """``mapInArrow``: the :func:`~epochlib.rules.kraft.observation_key` of each row the log judges (the
+    rows given are the few whose key a capture-only M2 finding names)."""
+    from epochlib.rules import MetadataObservation
+
+    for b in batches:
+        judged = judged_rows(index, b, grace_ms)
+        if judged.any():
+            rows = b.filter(pa.array(judged)).to_pylist()
+            keys = [observation_key(MetadataObservation.from_row(r)) for r in rows]
+            yield pa.RecordBatch.from_arrays([pa.array(keys, pa.string())], names=["_judged"])
+
+
+def _observation_key_col() -> Column:
+    """Spark form of :func:`~epochlib.rules.kraft.observation_key` (capture pointer # id or name - partition)."""
+    from pyspark.sql import functions as F
+
+    from .stale_metadata import _ZERO_IDS, capture_pointer_col
+
+    tid = F.when(F.col("topic_id").isin(*_ZERO_IDS), F.lit(None)).otherwise(F.col("topic_id"))
+    return F.concat(capture_pointer_col(), F.lit("#"), F.coalesce(tid, F.col("topic")), F.lit("-"),
+                    F.col("partition").cast("string"))
 
 
 def metadata_findings(obs: DataFrame, capture_findings: DataFrame, ev: KraftEvidence, grace_ms: int,
                       keep: Callable[[DataFrame], DataFrame] = lambda df: df) -> DataFrame:
     """The stale-metadata findings with the log: M5, and M2 from the log where it covers the capture (the
-    capture-only M2 verdicts of those observations dropped); ``capture_findings`` unchanged without a log.
-    ``keep`` persists the one pass that gives both the log's M2 findings and what it judged (the caller
-    unpersists it)."""
+    capture-only M2 verdicts of the observations the log judges dropped); ``capture_findings`` unchanged
+    without a log. ``keep`` persists the capture findings (few rows, read twice: for the keys of their
+    observations and for the output; the caller unpersists them)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
 
     if not ev.present:
         return capture_findings
     schema = fr.findings_spark_schema()
     m5 = obs.groupBy("client_id").applyInArrow(fr.arrow_group_fn(partial(_m5, view=ev.view)), schema)
-    logged = keep(obs.mapInArrow(fr.arrow_map_fn(partial(_m2_logged, view=ev.view, grace_ms=grace_ms)), schema))
-    m2 = logged.where(F.col("rule") != _JUDGED)
-    judged = logged.where(F.col("rule") == _JUDGED).select(F.col("evidence").getItem(0).alias("_judged")).distinct()
+    m2 = obs.mapInArrow(fr.arrow_map_fn(partial(_m2_logged, index=ev.index, grace_ms=grace_ms)), schema)
+    capture_findings = keep(capture_findings)
     key = F.concat(F.col("evidence").getItem(0), F.lit("#"), F.coalesce(F.col("topic_id"), F.col("topic")), F.lit("-"),
                    F.col("partition").cast("string"))
     m2_capture = capture_findings.where(F.col("rule") == "M2").withColumn("_key", key)
+    # only the observations a capture-only M2 finding names can change a verdict: the log judges those few
+    names = m2_capture.select("_key").where(F.col("_key").isNotNull()).distinct()
+    named = obs.join(F.broadcast(names), _observation_key_col() == names["_key"], "left_semi")
+    judged = named.mapInArrow(partial(_judged_keys, index=ev.index, grace_ms=grace_ms),
+                              StructType([StructField("_judged", StringType())])).distinct()
     kept = m2_capture.join(F.broadcast(judged), m2_capture["_key"] == judged["_judged"], "left_anti").drop("_key")
     return capture_findings.where(F.col("rule") != "M2").unionByName(kept).unionByName(m2).unionByName(m5)
 
 
-def _lags(table: pa.Table, view: LogView, grace_ms: int) -> pa.Table:
-    lags = response_lags(fr.observations_from_arrow(table), view, grace_ms)
-    return pa.Table.from_pylist([{"broker": b, "capture_ts": ts, "lag_ms": lag} for _, b, ts, lag in lags], schema=LAGS)
+_RESPONSE = ("broker", "client_id", "source", "position", "capture_ts")
+
+
+def _row_lags(batches, index: SpanIndex, grace_ms: int):
+    """``mapInArrow``: per response of the batch with a row the log judges, the largest lag of those rows
+    (:func:`~epochlib.rules.kraft_pass.row_lags`; a response split over batches is folded by Spark)."""
+    for b in batches:
+        judged, lag = row_lags(index, b, grace_ms)
+        if not judged.any():
+            continue
+        mask = pa.array(judged)
+        t = pa.table({c: b.column(c).filter(mask) for c in _RESPONSE})
+        t = t.append_column("lag_ms", pa.array(lag[judged], pa.int64()))
+        yield from t.group_by(list(_RESPONSE), use_threads=False).aggregate([("lag_ms", "max")]).rename_columns(
+            [*_RESPONSE, "lag_ms"]).to_batches()
 
 
 def add_lag(rates: DataFrame, obs: DataFrame, ev: KraftEvidence, grace_ms: int) -> DataFrame:
@@ -323,12 +353,12 @@ def add_lag(rates: DataFrame, obs: DataFrame, ev: KraftEvidence, grace_ms: int) 
     if not ev.present:
         return (rates.withColumn("metadata_lag_median_ms", F.lit(None).cast("long"))
                 .withColumn("metadata_lag_max_ms", F.lit(None).cast("long")))
-    view = ev.view
-
-    def lags_of(table: pa.Table) -> pa.Table:
-        return _lags(table, view, grace_ms)
-
-    lags = obs.groupBy("broker").applyInArrow(lags_of, _spark_schema(LAGS))
+    rows = obs.select(*_RESPONSE, "topic", "topic_id", "partition", "leader_epoch")
+    per_response = _spark_schema(pa.schema([
+        pa.field("broker", pa.string()), pa.field("client_id", pa.string()), pa.field("source", pa.string()),
+        pa.field("position", pa.int64()), pa.field("capture_ts", pa.int64()), pa.field("lag_ms", pa.int64())]))
+    lags = (rows.mapInArrow(partial(_row_lags, index=ev.index, grace_ms=grace_ms), per_response)
+            .groupBy(*_RESPONSE).agg(F.max("lag_ms").alias("lag_ms")))
     per = (lags.groupBy(fr.date_of_ms(F.col("capture_ts")).alias("_date"), F.col("broker").alias("_subject"))
            .agg(F.percentile_approx("lag_ms", 0.5).cast("long").alias("metadata_lag_median_ms"),
                 F.max("lag_ms").cast("long").alias("metadata_lag_max_ms"))
