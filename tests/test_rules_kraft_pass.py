@@ -6,6 +6,7 @@ inside and outside the log, names the log never saw)."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,11 +15,19 @@ from epochlib.rules.kraft import (
     HistoryChange,
     LogView,
     check_broker_staleness_logged,
+    check_metadata_offsets,
     judge,
     response_lags,
     with_log_topic_ids,
 )
-from epochlib.rules.kraft_pass import SpanIndex, fill_log_topic_ids, judged_rows, logged_staleness, row_lags
+from epochlib.rules.kraft_pass import (
+    SpanIndex,
+    fill_log_topic_ids,
+    judged_rows,
+    logged_staleness,
+    metadata_offsets,
+    row_lags,
+)
 
 IDS = ["AQIDBAUGBwgJCgsMDQ4PEA", "AgMEBQYHCAkKCwwNDg8QEQ", "AwQFBgcICQoLDA0ODxAREg"]
 ZERO = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -44,12 +53,14 @@ def histories(draw) -> list[HistoryChange]:
         snapshot = draw(st.booleans())
         off += draw(st.integers(1, 5))
         rows.append(HistoryChange(off, ts, name, tid, None, "snapshot" if snapshot else "topic_created"))
-        for p in range(draw(st.integers(1, 2))):
+        born = off
+        for p in range(draw(st.integers(1, 3))):
             epoch = draw(st.integers(0, 3))
-            for _ in range(draw(st.integers(1, 6))):
-                off += draw(st.integers(1, 5))
+            for i in range(draw(st.integers(1, 6))):
+                # partitions are often created by one record (one offset), as a topic's creation does
+                off = born if i == 0 and draw(st.booleans()) else off + draw(st.integers(1, 5))
                 ts += draw(st.integers(0, 400) if regular else st.integers(-300, 400))
-                change = "snapshot" if snapshot and _ == 0 else draw(st.sampled_from(["leader", "isr", "created"]))
+                change = "snapshot" if snapshot and i == 0 else draw(st.sampled_from(["leader", "isr", "created"]))
                 e = None if draw(st.integers(0, 9)) == 0 else epoch
                 rows.append(HistoryChange(off, ts, name, tid, p, change, 1, e, (1, 2), None, False, None, None,
                                           "ctl/0.log", off * 10))
@@ -65,7 +76,8 @@ def histories(draw) -> list[HistoryChange]:
 def observation_tables(draw, lo: int, hi: int, times: list[int]) -> pa.Table:
     """Observations around the log's times: the responses' times, a span's start ± a little, or anywhere."""
     rows = []
-    resp_ts = [draw(st.one_of(st.sampled_from(times), st.integers(lo - 1_000, hi + 1_000))) for _ in range(7)]
+    resp_ts = [draw(st.one_of(st.sampled_from(times), st.integers(lo - 1_000, hi + 1_000))) for _ in range(4)]
+    resp_ts += [draw(st.sampled_from(resp_ts)) for _ in range(3)]  # responses captured in the same millisecond
     for _ in range(draw(st.integers(0, 40))):
         resp = draw(st.integers(0, 6))  # observations of one response share client, source, position, time
         ts = resp_ts[resp]
@@ -107,6 +119,12 @@ def test_columnar_passes_equal_the_reference(data) -> None:
 
     assert logged_staleness(index, table, grace) == check_broker_staleness_logged(obs, view, grace)[0]
 
+    for kraft in (True, False):
+        assert metadata_offsets(index, table, kraft=kraft) == check_metadata_offsets(obs, view, kraft=kraft)
+    for client in {o.client_id for o in obs}:  # per client, as the report groups them
+        mine = table.filter(pa.compute.equal(table.column("client_id"), client))
+        assert metadata_offsets(index, mine) == check_metadata_offsets([o for o in obs if o.client_id == client], view)
+
     # per response (as add_lag aggregates them): the max lag of its judged rows, for responses with one
     judged, lag = row_lags(index, table, grace)
     want = {}
@@ -139,3 +157,21 @@ def test_a_regular_log_needs_no_reference_rows() -> None:
     assert judged.tolist() == [True, True] and lag.tolist() == [150, 0]
     [f] = logged_staleness(index, table, 100)
     assert (f.rule, f.numbers["served_epoch"], f.numbers["staleness_ms"]) == ("M2", 1, 150)
+
+
+def test_m5_ties_name_the_first_partition_of_the_response_as_the_rule_does() -> None:
+    """Both partitions of t moved to epoch 1 at offset 20: the response serving both began at 20 by either;
+    the rule names the first. Served epoch 0 of t-0 later (ended at 20): a regression."""
+    rows = [HistoryChange(10, 1_000, "t", IDS[0], None, "topic_created")]
+    rows += [HistoryChange(10, 1_000, "t", IDS[0], p, "created", 1, 0) for p in (0, 1)]
+    rows += [HistoryChange(20, 2_000, "t", IDS[0], p, "leader", 2, 1) for p in (0, 1)]
+    view = LogView.build(rows)
+
+    def o(ts: int, position: int, partition: int, epoch: int) -> dict:
+        return {"capture_ts": ts, "client_id": "c", "broker": "1", "topic": "t", "topic_id": IDS[0],
+                "partition": partition, "leader_epoch": epoch, "source": "a.jsonl", "position": position}
+
+    table = pa.Table.from_pylist([o(1_500, 1, 0, 1), o(1_500, 1, 1, 1), o(1_800, 2, 0, 0)], schema=OBS_SCHEMA)
+    [f] = metadata_offsets(SpanIndex.of(view), table)
+    assert f == check_metadata_offsets(_objects(table), view)[0]
+    assert f.kind == "metadata_offset_regression" and "(t-0 epoch 1)" in f.detail

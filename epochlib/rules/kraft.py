@@ -38,6 +38,7 @@ __all__ = [
     "EpochSpan",
     "HistoryChange",
     "LogView",
+    "Served",
     "check_broker_staleness_logged",
     "check_checkpoint_epochs",
     "check_metadata_offsets",
@@ -46,6 +47,7 @@ __all__ = [
     "judge",
     "observation_key",
     "response_lags",
+    "scan_served",
     "unclean_cause",
     "view_from_rows",
     "with_log_topic_ids",
@@ -315,7 +317,10 @@ def check_checkpoint_epochs(snapshot: ReplicaSnapshot, view: LogView) -> list[Fi
 
 
 @dataclass(frozen=True, slots=True)
-class _Served:
+class Served:
+    """The interval of metadata offsets a response can reflect: the latest start and the earliest end of the
+    epochs it served, with the partitions (first in the response) that set them."""
+
     start: int
     end: int | None
     start_span: EpochSpan
@@ -331,7 +336,7 @@ def _responses(observations: Iterable[MetadataObservation]) -> list[list[Metadat
     return sorted(groups.values(), key=lambda g: (g[0].capture_ts, g[0].source or "", g[0].position or 0))
 
 
-def _served(resp: Sequence[MetadataObservation], view: LogView) -> _Served | None:
+def _served(resp: Sequence[MetadataObservation], view: LogView) -> Served | None:
     start = end = None
     for o in resp:
         if o.epoch < 0:
@@ -346,7 +351,7 @@ def _served(resp: Sequence[MetadataObservation], view: LogView) -> _Served | Non
             end = (s.end, s, o)
     if start is None:
         return None
-    return _Served(start[0], None if end is None else end[0], start[1], None if end is None else end[1], start[2],
+    return Served(start[0], None if end is None else end[0], start[1], None if end is None else end[1], start[2],
                    None if end is None else end[2])
 
 
@@ -357,19 +362,24 @@ def check_metadata_offsets(observations: Iterable[MetadataObservation], view: Lo
     start of a served interval the client was already given (strictly earlier). ``metadata_state_mixed``:
     a response whose partitions' intervals do not intersect (warning on KRaft, info with ``kraft=False``).
     Partitions served with an epoch the log does not retain are left out of the interval."""
+    return scan_served(((resp[0], _served(resp, view)) for resp in _responses(observations)), kraft=kraft)
+
+
+def scan_served(responses: Iterable[tuple[MetadataObservation, Served | None]], *, kraft: bool = True) -> list[Finding]:
+    """M5's walk over one client's responses in capture order: each as its first observation and the interval
+    it served (None: no partition with a retained epoch). Shared by :func:`check_metadata_offsets` and the
+    columnar :func:`epochlib.rules.kraft_pass.metadata_offsets`, which compute the intervals differently."""
     out: list[Finding] = []
-    seen: tuple[int, _Served, MetadataObservation] | None = None
-    pending: list[tuple[int, _Served, MetadataObservation]] = []
+    seen: tuple[int, Served, MetadataObservation] | None = None
+    pending: list[tuple[int, Served, MetadataObservation]] = []
     last_ts = None
-    for resp in _responses(observations):
-        o0 = resp[0]
+    for o0, sv in responses:
         if last_ts is not None and o0.capture_ts > last_ts:
             for p in pending:
                 if seen is None or p[0] > seen[0]:
                     seen = p
             pending = []
         last_ts = o0.capture_ts
-        sv = _served(resp, view)
         if sv is None:
             continue
         if sv.end is not None and sv.end <= sv.start:

@@ -15,6 +15,8 @@ here                        the reference                                       
 :func:`logged_staleness`    :func:`~.kraft.check_broker_staleness_logged`       rows the log finds stale
 :func:`row_lags`            :func:`~.kraft.response_lags` (per row; the max     rows of irregular partitions
                             per response is an aggregation)
+:func:`metadata_offsets`    :func:`~.kraft.check_metadata_offsets` (M5)         three rows per response with a
+                                                                                retained epoch, and irregular ones
 ==========================  ==================================================  ===============================
 
 How: :class:`SpanIndex` flattens the view's spans into arrays, one segment per (topic id, partition). A
@@ -34,9 +36,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._model import _ZERO_UUIDS, Finding, MetadataObservation
-from .kraft import LogView, check_broker_staleness_logged, judge
+from .kraft import EpochSpan, LogView, Served, _span, check_broker_staleness_logged, judge, scan_served
 
-__all__ = ["SpanIndex", "fill_log_topic_ids", "judged_rows", "logged_staleness", "row_lags"]
+__all__ = ["SpanIndex", "fill_log_topic_ids", "judged_rows", "logged_staleness", "metadata_offsets", "row_lags"]
+
+_BIG = np.iinfo(np.int64).max
 
 _SHIFT = np.int64(1 << 32)  # key * 2^32 + epoch: epochs are int32
 
@@ -53,11 +57,14 @@ class SpanIndex:
     start_ts: np.ndarray  # of the span at each position (regular segments; unknown -> int64 max)
     first_epoch: np.ndarray  # per segment: the epoch of its first span
     regular: np.ndarray  # per segment
+    span_start: np.ndarray  # metadata offset where the span at each position began (-1: before the history)
+    span_end: np.ndarray  # where it ended (int64 max: open)
+    seg_keys: tuple[tuple[str, int], ...]  # segment -> (topic id, partition)
 
     @classmethod
     def of(cls, view: LogView) -> SpanIndex:
         keys: dict[tuple[str, int], int] = {}
-        off, keyed, starts, first, regular = [0], [], [], [], []
+        off, keyed, starts, first, regular, s_start, s_end = [0], [], [], [], [], [], []
         big = np.iinfo(np.int64).max
         for key, spans in view.spans.items():
             if not spans:
@@ -71,11 +78,14 @@ class SpanIndex:
             order = range(len(spans)) if ok else sorted(range(len(spans)), key=lambda i: epochs[i])
             keyed += [k * int(_SHIFT) + epochs[i] for i in order]
             starts += [big if ts[i] is None else ts[i] for i in order]
+            s_start += [spans[i].start for i in order]
+            s_end += [big if spans[i].end is None else spans[i].end for i in order]
             first.append(epochs[0])
             regular.append(ok)
             off.append(off[-1] + len(spans))
         return cls(view, keys, np.array(off, np.int64), np.array(keyed, np.int64), np.array(starts, np.int64),
-                   np.array(first, np.int64), np.array(regular, bool))
+                   np.array(first, np.int64), np.array(regular, bool), np.array(s_start, np.int64),
+                   np.array(s_end, np.int64), tuple(keys))
 
     def covers(self, ts: np.ndarray) -> np.ndarray:
         return _covers(self.view, ts)
@@ -251,3 +261,91 @@ def row_lags(index: SpanIndex, table: pa.Table | pa.RecordBatch, grace_ms: int) 
         judged[i] = spans is not None
         lag[i] = max(0, o.capture_ts - nw.start_ts) if nw is not None and nw.start_ts is not None else 0
     return judged, lag
+
+
+def _codes(a: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list]:
+    """Dictionary codes of a string column (-1 for null) and the dictionary."""
+    enc = pc.dictionary_encode(a)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+def metadata_offsets(index: SpanIndex, table: pa.Table | pa.RecordBatch, *, kraft: bool = True) -> list[Finding]:
+    """M5 over the rows, as :func:`~epochlib.rules.kraft.check_metadata_offsets`: the served interval of each
+    response (the latest start and earliest end of the epochs it served) is found with array lookups and
+    per-response reductions; the walk over the responses (:func:`~epochlib.rules.kraft.scan_served`) is
+    the rule's own. A response with no retained epoch is left out of the walk: it cannot be a finding, and
+    whether it sits between two others does not change when the earlier ones count as seen."""
+    n = table.num_rows
+    if n == 0:
+        return []
+    ts, ep, tid, topic, part = _columns(table)
+    seg = _segments(index, ts, tid, topic, part, np.nonzero(ep >= 0)[0])
+    has = seg >= 0
+    s = np.where(has, seg, 0)
+    regular = has & index.regular[s] if len(index.regular) else np.zeros(n, bool)
+    key = s * _SHIFT + ep
+    q = np.searchsorted(index.keyed_epoch, key, side="left") if len(index.keyed_epoch) else np.zeros(n, np.int64)
+    q = np.minimum(q, max(len(index.keyed_epoch) - 1, 0))
+    hit = regular & (q < index.off[s + 1]) & (index.keyed_epoch[q] == key) if len(index.keyed_epoch) else regular
+    start = np.where(hit, index.span_start[q] if len(index.span_start) else 0, 0)
+    end = np.where(hit, index.span_end[q] if len(index.span_end) else _BIG, _BIG)
+    irregular_spans: dict[int, EpochSpan] = {}
+    irregular = np.nonzero(has & ~regular)[0]
+    for i, o in zip(irregular.tolist(), _observations(table, irregular), strict=True):
+        sp = _span(index.view.spans_of(o.topic_id, o.topic, o.partition, o.capture_ts) or [], o.epoch)
+        if sp is not None:
+            irregular_spans[i] = sp
+            hit[i], start[i], end[i] = True, sp.start, _BIG if sp.end is None else sp.end
+    if not hit.any():
+        return []
+
+    # responses: (client, source, position, capture time), each row's first appearance breaking no ties
+    cli, _ = _codes(table.column("client_id"))
+    src, src_values = _codes(table.column("source"))
+    pos_col = table.column("position")
+    pos_null = pc.is_null(pos_col).to_numpy(zero_copy_only=False)
+    pos = pc.fill_null(pos_col, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    idx = np.arange(n)
+    order = np.lexsort((idx, ts, pos, pos_null, src, cli))
+    k_cli, k_src, k_pn, k_pos, k_ts = cli[order], src[order], pos_null[order], pos[order], ts[order]
+    new = np.ones(n, bool)
+    new[1:] = ((k_cli[1:] != k_cli[:-1]) | (k_src[1:] != k_src[:-1]) | (k_pn[1:] != k_pn[:-1])
+               | (k_pos[1:] != k_pos[:-1]) | (k_ts[1:] != k_ts[:-1]))
+    bounds = np.nonzero(new)[0]
+    group = np.cumsum(new) - 1
+    first_row = order[bounds]  # o0 of each response (the sort keeps input order inside a response)
+    h = hit[order]
+    st_ = np.where(h, start[order], np.iinfo(np.int64).min)
+    g_start = np.maximum.reduceat(st_, bounds)
+    at_start = h & (st_ == g_start[group])
+    start_row = np.minimum.reduceat(np.where(at_start, order, _BIG), bounds)
+    en = np.where(h, end[order], _BIG)
+    g_end = np.minimum.reduceat(en, bounds)
+    at_end = h & (en == g_end[group]) & (en != _BIG)
+    end_row = np.minimum.reduceat(np.where(at_end, order, _BIG), bounds)
+    any_hit = np.logical_or.reduceat(h, bounds)
+
+    # the walk's order: capture time, source ("" for none), position (0 for none), first appearance
+    rank = {v: i for i, v in enumerate(sorted({"", *(v for v in src_values if v is not None)}))}
+    src_rank = np.array([rank[v if v is not None else ""] for v in src_values] + [rank[""]], np.int64)
+    g_src = src_rank[np.where(k_src[bounds] >= 0, k_src[bounds], len(src_values))]
+    walk = [g for g in np.lexsort((first_row, k_pos[bounds], g_src, k_ts[bounds])).tolist() if any_hit[g]]
+    need = sorted({int(r) for g in walk for r in (first_row[g], start_row[g], end_row[g]) if r != _BIG})
+    objs = dict(zip(need, _observations(table, np.array(need, np.int64)), strict=True))
+
+    def span_of(row: int) -> EpochSpan:
+        if row in irregular_spans:
+            return irregular_spans[row]
+        k = int(s[row])
+        return index.view.spans[index.seg_keys[k]][int(q[row] - index.off[k])]
+
+    def served(g: int) -> tuple:
+        sr, er = int(start_row[g]), int(end_row[g])
+        has_end = er != _BIG
+        return objs[int(first_row[g])], Served(
+            int(g_start[g]), int(g_end[g]) if has_end else None, span_of(sr), span_of(er) if has_end else None,
+            objs[sr], objs[er] if has_end else None)
+
+    return scan_served((served(g) for g in walk), kraft=kraft)

@@ -23,6 +23,7 @@ P1        ``offset_commits`` of expanded topics cogrouped by topic with     ``ch
 M3 (log)  observations without a topic id get the log's id for their name    ``with_log_topic_ids``
           at the capture time (``mapInArrow``), before M1/M2/M3/M5 run
 M5        ``metadata_observations.groupBy(client_id).applyInArrow``         ``check_metadata_offsets``
+          (columnar: ``kraft_pass.metadata_offsets``)
 M2 (log)  observations ``mapInArrow``; a capture-only M2 finding is         ``check_broker_staleness_logged``
           dropped when the log judges its observation (the few
           observations the findings name, semi-joined by pointer +
@@ -57,11 +58,17 @@ from epochlib.rules.kraft import (
     LogView,
     cause_of,
     check_checkpoint_epochs,
-    check_metadata_offsets,
     check_unclean_elections,
     observation_key,
 )
-from epochlib.rules.kraft_pass import SpanIndex, fill_log_topic_ids, judged_rows, logged_staleness, row_lags
+from epochlib.rules.kraft_pass import (
+    SpanIndex,
+    fill_log_topic_ids,
+    judged_rows,
+    logged_staleness,
+    metadata_offsets,
+    row_lags,
+)
 
 from ..frames import union_all
 from . import _frames as fr
@@ -269,8 +276,13 @@ def with_topic_ids(obs: DataFrame, ev: KraftEvidence) -> DataFrame:
 
 
 
-def _m5(table: pa.Table, view: LogView) -> list[Any]:
-    return check_metadata_offsets(fr.observations_from_arrow(table), view, kraft=True)
+#: What M5 reads of an observation (the shuffle to one group per client carries only these).
+_M5_COLUMNS = ("capture_ts", "client_id", "broker", "correlation_id", "topic", "topic_id", "partition", "leader_epoch",
+               "source", "position")
+
+
+def _m5(table: pa.Table, index: SpanIndex) -> list[Any]:
+    return metadata_offsets(index, table, kraft=True)
 
 
 def _m2_logged(table: pa.Table, index: SpanIndex, grace_ms: int) -> list[Any]:
@@ -313,7 +325,8 @@ def metadata_findings(obs: DataFrame, capture_findings: DataFrame, ev: KraftEvid
     if not ev.present:
         return capture_findings
     schema = fr.findings_spark_schema()
-    m5 = obs.groupBy("client_id").applyInArrow(fr.arrow_group_fn(partial(_m5, view=ev.view)), schema)
+    m5 = obs.select(*_M5_COLUMNS).groupBy("client_id").applyInArrow(
+        fr.arrow_group_fn(partial(_m5, index=ev.index)), schema)
     m2 = obs.mapInArrow(fr.arrow_map_fn(partial(_m2_logged, index=ev.index, grace_ms=grace_ms)), schema)
     capture_findings = keep(capture_findings)
     key = F.concat(F.col("evidence").getItem(0), F.lit("#"), F.coalesce(F.col("topic_id"), F.col("topic")), F.lit("-"),
