@@ -5,7 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 import numpy as np
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from epochlib.lineage import EpochEntry
 from epochlib.rules import (
@@ -17,6 +20,7 @@ from epochlib.rules import (
     MetadataObservation,
     ReplicaSnapshot,
     finding_id,
+    observations_from_arrow,
     to_ms,
 )
 
@@ -196,3 +200,39 @@ def test_severity_comes_from_the_kind_unless_a_rule_overrides_it():
         Finding("X1", "not_a_kind", event_ts=0)
     with pytest.raises(TypeError):
         Finding("S1e", "spurious_rewind", "error", 0)  # type: ignore[misc]  # severity, event_ts: keyword only
+
+
+_OBS_ARROW = pa.schema([
+    ("capture_ts", pa.int64()), ("client_id", pa.string()), ("broker", pa.string()), ("api_version", pa.int16()),
+    ("correlation_id", pa.int32()), ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
+    ("leader_id", pa.int32()), ("leader_epoch", pa.int32()), ("replicas", pa.list_(pa.int32())),
+    ("isr", pa.list_(pa.int32())), ("topic_error", pa.int16()), ("partition_error", pa.int16()),
+    ("metadata_token", pa.int64()), ("source", pa.string()), ("position", pa.int64()), ("event_ts", pa.int64()),
+])  # fmt: skip
+_opt = st.one_of(st.none(), st.integers(-3, 2**31 - 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "capture_ts": st.one_of(st.none(), st.integers(0, 2**45)), "event_ts": st.one_of(st.none(), st.integers(0, 2**45)),
+    "client_id": st.one_of(st.none(), st.text(max_size=4)), "broker": st.one_of(st.none(), st.text(max_size=4)),
+    "topic": st.one_of(st.none(), st.text(max_size=4)),
+    "topic_id": st.one_of(st.none(), st.sampled_from(["", "AAAAAAAAAAAAAAAAAAAAAA", "AQIDBAUGBwgJCgsMDQ4PEA"]),
+                          st.just("00000000-0000-0000-0000-000000000000")),
+    "partition": st.integers(0, 2**31 - 1), "leader_epoch": _opt, "api_version": st.one_of(st.none(), st.integers(0, 13)),
+    "correlation_id": _opt, "leader_id": _opt,
+    "replicas": st.one_of(st.none(), st.lists(st.integers(0, 9), max_size=3)),
+    "isr": st.one_of(st.none(), st.lists(st.integers(0, 9), max_size=3)),
+    "topic_error": st.one_of(st.none(), st.integers(-1, 100)), "partition_error": st.one_of(st.none(), st.integers(-1, 100)),
+    "metadata_token": st.one_of(st.none(), st.integers(0, 2**62)), "source": st.one_of(st.none(), st.text(max_size=6)),
+    "position": st.one_of(st.none(), st.integers(0, 2**40)),
+}), max_size=12), st.booleans())
+def test_observations_from_arrow_equal_from_row(rows, drop_event_ts) -> None:
+    """The column-at-a-time constructor gives exactly ``from_row``'s values (ids normalised, times coalesced)."""
+    table = pa.Table.from_pylist(rows, schema=_OBS_ARROW)
+    if drop_event_ts:
+        table = table.drop_columns(["event_ts", "metadata_token"])
+    assert observations_from_arrow(table) == [MetadataObservation.from_row(r) for r in table.to_pylist()]
+    # a timestamp column takes the row path and still agrees
+    as_ts = table.set_column(0, "capture_ts", table.column("capture_ts").cast(pa.timestamp("ms", tz="UTC")))
+    assert observations_from_arrow(as_ts) == [MetadataObservation.from_row(r) for r in as_ts.to_pylist()]

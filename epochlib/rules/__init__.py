@@ -24,6 +24,7 @@ from ._model import (
     ReplicaSnapshot,
     capture_pointer,
     finding_id,
+    observations_from_arrow,
     offsets_pointer,
     to_ms,
     unit_pointer,
@@ -120,4 +121,5 @@ __all__ = [
     "snapshot_rounds",
     "stale_rates",
     "to_ms",
+    "observations_from_arrow",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 from ..lineage import EpochEntry, LeaderEpochCache, as_entry
 
 __all__ = [
+    "observations_from_arrow",
     "INFO",
     "SEVERITY",
     "WARNING",
@@ -426,6 +427,57 @@ class MetadataObservation:
 
 
 _ZERO_UUIDS = {"AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000"}
+
+_OBS_INTS = ("partition", "leader_epoch", "api_version", "correlation_id", "leader_id", "topic_error",
+             "partition_error", "metadata_token", "position", "capture_ts", "event_ts")
+_OBS_STRS = ("client_id", "broker", "topic", "topic_id", "source")
+
+
+def observations_from_arrow(table: Any) -> list[MetadataObservation]:
+    """:meth:`MetadataObservation.from_row` over every row of a ``pyarrow`` table or batch, a column at a time
+    (the same values, ~5x cheaper: the report's passes turn up to every observation into one). Columns of
+    other types than the silver table's (timestamps, floats) take the row path."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = set(table.schema.names)
+    n = table.num_rows
+
+    def typed(name: str, check: Any) -> bool:
+        return name not in names or check(table.schema.field(name).type)
+
+    fast = (all(typed(c, pa.types.is_integer) for c in _OBS_INTS)
+            and all(typed(c, lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)) for c in _OBS_STRS)
+            and all(typed(c, lambda t: pa.types.is_list(t) and pa.types.is_integer(t.value_type))
+                    for c in ("replicas", "isr"))
+            and "partition" in names and table.column("partition").null_count == 0)
+    if not fast:
+        return [MetadataObservation.from_row(r) for r in table.to_pylist()]
+
+    def col(name: str) -> list[Any]:
+        return table.column(name).to_pylist() if name in names else [None] * n
+
+    if "capture_ts" in names and "event_ts" in names:
+        cap = pc.coalesce(table.column("capture_ts"), table.column("event_ts"))
+    else:
+        cap = table.column("capture_ts") if "capture_ts" in names else table.column("event_ts") if "event_ts" in names \
+            else pa.nulls(n, pa.int64())
+    capture = pc.fill_null(cap, 0).to_pylist()
+    if "topic_id" in names:
+        tid = table.column("topic_id")
+        zero = pc.fill_null(pc.is_in(tid, pa.array(sorted(_ZERO_UUIDS | {""}), pa.string())), False)
+        topic_ids = pc.if_else(zero, pa.scalar(None, pa.string()), tid).to_pylist()
+    else:
+        topic_ids = [None] * n
+    replicas = [() if v is None else tuple(v) for v in col("replicas")]
+    isr = [() if v is None else tuple(v) for v in col("isr")]
+    return [
+        MetadataObservation(*args)
+        for args in zip(capture, col("client_id"), col("broker"), col("topic"), col("partition"), col("leader_epoch"),
+                        topic_ids, col("api_version"), col("correlation_id"), col("leader_id"), replicas, isr,
+                        col("topic_error"), col("partition_error"), col("metadata_token"), col("source"),
+                        col("position"), strict=True)
+    ]
 
 
 def _norm_topic_id(tid: str | None) -> str | None:

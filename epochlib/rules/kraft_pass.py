@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._model import _ZERO_UUIDS, Finding, MetadataObservation
+from ._model import _ZERO_UUIDS, Finding, MetadataObservation, observations_from_arrow
 from .kraft import EpochSpan, LogView, Served, _span, check_broker_staleness_logged, judge, scan_served
 
 __all__ = ["SpanIndex", "fill_log_topic_ids", "judged_rows", "logged_staleness", "metadata_offsets", "row_lags"]
@@ -226,8 +226,7 @@ def _judge_arrays(index: SpanIndex, table: pa.Table | pa.RecordBatch, grace_ms: 
 def _observations(table: pa.Table | pa.RecordBatch, rows: np.ndarray) -> list[MetadataObservation]:
     if not len(rows):
         return []
-    sub = table.take(pa.array(rows))
-    return [MetadataObservation.from_row(r) for r in sub.to_pylist()]
+    return observations_from_arrow(table.take(pa.array(rows)))
 
 
 def judged_rows(index: SpanIndex, table: pa.Table | pa.RecordBatch, grace_ms: int) -> np.ndarray:

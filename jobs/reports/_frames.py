@@ -33,6 +33,7 @@ from epochlib.rules import (
     ReplicaSnapshot,
     finding_id,
 )
+from epochlib.rules import observations_from_arrow as _observations_from_arrow
 
 from .. import schemas
 from ..frames import union_all
@@ -176,7 +177,7 @@ def batches_from_arrow(table: pa.Table) -> list[BatchHeader]:
 
 
 def observations_from_arrow(table: pa.Table) -> list[MetadataObservation]:
-    return _from_rows(MetadataObservation, table)
+    return _observations_from_arrow(table)
 
 
 def quarantine_from_arrow(table: pa.Table) -> list[QuarantineRecord]:
