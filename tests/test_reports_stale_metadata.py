@@ -166,6 +166,13 @@ def test_only_groups_that_cannot_hold_a_finding_are_skipped(spark, tmp_path) -> 
                         topic, rnd.choice([3, 3, 3, 3, 2, 4, -1]) if topic != "d" else 5, tid=tid,
                         part=rnd.choice([0, 1]), version=12 if tid else 9,
                         token=rnd.choice([None, None, 100 + i]) if topic == "c" else None))
+    # epochs that only grow (skipped now), one that comes back after the grace (M2) or inside it (none), and
+    # a client that sees a lower epoch in the same millisecond as the higher one (no M1: ties are judged together)
+    for i in range(60):
+        rows.append(obs(ms(DAY, 12, i), f"g{i % 3}", "b3", "e", i // 6, tid="E1", part=i % 2))
+    rows += [obs(ms(DAY, 13), "h1", "b1", "e", 20, tid="E1", part=5), obs(ms(DAY, 13, 0, 0, 999), "h2", "b2", "e", 19,
+             tid="E1", part=5), obs(ms(DAY, 13, 0, 2), "h3", "b2", "e", 19, tid="E1", part=5)]
+    rows += [obs(ms(DAY, 14), "h4", "b1", "e", 9, tid="E1", part=6), obs(ms(DAY, 14), "h4", "b2", "e", 8, tid="E1", part=6)]
     silver = Silver(tmp_path)
     silver.write("metadata_observations", rows)
     run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])

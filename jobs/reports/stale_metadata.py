@@ -134,20 +134,22 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
         "topic_key", F.coalesce(F.col("topic"), F.col("_name"), F.col("tid"))
     )
     cols = [*_OBS_COLUMNS]
-    # Only groups that can hold a finding go to the Python rules (on a healthy day, few): every M1
-    # regression and M3 re-creation needs two epochs (>= 0) of one partition, every M3 id regression two ids
-    # of one name, every M2 finding two epochs of the partition or a token. Whole groups are kept or
-    # dropped, so each rule sees exactly the rows it saw before. ``repartition`` clusters the rows once by
-    # the group key, which the per-partition window, the per-group window and the grouping all reuse.
+    # Only groups that can hold a finding go to the Python rules (on a healthy day, few). Every M1 regression
+    # and M3 re-creation is an epoch (>= 0) below one the client saw for the partition strictly earlier;
+    # every M3 id regression needs two ids of one name; every M2 finding an epoch below one seen for the
+    # partition (by anyone) before t - grace, or a token. Each test is a superset of the rule's own
+    # (coarser keys, no baseline resets), and whole groups are kept or dropped, so each rule sees exactly the
+    # rows it saw before. ``repartition`` clusters the rows once by the group key for the windows and grouping.
     ep = F.when(F.col("leader_epoch") >= 0, F.col("leader_epoch"))
-    per_part = Window.partitionBy("client_id", "topic_key", "partition")
+    earlier = (Window.partitionBy("client_id", "topic_key", "partition").orderBy("capture_ts")
+               .rangeBetween(Window.unboundedPreceding, -1))
     per_group = Window.partitionBy("client_id", "topic_key")
-    moves = (F.min(ep).over(per_part) < F.max(ep).over(per_part)).cast("int")
+    below = F.coalesce((ep < F.max(ep).over(earlier)).cast("int"), F.lit(0))
     m13 = (
         keyed.select(*cols, "topic_key", "tid")
         .repartition("client_id", "topic_key")
-        .withColumn("_moves", moves)
-        .withColumn("_keep", (F.max("_moves").over(per_group) == 1)
+        .withColumn("_below", below)
+        .withColumn("_keep", (F.max("_below").over(per_group) == 1)
                     | (F.min("tid").over(per_group) < F.max("tid").over(per_group)))
         .where(F.col("_keep"))
         .select(*cols, "topic_key")
@@ -157,14 +159,20 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     pkey = F.coalesce(F.concat(F.lit("id:"), F.col("tid")), F.concat(F.lit("name:"), F.col("topic")))
     frontier = token_frontier_of(obs)
     per_key = Window.partitionBy("partition_key", "partition")
-    can_be_stale = F.min(ep).over(per_key) < F.max(ep).over(per_key)
+    # epochs first seen before t - grace: rows at or before t - grace - 1 ms (a negative grace looks ahead:
+    # then every row of the partition counts)
+    before = (per_key.orderBy("capture_ts").rangeBetween(Window.unboundedPreceding, -(grace_ms + 1)) if grace_ms >= 0
+              else per_key)
+    stale = F.coalesce((ep < F.max(ep).over(before)).cast("int"), F.lit(0))
+    can_be_stale = F.max("_stale").over(per_key) == 1
     if frontier:  # a token can be stale on its own
         can_be_stale = can_be_stale | (F.max(F.col("metadata_token").isNotNull().cast("int")).over(per_key) == 1)
     m2 = (
         obs.select(*cols, pkey.alias("partition_key"))
+        .withColumn("_stale", stale)
         .withColumn("_keep", can_be_stale)
         .where(F.col("_keep"))
-        .drop("_keep")
+        .drop("_keep", "_stale")
         .groupBy("partition_key", "partition")
         .applyInArrow(fr.arrow_group_fn(partial(_m2, grace_ms=grace_ms, frontier=frontier)), schema)
     )
