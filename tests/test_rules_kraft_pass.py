@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_rules_model import OBS_ARROW
 
 from epochlib.rules import MetadataObservation
 from epochlib.rules.kraft import (
@@ -32,13 +33,7 @@ from epochlib.rules.kraft_pass import (
 IDS = ["AQIDBAUGBwgJCgsMDQ4PEA", "AgMEBQYHCAkKCwwNDg8QEQ", "AwQFBgcICQoLDA0ODxAREg"]
 ZERO = "AAAAAAAAAAAAAAAAAAAAAA"
 NAMES = ["t", "u"]
-OBS_SCHEMA = pa.schema([
-    ("capture_ts", pa.int64()), ("client_id", pa.string()), ("broker", pa.string()), ("api_version", pa.int32()),
-    ("correlation_id", pa.int32()), ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
-    ("leader_id", pa.int32()), ("leader_epoch", pa.int32()), ("replicas", pa.list_(pa.int32())),
-    ("isr", pa.list_(pa.int32())), ("topic_error", pa.int16()), ("partition_error", pa.int16()),
-    ("metadata_token", pa.int64()), ("source", pa.string()), ("position", pa.int64()), ("event_ts", pa.int64()),
-])  # fmt: skip
+OBS_SCHEMA = OBS_ARROW
 
 
 @st.composite

@@ -202,7 +202,8 @@ def test_severity_comes_from_the_kind_unless_a_rule_overrides_it():
         Finding("S1e", "spurious_rewind", "error", 0)  # type: ignore[misc]  # severity, event_ts: keyword only
 
 
-_OBS_ARROW = pa.schema([
+#: The ``metadata_observations`` columns the rules read, as Arrow types (times as epoch ms).
+OBS_ARROW = pa.schema([
     ("capture_ts", pa.int64()), ("client_id", pa.string()), ("broker", pa.string()), ("api_version", pa.int16()),
     ("correlation_id", pa.int32()), ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
     ("leader_id", pa.int32()), ("leader_epoch", pa.int32()), ("replicas", pa.list_(pa.int32())),
@@ -229,7 +230,7 @@ _opt = st.one_of(st.none(), st.integers(-3, 2**31 - 1))
 }), max_size=12), st.booleans())
 def test_observations_from_arrow_equal_from_row(rows, drop_event_ts) -> None:
     """The column-at-a-time constructor gives exactly ``from_row``'s values (ids normalised, times coalesced)."""
-    table = pa.Table.from_pylist(rows, schema=_OBS_ARROW)
+    table = pa.Table.from_pylist(rows, schema=OBS_ARROW)
     if drop_event_ts:
         table = table.drop_columns(["event_ts", "metadata_token"])
     assert observations_from_arrow(table) == [MetadataObservation.from_row(r) for r in table.to_pylist()]
