@@ -108,9 +108,11 @@ class SparkProgress:
 
 
 def _release(result: AuditResult) -> None:
-    """Drop the cached lookback rows of the inputs (kept by ingestion for the reports)."""
-    for df in (getattr(result.ingest, "lookback", None) or {}).values():
-        df.unpersist()
+    """Drop the lookback rows of the inputs (kept by ingestion for the reports: cached frames, and the
+    commits' held-back staging files)."""
+    release = getattr(result.ingest, "release", None)
+    if release is not None:
+        release()
 
 
 def run_audit(

@@ -8,6 +8,7 @@ once, under its own date, however the nightly runs cut the days.
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 
@@ -105,3 +106,57 @@ def test_a_run_over_d2_alone_on_a_fresh_root_finds_what_a_run_over_d1_d2_finds(s
     run_audit(spark, alone, D1, D1, reports=(), progress_interval=0)
     assert _quarantined(alone) == _quarantined(whole)
     assert len(set(_quarantined(whole))) == len(_quarantined(whole)) > 0
+
+
+def test_the_commits_of_the_lookback_days_are_one_write_s_held_files_never_the_table_s(
+        spark, tmp_path, monkeypatch) -> None:
+    """Issue 16: the commits are decoded once and written once over the lookback day and the range; the
+    lookback day's rows are the run's state (exactly what a run over both days stores for that day), held
+    in the write's staging folder until the reports are done, never in the table, and a killed run's held
+    files are removed by the next run."""
+    sim_mod = pytest.importorskip("epochlib.sim")
+    from jobs import sink
+    from jobs.config import parse_config
+    from jobs.ingest import run_ingestion
+    from jobs.sink import _lease, _staged, read_table
+
+    sc = sim_mod.Scenario(name="late", seed=16, start=f"{D1}T18:00:00", days=0.5, commits=1500,
+                          snapshot_interval_hours=2.0, retention_hours=3.0)
+    sim = sim_mod.simulate(sc, tmp_path / "sim")
+
+    def config(root: str):
+        return parse_config({"cluster": "late", "inputs": {"offsets": str(sim.offsets)},
+                             "output": {"root": str(tmp_path / root)}, "rules": {"lookback_days": 1}})
+
+    def rows(df) -> list[str]:
+        return sorted(str(tuple(r)) for r in df.select(*sorted(df.columns)).collect())
+
+    whole, alone = config("whole"), config("alone")
+    run_ingestion(spark, whole, D1, D2).release()
+    want = rows(read_table(spark, "offset_commits", whole, date_range=(D1, D1)))
+    assert want
+
+    res = run_ingestion(spark, alone, D2, D2)
+    staging = tmp_path / "alone" / "offset_commits" / sink.STAGING_DIR
+    try:
+        assert rows(res.lookback["offset_commits"]) == want
+        assert len(os.listdir(staging)) == 2  # the held files' folder and its live lease
+        assert res.tables["offset_commits"].rows_written == len(rows(read_table(spark, "offset_commits", whole,
+                                                                                  date_range=(D2, D2))))
+    finally:
+        res.release()
+    assert os.listdir(staging) == []
+    table = tmp_path / "alone" / "offset_commits"
+    assert {p.name for p in (table / "cluster=late").iterdir()} == {f"event_date={D2}"}
+
+    # a run killed while the reports read its state: the held files stay in the staging folder only, and the
+    # next run of the table removes them
+    killed = run_ingestion(spark, alone, D2, D2)
+    with monkeypatch.context() as m:
+        m.setattr(_staged, "_discard_staging", lambda *a, **k: None)
+        m.setattr(_lease, "remove_lease", lambda *a, **k: None)
+        killed.release()
+    assert len(os.listdir(staging)) == 2
+    assert {p.name for p in (table / "cluster=late").iterdir()} == {f"event_date={D2}"}
+    run_ingestion(spark, alone, D2, D2).release()
+    assert os.listdir(staging) == []

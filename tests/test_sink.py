@@ -201,6 +201,78 @@ def test_rows_outside_the_range_are_refused(spark, tmp_path) -> None:
     assert not list(path.glob("cluster=c1/event_date=2024-03-03/*")) and not list(path.glob("cluster=c9/*/*"))
 
 
+D4 = dt.date(2024, 3, 4)
+
+
+@pytest.mark.spark
+def test_hold_back_keeps_the_days_before_the_range_out_of_the_table_until_released(spark, tmp_path) -> None:
+    """One write of the lookback days and the range: only the range is committed; the lookback days' rows come
+    back as run-scoped staged files (the run's state), owned by a live lease until released."""
+    config = cfg(tmp_path)
+    path = tmp_path / "out" / RATES
+    write_table(rates(spark, [("c1", D1, "earlier-run", 1)]), RATES, config=config, date_range=(D1, D1))
+    rows = [("c1", D1, "h1", 1), ("c1", D2, "h2", 2), ("c1", D2, "h3", 3), ("c1", D3, "w1", 4)]
+    res = write_table(rates(spark, rows), RATES, config=config, date_range=(D3, D3), hold_back=(D1, D2))
+    # the table: the earlier run's D1 untouched, the range written, no held row committed or in its folders
+    assert contents(path) == [("c1", D1, "earlier-run"), ("c1", D3, "w1")]
+    assert res.rows_written == 1 and res.version == 1
+    assert {p.parent.name for p in path.rglob("*.parquet") if sink.STAGING_DIR not in p.parts} == {
+        "event_date=2024-03-01", "event_date=2024-03-03"}
+    assert len(list((path / "cluster=c1" / "event_date=2024-03-01").glob("*.parquet"))) == 1  # the earlier run's
+    # the held rows, in the table's schema, until released
+    held = res.held.frame
+    assert held.schema == schemas.spark_schema(RATES)
+    assert sorted((r.cluster, r.event_date, r.subject, r.responses) for r in held.collect()) == rows[:3]
+    token, lease = staging_dirs(path)
+    assert lease == f"{token}{_lease.LEASE_SUFFIX}"
+    # another write of the table meanwhile leaves a live run's held rows alone
+    write_table(rates(spark, [("c1", D4, "other", 1)]), RATES, config=config, date_range=(D4, D4),
+                options=NOW_GRACE)
+    assert staging_dirs(path) == [token, lease] and held.count() == 3
+    res.held.release()
+    res.held.release()  # idempotent
+    assert staging_dirs(path) == []
+    # nothing held: no state at all
+    none = write_table(rates(spark, [("c1", D3, "w2", 5)]), RATES, config=config, date_range=(D3, D3),
+                       hold_back=(D1, D2))
+    assert none.held is not None and none.held.frame is None and staging_dirs(path) == []
+    assert contents(path) == [("c1", D1, "earlier-run"), ("c1", D3, "w2"), ("c1", D4, "other")]
+
+
+@pytest.mark.spark
+def test_hold_back_still_refuses_rows_outside_both_ranges_and_bad_arguments(spark, tmp_path) -> None:
+    config = cfg(tmp_path)
+    path = tmp_path / "out" / RATES
+    with pytest.raises(SinkError, match=r"event_date=2024-03-04 fall outside"):
+        write_table(rates(spark, [("c1", D1, "h", 1), ("c1", D4, "late", 1)]), RATES, config=config,
+                    date_range=(D3, D3), hold_back=(D1, D2))
+    assert staging_dirs(path) == []
+    with pytest.raises(ConfigError, match="must end before the range's first day"):
+        write_table(rates(spark, []), RATES, config=config, date_range=(D2, D3), hold_back=(D1, D2))
+    with pytest.raises(ConfigError, match="needs mode='replace_range'"):
+        write_table(rates(spark, []), RATES, config=config, mode="append", hold_back=(D1, D1))
+
+
+@pytest.mark.spark
+def test_held_rows_of_a_killed_run_never_reach_the_table_and_the_next_write_removes_them(
+    spark, tmp_path, monkeypatch
+) -> None:
+    config = cfg(tmp_path)
+    path = tmp_path / "out" / RATES
+    res = write_table(rates(spark, [("c1", D1, "h", 1), ("c1", D2, "w", 2)]), RATES, config=config,
+                      date_range=(D2, D2), hold_back=(D1, D1))
+    with monkeypatch.context() as m:  # the process dies: its lease is no longer renewed, nothing is cleaned
+        m.setattr(_staged, "_discard_staging", lambda *a, **k: None)
+        m.setattr(_lease, "remove_lease", lambda *a, **k: None)
+        res.held.release()
+    assert len(staging_dirs(path)) == 2
+    assert contents(path) == [("c1", D2, "w")] and not (path / "cluster=c1" / "event_date=2024-03-01").exists()
+    write_table(rates(spark, [("c1", D3, "next", 3)]), RATES, config=config, date_range=(D3, D3))
+    assert staging_dirs(path) == []
+    assert contents(path) == [("c1", D2, "w"), ("c1", D3, "next")]
+    assert all(os.path.exists(f) for f in DeltaTable(str(path)).file_uris())
+
+
 @pytest.mark.spark
 def test_schema_errors_are_clear(spark, tmp_path) -> None:
     config = cfg(tmp_path)

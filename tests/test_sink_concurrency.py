@@ -236,6 +236,33 @@ def test_delta_spark_back_end_retries_a_lost_race_then_names_the_other_run(tmp_p
         _delta_spark.write_delta_spark(Broken(0), tgt, "append", None, schemas.PARTITION_BY, SinkOptions())
 
 
+@pytest.mark.spark
+def test_delta_spark_back_end_holds_back_the_lookback_days_from_one_pass(spark, tmp_path, monkeypatch) -> None:
+    """Without a staging folder, delta-spark writes everything but the held days (rows outside both ranges
+    still reach its replaceWhere, which refuses them) and hands the held days back cached."""
+    tgt = resolve_target(RATES, cfg(tmp_path), None, None, None)
+    written: list = []
+
+    def fake_write(df, tgt, mode, drange, partition_by, options=None, *, hold=None):
+        written.extend(sorted(r.subject for r in df.collect()))
+        return sink.SinkResult(tgt.table, tgt.location, "delta-spark", mode, 1, None, None, drange)
+
+    monkeypatch.setattr(_delta_spark, "write_delta_spark", fake_write)
+    d0, d3 = D1 - dt.timedelta(days=1), D2 + dt.timedelta(days=1)
+    df = spark.createDataFrame(
+        [("c1", d, "broker", s, 1, 0, 0.5, 1, 1) for d, s in ((d0, "early"), (D1, "held"), (D2, "range"),
+                                                              (d3, "late"))],
+        schemas.spark_schema(RATES))
+    res = _delta_spark._write_holding_back(df, tgt, "replace_range", (D2, D2), schemas.PARTITION_BY, None, (D1, D1))
+    assert written == ["early", "late", "range"]
+    assert [r.subject for r in res.held.frame.collect()] == ["held"]
+    res.held.release()
+    empty_day = d0 - dt.timedelta(days=5)
+    none = _delta_spark._write_holding_back(df, tgt, "replace_range", (D2, D2), schemas.PARTITION_BY, None,
+                                            (empty_day, empty_day))
+    assert none.held.frame is None
+
+
 # -------------------------------------------------------------------------- item 8: dead runs' leftovers
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from jobs.config import Config
     from jobs.runlog import RunContext, SourceCounts
-    from jobs.sink import SinkResult
+    from jobs.sink import HeldRows, SinkResult
 
     from .discover import Inventory
 
@@ -66,8 +66,9 @@ class IngestResult:
         infos: decoder notes that are neither units nor quarantine (e.g. TLS to ports that are not broker
             ports).
         empty: source kind -> reason -> number of inputs read with zero units.
-        lookback: silver table -> the inputs' rows dated in the lookback days before the range (cached,
-            not written; pass to :func:`jobs.reports.run_reports` as ``state``, then ``unpersist``).
+        lookback: silver table -> the inputs' rows dated in the lookback days before the range (cached, or
+            for ``offset_commits`` the Parquet files its write held back; not written to the tables): pass to
+            :func:`jobs.reports.run_reports` as ``state``, then :meth:`release`.
     """
 
     run: RunContext
@@ -81,6 +82,12 @@ class IngestResult:
     """Bytes of the input files discovered (what the shuffle width was sized to)."""
     infos: tuple[str, ...] = ()
     """Notes from the decoders that are neither counts nor quarantine (TLS on ports that are not broker ports)."""
+    held: tuple[HeldRows, ...] = ()
+    """The sink's held-back lookback rows behind :attr:`lookback` (dropped by :meth:`release`)."""
+
+    def release(self) -> None:
+        """Drop the lookback state (cached frames, held-back staging files) once the reports have read it."""
+        _release(self.lookback, self.held)
 
     def notes(self) -> list[str]:
         """One line per source kind that had inputs read with zero units or entries skipped, with the
@@ -227,6 +234,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     works: dict[str, DataFrame] = {}
     offset_commits: DataFrame | None = None
     lookback: dict[str, DataFrame] = {}
+    held: list[HeldRows] = []
 
     offsets_files = inv.of("offsets")
     if offsets_files:
@@ -286,34 +294,36 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         tables: dict[str, SinkResult] = {}
         before = lookback_days(config, run)
         states: dict[str, DataFrame] = {}
-        spills: list[DataFrame] = []
-        try:
-            for name in SILVER:
-                if name not in silver:
-                    continue
-                df = silver[name]
-                if before is not None and name == "offset_commits":
-                    # the commits are decoded straight for the sink; with a lookback they are read twice (the
-                    # range to write, the days before as state), so spill them once instead of decoding twice
-                    df = df.persist(StorageLevel.DISK_ONLY)
-                    spills.append(df)
-                tables[name] = write_table(_dated(df, run), name, config=config,
-                                           mode="replace_range", date_range=run.date_range)
-                if before is not None:
-                    states[name] = _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
-            if states:
-                # one job materialises every lookback state while the decoded rows are cached; an empty state
-                # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
-                parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
-                held = {r["table"] for r in union_all(parts).groupBy("table").count().collect() if r["count"]}
-                for name, st in states.items():
-                    if name in held:
-                        lookback[name] = st
-                    else:
-                        st.unpersist()
-        finally:
-            for spill in spills:
-                spill.unpersist()
+        for name in SILVER:
+            if name not in silver:
+                continue
+            df = silver[name]
+            if before is not None and name == "offset_commits":
+                # the commits are decoded straight for the sink, never cached: one write over the lookback
+                # days and the range, whose lookback days' files the sink holds back from the table as this
+                # run's state (read back columnar; usually there are none, and then there is no state at all)
+                res = write_table(_dated(df, run, (before[0], run.range_to)), name, config=config,
+                                  mode="replace_range", date_range=run.date_range, hold_back=before)
+                tables[name] = res
+                if res.held is not None:
+                    held.append(res.held)
+                    if res.held.frame is not None:
+                        lookback[name] = res.held.frame
+                continue
+            tables[name] = write_table(_dated(df, run), name, config=config,
+                                       mode="replace_range", date_range=run.date_range)
+            if before is not None:
+                states[name] = _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
+        if states:
+            # one job materialises every other lookback state while the work rows are cached; an empty state
+            # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
+            parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
+            have = {r["table"] for r in union_all(parts).groupBy("table").count().collect() if r["count"]}
+            for name, st in states.items():
+                if name in have:
+                    lookback[name] = st
+                else:
+                    st.unpersist()
 
         # quarantine: executor rows + unrecognised files (names only, from the driver)
         qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in works.items()]
@@ -352,6 +362,9 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]
         if write_audit and counts:
             tables["audit_runs"] = write_audit_runs(audit_run_table(run, counts), config)
+    except BaseException:
+        _release(lookback, held)
+        raise
     finally:
         for w in works.values():
             w.unpersist()
@@ -369,4 +382,11 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     skipped = {k: inv.reasons(k) for k in kinds if inv.reasons(k)}
     empty = {k: inv.reasons(k, "empty") for k in kinds if inv.reasons(k, "empty")}
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
-                        infos=tuple(infos), lookback=lookback, input_bytes=input_bytes)
+                        infos=tuple(infos), lookback=lookback, input_bytes=input_bytes, held=tuple(held))
+
+
+def _release(lookback: dict[str, DataFrame], held: list[HeldRows] | tuple[HeldRows, ...]) -> None:
+    for df in lookback.values():
+        df.unpersist()
+    for h in held:
+        h.release()

@@ -69,13 +69,14 @@ from __future__ import annotations
 from ._lease import running_as
 from ._read import read_table, read_table_arrow
 from ._staged import STAGING_DIR
-from ._target import Backend, Mode, SinkOptions, SinkResult, table_location
+from ._target import Backend, HeldRows, Mode, SinkOptions, SinkResult, table_location
 from ._write import write_small, write_table
 
 __all__ = [
     "running_as",
     "STAGING_DIR",
     "Backend",
+    "HeldRows",
     "Mode",
     "SinkOptions",
     "SinkResult",

@@ -21,7 +21,7 @@ from jobs.errors import CommitError
 
 from . import _lease
 from ._conflict import other_run, with_retries
-from ._target import SinkOptions, SinkResult, Target, open_delta, sql_predicate
+from ._target import HeldRows, SinkOptions, SinkResult, Target, open_delta, sql_predicate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -36,7 +36,15 @@ def write_delta_spark(
     drange: tuple[dt.date, dt.date] | None,
     partition_by: Sequence[str],
     options: SinkOptions | None = None,
+    *,
+    hold: tuple[dt.date, dt.date] | None = None,
 ) -> SinkResult:
+    """Write ``df`` with Spark's Delta source; with ``hold`` (days before the range), the rows of those days
+    are not written but returned as :attr:`SinkResult.held`: ``df`` is spilled once (DISK_ONLY) so that the
+    write and the held rows come from one pass over it, and the held rows are cached (Delta writes files
+    straight into the table, so there is no staging folder to keep them in)."""
+    if hold is not None:
+        return _write_holding_back(df, tgt, mode, drange, partition_by, options, hold)
     options = options or SinkOptions()
     run = _lease.run_name(options.run_id)
     what = f"Delta write of {tgt.table!r} to {tgt.location}"
@@ -70,3 +78,32 @@ def write_delta_spark(
         opened = open_delta(tgt.native, tgt.storage_options, quiet=True)
         version = opened.version() if opened is not None else None
     return SinkResult(tgt.table, tgt.location, "delta-spark", mode, version, None, None, drange)
+
+
+def _write_holding_back(
+    df: DataFrame,
+    tgt: Target,
+    mode: str,
+    drange: tuple[dt.date, dt.date] | None,
+    partition_by: Sequence[str],
+    options: SinkOptions | None,
+    hold: tuple[dt.date, dt.date],
+) -> SinkResult:
+    from dataclasses import replace
+
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    held_days = F.col("event_date").between(F.lit(hold[0]), F.lit(hold[1]))
+    spill = df.persist(StorageLevel.DISK_ONLY)
+    try:
+        # rows outside both ranges still reach the write, whose replaceWhere refuses them
+        result = write_delta_spark(spill.where(~held_days | F.col("event_date").isNull()), tgt, mode, drange,
+                                   partition_by, options)
+        held = spill.where(held_days).persist(StorageLevel.MEMORY_AND_DISK)
+        if not held.count():  # materialised while the spill is there; an empty hold is no state at all
+            held.unpersist()
+            return replace(result, held=HeldRows(None))
+        return replace(result, held=HeldRows(held, held.unpersist))
+    finally:
+        spill.unpersist()

@@ -17,8 +17,9 @@ from ._target import Backend, choose_backend, open_delta, resolve_target
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
-__all__ = ["read_table", "read_table_arrow"]
+__all__ = ["read_partition_files", "read_table", "read_table_arrow"]
 
 
 def read_table(
@@ -60,7 +61,6 @@ def read_table(
     arrow_schema = pa.schema(dtable.schema().to_arrow())
     full = spark_schema_from_arrow(table, arrow_schema)
     part_cols = list(dtable.metadata().partition_columns)
-    data_schema = struct_without(full, part_cols)
     groups: dict[tuple[Any, ...], list[str]] = {}
     for row in _live_files(dtable):
         values = tuple(row.get(f"partition.{c}") for c in part_cols)
@@ -72,8 +72,20 @@ def read_table(
             if d is None or not drange[0] <= d <= drange[1]:
                 continue
         groups.setdefault(values, []).append(f"{tgt.spark}/{row['path']}")
+    return read_partition_files(spark, groups, full, part_cols)
+
+
+def read_partition_files(
+    spark: SparkSession, groups: Mapping[tuple[Any, ...], Sequence[str]], full: StructType, part_cols: Sequence[str]
+) -> DataFrame:
+    """Parquet data files (without their partition columns, as Delta and Spark write them) read in the
+    table schema ``full``: ``groups`` maps partition values (in ``part_cols`` order; the values or their
+    text) to their files; each group is one ``spark.read.parquet`` with its values added as literals."""
+    from pyspark.sql import functions as F
+
     if not groups:
         return spark.createDataFrame([], full)
+    data_schema = struct_without(full, part_cols)
     frames = []
     for values, files in groups.items():
         part = spark.read.schema(data_schema).parquet(*files)

@@ -11,7 +11,7 @@ import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -23,7 +23,8 @@ from jobs.fs import filesystem
 from . import _lease
 from ._conflict import RUN_KEY, STAGING_KEY, other_run, with_retries
 from ._fit import arrow_schema_for, fit_table_schema
-from ._target import SinkOptions, SinkResult, Target, open_delta
+from ._read import read_partition_files
+from ._target import HeldRows, SinkOptions, SinkResult, Target, open_delta
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -79,7 +80,13 @@ def write_delta_rs(
     partition_by: list[str],
     spark_schema: StructType,
     options: SinkOptions,
+    *,
+    hold: tuple[dt.date, dt.date] | None = None,
 ) -> SinkResult:
+    """Steps 1-4 of the :mod:`jobs.sink` docstring. With ``hold`` (days before the range), the staged files
+    of those days are neither moved nor committed: they stay in the staging folder, under this write's
+    lease (still renewed), as :attr:`SinkResult.held`, until the caller releases them; if the process dies
+    first, the next write of the table removes them like any dead run's staging folder."""
     arrow_schema = arrow_schema_for(tgt.table, spark_schema)
     uri = tgt.native
     existing = open_delta(uri, tgt.storage_options)
@@ -88,28 +95,71 @@ def write_delta_rs(
     fs, base = filesystem(tgt.location)
     root = f"{base.rstrip('/')}/{STAGING_DIR}"
     token, run = _new_token(), _lease.run_name(options.run_id)
-    with _lease.hold(fs, root, token, run, options.lease):
+    owned = contextlib.ExitStack()  # the lease: renewed until the write ends, or until its held rows go
+
+    def end(*, committed: bool) -> None:
         try:
-            staged = _stage(df, tgt, partition_by, token)
-            _check_staged_partitions(staged, tgt, mode, drange)
-            adds = _add_actions(staged, tgt, fs, base, options, arrow_schema)
-            _move_into_table(staged, fs, base, options)
-            _commit(uri, tgt, adds, mode, drange, partition_by, arrow_schema, token, run, options)
-        except BaseException:
-            # A clean failure: undo what we can now (a killed process leaves this to the next run's cleanup).
-            # The moved files stay if the commit landed after all (delta-rs#2609: an error after a commit).
-            _discard_staging(fs, base, token, committed=_landed(uri, tgt, token))
+            _discard_staging(fs, base, token, committed=committed)
+        finally:
+            owned.close()
             _lease.remove_lease(fs, root, token)
-            raise
-        _discard_staging(fs, base, token, committed=True)
-    _lease.remove_lease(fs, root, token)
+
+    owned.enter_context(_lease.hold(fs, root, token, run, options.lease))
+    try:
+        staged = _stage(df, tgt, partition_by, token)
+        _check_staged_partitions(staged, tgt, mode, drange, hold)
+        staged, kept = _split_held(staged, hold)
+        adds = _add_actions(staged, tgt, fs, base, options, arrow_schema)
+        _move_into_table(staged, fs, base, options)
+        _commit(uri, tgt, adds, mode, drange, partition_by, arrow_schema, token, run, options)
+    except BaseException:
+        # A clean failure: undo what we can now (a killed process leaves this to the next run's cleanup).
+        # The moved files stay if the commit landed after all (delta-rs#2609: an error after a commit).
+        end(committed=_landed(uri, tgt, token))
+        raise
+    held = None
+    if kept:
+        # the moved files are committed: drop the manifest, so that no cleanup of this folder can ever
+        # take them for a dead run's uncommitted moves (e.g. once the log no longer holds this commit)
+        _, staging_path = filesystem(staged.staging)
+        with contextlib.suppress(FileNotFoundError, OSError):
+            fs.delete_file(f"{staging_path}/{_MANIFEST}")
+        held = HeldRows(_read_held(df.sparkSession, staged.staging, kept, partition_by, spark_schema),
+                        lambda: end(committed=True))
+    else:
+        end(committed=True)
+        if hold is not None:
+            held = HeldRows(None)
     try:
         _clean_leftovers(uri, tgt, fs, base, options, keep=token)
     except Exception as exc:  # the write is committed; the next run retries the cleanup
         log.warning("%s: cleaning what dead runs left at %s failed: %s", tgt.table, tgt.location, exc)
     version = open_delta(uri, tgt.storage_options).version()
     rows = sum(json.loads(a.stats).get("numRecords", 0) for a in adds)
-    return SinkResult(tgt.table, tgt.location, "delta-rs", mode, version, len(adds), rows, drange)
+    return SinkResult(tgt.table, tgt.location, "delta-rs", mode, version, len(adds), rows, drange, held)
+
+
+def _split_held(staged: _Staged, hold: tuple[dt.date, dt.date] | None) -> tuple[_Staged, list[_StagedFile]]:
+    """The staged files to commit, and those of the ``hold`` days (kept in the staging folder)."""
+    if hold is None:
+        return staged, []
+    lo, hi = hold[0].isoformat(), hold[1].isoformat()
+    rest: list[_StagedFile] = []
+    kept: list[_StagedFile] = []
+    for f in staged.files:
+        (kept if lo <= (f.partition_values.get("event_date") or "") <= hi else rest).append(f)
+    return replace(staged, files=rest), kept
+
+
+def _read_held(spark: Any, staging: str, kept: list[_StagedFile], partition_by: list[str],
+               schema: StructType) -> DataFrame:
+    """The held files as a DataFrame in the table's schema (columnar Parquet reads, partition values as
+    literals, as :func:`jobs.sink.read_table` reads the table's own files)."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for f in kept:
+        values = tuple(f.partition_values.get(c) for c in partition_by)
+        groups.setdefault(values, []).append(f"{staging}/{f.rel}")
+    return read_partition_files(spark, groups, schema, partition_by)
 
 
 def _stage(df: DataFrame, tgt: Target, partition_by: list[str], token: str) -> _Staged:
@@ -161,15 +211,19 @@ def _list_staged(staging: str, partition_by: list[str]) -> list[_StagedFile]:
 
 
 def _check_staged_partitions(
-    staged: _Staged, tgt: Target, mode: str, drange: tuple[dt.date, dt.date] | None
+    staged: _Staged, tgt: Target, mode: str, drange: tuple[dt.date, dt.date] | None,
+    hold: tuple[dt.date, dt.date] | None = None,
 ) -> None:
-    """replaceWhere semantics: every written row must fall inside the replaced partitions."""
+    """replaceWhere semantics: every written row must fall inside the replaced partitions (or the held
+    days, which are not committed)."""
     if mode != "replace_range":
         return
     assert drange is not None
+    days = [drange] + ([hold] if hold is not None else [])
     for f in staged.files:
         c, d = f.partition_values.get("cluster"), f.partition_values.get("event_date")
-        inside = c == tgt.cluster and d is not None and drange[0].isoformat() <= d <= drange[1].isoformat()
+        inside = c == tgt.cluster and d is not None and any(
+            lo.isoformat() <= d <= hi.isoformat() for lo, hi in days)
         if not inside:
             raise SinkError(
                 f"{tgt.table}: rows with cluster={c!r}, event_date={d} fall outside the replaced range "

@@ -7,8 +7,8 @@ A location is resolved once through :mod:`jobs.fs` (``location`` canonical, ``sp
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from jobs import fs, schemas
@@ -16,14 +16,16 @@ from jobs.config import Config, parse_date_range
 from jobs.errors import ConfigError, SinkError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "Backend",
+    "HeldRows",
     "Mode",
     "SinkOptions",
     "SinkResult",
     "Target",
+    "check_hold_back",
     "check_mode",
     "choose_backend",
     "has_delta",
@@ -58,6 +60,27 @@ class SinkOptions:
     """delta-rs storage options (default: the config's ``[output.storage_options]``)."""
 
 
+@dataclass(eq=False)
+class HeldRows:
+    """The rows a ``replace_range`` write held back from the table (its ``hold_back`` days, e.g. a run's
+    lookback days): never committed, readable as :attr:`frame` until :meth:`release`.
+
+    With delta-rs they are the write's own staged Parquet files of those days, left in its staging folder
+    under its lease (so no second decode or spill is needed, and a killed run's files are removed by the
+    next write of the table like any dead run's staging); with delta-spark, a persisted frame."""
+
+    frame: DataFrame | None
+    """The held rows in the table's schema; None when the write had none in those days."""
+    _release: Callable[[], None] = field(default=lambda: None, repr=False)
+    _released: bool = field(default=False, repr=False)
+
+    def release(self) -> None:
+        """Drop the held rows (their staging folder and lease, or the cache); idempotent."""
+        if not self._released:
+            self._released = True
+            self._release()
+
+
 @dataclass(frozen=True)
 class SinkResult:
     """What a write did."""
@@ -75,6 +98,8 @@ class SinkResult:
     rows_written: int | None = None
     """Rows in the added files (delta-rs path: from the Parquet footers; None for delta-spark)."""
     date_range: tuple[dt.date, dt.date] | None = None
+    held: HeldRows | None = None
+    """With ``hold_back``: the rows of those days, kept out of the table (release them when done)."""
 
 
 
@@ -145,6 +170,21 @@ def check_mode(
         if tuple(partition_by) != schemas.PARTITION_BY:
             raise ConfigError(f"replace_range needs partition_by={schemas.PARTITION_BY}, got {tuple(partition_by)}")
     return drange
+
+
+def check_hold_back(
+    tgt: Target, mode: str, drange: tuple[dt.date, dt.date] | None, hold_back: Any
+) -> tuple[dt.date, dt.date] | None:
+    """The parsed ``hold_back`` days: only for ``replace_range``, and wholly before the replaced range."""
+    if hold_back is None:
+        return None
+    hold = parse_date_range(*hold_back)
+    if mode != "replace_range" or drange is None:
+        raise ConfigError(f"hold_back for {tgt.table!r} needs mode='replace_range'")
+    if hold[1] >= drange[0]:
+        raise ConfigError(f"hold_back {hold[0]}..{hold[1]} of {tgt.table!r} must end before the range's "
+                          f"first day {drange[0]}")
+    return hold
 
 
 def has_delta(spark: SparkSession) -> bool:

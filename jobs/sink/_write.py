@@ -22,6 +22,7 @@ from ._target import (
     Mode,
     SinkOptions,
     SinkResult,
+    check_hold_back,
     check_mode,
     choose_backend,
     has_delta,
@@ -48,6 +49,7 @@ def write_table(
     partition_by: Sequence[str] = schemas.PARTITION_BY,
     backend: Backend | None = None,
     options: SinkOptions | None = None,
+    hold_back: tuple[dt.date | str, dt.date | str] | None = None,
 ) -> SinkResult:
     """Write a Spark DataFrame to a Delta table.
 
@@ -65,6 +67,10 @@ def write_table(
         partition_by: partition columns (must be ``("cluster", "event_date")`` for ``replace_range``).
         backend: ``auto``/``delta-spark``/``delta-rs``; default: the config's ``[output] backend``.
         options: :class:`SinkOptions` for the delta-rs path.
+        hold_back: inclusive ``(from, to)`` days before ``date_range`` (``replace_range`` only) whose rows
+            ``df`` may also hold: they are not written to the table but handed back as
+            :attr:`SinkResult.held` (a run's lookback state from the same single pass over ``df``; the
+            caller releases it). Rows outside both ranges are still an error.
 
     Returns:
         A :class:`SinkResult`.
@@ -77,13 +83,14 @@ def write_table(
     options = options or SinkOptions()
     tgt = resolve_target(table, config, target, cluster, options)
     drange = check_mode(tgt, mode, date_range, partition_by)
+    hold = check_hold_back(tgt, mode, drange, hold_back)
     spark = df.sparkSession
     chosen = choose_backend(spark, backend or tgt.configured_backend, tgt)
     spark_schema = spark_schema_for(table, df)
     df = conform_spark(df, spark_schema, table)
     if chosen == "delta-spark":
-        return write_delta_spark(df, tgt, mode, drange, partition_by, options)
-    return write_delta_rs(df, tgt, mode, drange, list(partition_by), spark_schema, options)
+        return write_delta_spark(df, tgt, mode, drange, partition_by, options, hold=hold)
+    return write_delta_rs(df, tgt, mode, drange, list(partition_by), spark_schema, options, hold=hold)
 
 
 def write_small(
