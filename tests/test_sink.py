@@ -273,6 +273,40 @@ def test_held_rows_of_a_killed_run_never_reach_the_table_and_the_next_write_remo
     assert all(os.path.exists(f) for f in DeltaTable(str(path)).file_uris())
 
 
+def _last_write_plan(spark) -> str:
+    """The physical plan of the session's latest file write (Spark's SQL status store; its listener is async)."""
+    import time
+
+    store = spark._jsparkSession.sharedState().statusStore()
+    for _ in range(50):
+        execs = store.executionsList()
+        plans = [execs.apply(i).physicalPlanDescription() for i in range(execs.size())]
+        writes = [p for p in plans if "InsertIntoHadoopFsRelationCommand" in p]
+        if writes:
+            return writes[-1]
+        time.sleep(0.1)
+    raise AssertionError("no file write in the SQL status store")
+
+
+@pytest.mark.spark
+def test_the_staged_write_streams_rows_into_their_partitions_without_sorting_them(spark, tmp_path) -> None:
+    """Issue 16: a partitioned write no longer sorts every row by (cluster, event_date) first; a task that
+    meets more partitions than it keeps writers open for still writes every row (Spark sorts the rest)."""
+    config = cfg(tmp_path)
+    path = tmp_path / "out" / RATES
+    days = [D1 + dt.timedelta(days=i) for i in range(7)]
+    rows = [("c1", days[i % 7], "broker", f"s{i}", i, 0, 0.0, 0, i) for i in range(70)]
+    df = spark.createDataFrame(rows, schemas.spark_schema(RATES)).coalesce(1)
+    previous = spark.conf.get("spark.sql.maxConcurrentOutputFileWriters")
+    write_table(df, RATES, config=config, date_range=(days[0], days[-1]))
+    plan = _last_write_plan(spark)
+    head = plan[plan.index("== Physical Plan =="):plan.index("(1)")]
+    assert "WriteFiles" in head and "Sort" not in head
+    assert contents(path) == sorted(("c1", d, s) for _, d, _, s, *_ in rows)
+    assert {p.parent.name for p in path.rglob("*.parquet")} == {f"event_date={d}" for d in days}
+    assert spark.conf.get("spark.sql.maxConcurrentOutputFileWriters") == previous  # the session's own again
+
+
 @pytest.mark.spark
 def test_schema_errors_are_clear(spark, tmp_path) -> None:
     config = cfg(tmp_path)
