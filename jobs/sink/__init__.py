@@ -36,6 +36,12 @@ Two back ends (DESIGN.md "Delta"):
        (:mod:`._lease`: each run holds ``_staging/<token>.lease`` with its run id, host, pid and a
        heartbeat while it writes; folders without a lease fall back to :attr:`SinkOptions.staging_grace`).
 
+    With ``hold_back`` (a run's lookback days before its range), step 1 writes those days too, in the same
+    Spark write, but steps 2-3 commit only the range: the held days' staged files stay in the staging
+    folder, under the write's lease (still renewed), and come back as :attr:`SinkResult.held`, read with
+    ``spark.read.parquet``, until the caller releases them; a run that dies first leaves them to step 4 of
+    the next write. So one decode of an input yields both the range's rows and the lookback state.
+
     A run that dies anywhere before step 3 leaves the table at its previous version: readers follow the
     Delta log, which never names an uncommitted file. The token is recorded in the commit's
     ``commitInfo`` (``epochAudit.staging``) so cleanup can tell a committed run from a dead one.
