@@ -14,6 +14,10 @@ the driver's RSS stays flat.
 
     python bench/bench_e2e.py --commits 1000000
     python bench/bench_e2e.py --commits 1000000,10000000 --json /tmp/e2e.json
+    python bench/bench_e2e.py --commits 10000000 --day 2024-03-05 --no-reports --stages   # all commits are state
+
+``--day`` audits that day instead of the simulated one: the day after it makes every input row a lookback-day
+row (the state a nightly run carries over), ``--no-reports`` stops after ingestion.
 """
 
 from __future__ import annotations
@@ -64,14 +68,16 @@ def date_range(commits: int) -> tuple[str, str]:
     return str(start), str(start + dt.timedelta(days=max(0, math.ceil(sc.days) - 1)))
 
 
-def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: bool = False) -> dict:
-    """Simulate (if needed) and audit ``commits`` in this process; returns the figures."""
+def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: bool = False, day: str | None = None,
+            reports: bool = True) -> dict:
+    """Simulate (if needed) and audit ``commits`` in this process (over ``day`` instead of the simulated days when
+    given; without the reports unless ``reports``); returns the figures."""
     from jobs.audit import run_audit
     from jobs.config import default_config
     from jobs.session import get_or_create_session
 
     inputs = simulated(cache, commits)
-    start, end = date_range(commits)
+    start, end = (day, day) if day else date_range(commits)
     out = Path(tempfile.mkdtemp(prefix="bench_e2e_"))
     cm = inputs / "cluster_metadata"  # a cache simulated before the metadata log existed has none: read as empty
     cm.mkdir(exist_ok=True)
@@ -90,7 +96,7 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
         cpu0 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
         t = time.perf_counter()
         res = run_audit(spark, config, start, end, progress=lambda line: print("  " + line, flush=True),
-                        progress_interval=30)
+                        progress_interval=30, reports=None if reports else ())
         wall = time.perf_counter() - t
         cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu0
         decoded = {f"{c.source_kind}/{c.unit}": c.records_decoded for c in res.ingest.counts}
@@ -120,12 +126,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--stages", action="store_true", help="print per-stage figures from Spark's event log")
+    ap.add_argument("--day", help="audit this day (YYYY-MM-DD) instead of the simulated ones")
+    ap.add_argument("--no-reports", action="store_true", help="ingestion only")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.commits.split(",")]
     cache = Path(args.cache)
     if args.child:
-        fig = one_run(sizes[0], cache, args.master, args.conf, args.stages)
+        fig = one_run(sizes[0], cache, args.master, args.conf, args.stages, args.day, not args.no_reports)
         print("RESULT " + json.dumps(fig), flush=True)
         return [fig]
     figs = []
@@ -133,6 +141,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         simulated(cache, n)  # generation is not part of the measurement
         cmd = [sys.executable, __file__, "--child", "--commits", str(n), "--cache", str(cache),
                "--master", args.master] + [f"--conf={c}" for c in args.conf] + (["--stages"] if args.stages else [])
+        cmd += (["--day", args.day] if args.day else []) + (["--no-reports"] if args.no_reports else [])
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:  # a fresh process: its own peak RSS
             for line in proc.stdout:
                 if line.startswith("RESULT "):
@@ -143,7 +152,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise SystemExit(f"e2e run of {n:,} commits failed (exit {proc.returncode})")
         f = figs[-1]
         print(f"e2e {n:>11,} commits: wall {f['wall_s']:7.1f} s (ingest {f['ingest_s']:.1f}, reports "
-              f"{f['reports_s']:.1f}) {f['rate']:>10,.0f} commits/s; CPU {f['cpu_s']:.0f} s "
+              f"{f['reports_s'] or 0:.1f}) {f['rate']:>10,.0f} commits/s; CPU {f['cpu_s']:.0f} s "
               f"{f['rate_cpu']:>10,.0f} commits/CPU-s; peak RSS Python {f['py_rss_mib']:.0f} MiB, "
               f"JVM {f['jvm_rss_mib']:.0f} MiB", flush=True)
     for f in figs[1:]:
