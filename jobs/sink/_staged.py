@@ -125,8 +125,12 @@ def write_delta_rs(
         _, staging_path = filesystem(staged.staging)
         with contextlib.suppress(FileNotFoundError, OSError):
             fs.delete_file(f"{staging_path}/{_MANIFEST}")
-        held = HeldRows(_read_held(df.sparkSession, staged.staging, kept, partition_by, spark_schema),
-                        lambda: end(committed=True))
+        try:
+            frame = _read_held(df.sparkSession, staged.staging, kept, partition_by, spark_schema)
+        except BaseException:
+            end(committed=True)
+            raise
+        held = HeldRows(frame, lambda: end(committed=True))
     else:
         end(committed=True)
         if hold is not None:
