@@ -18,7 +18,9 @@
    rows without any time of their own land on the ``from`` date. The rows dated in the lookback days
    before ``from`` (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`:
    detection state the reports add to what earlier runs wrote for those days (a first run, or an
-   incident run into a fresh output root, has no earlier runs);
+   incident run into a fresh output root, has no earlier runs). The commits' state comes from their one
+   write: it stages the lookback days too and the sink holds those files back from the table
+   (``write_table(hold_back=...)``) until :meth:`IngestResult.release`; the other tables' state is cached;
 4. ``quarantine`` gets one row per undecodable unit (and per unrecognised file), and ``audit_runs`` one
    row per (source kind, unit) with ``units_read = units_decoded + units_quarantined`` — counted by Spark
    aggregations over per-task stats rows, over *all* units read (not only those dated in the range).
