@@ -61,6 +61,7 @@ ADAPTIVE_CONF: dict[str, str] = {
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
 }
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+WHOLE_STAGE = "spark.sql.codegen.wholeStage"
 MIN_SHUFFLE_PARTITIONS = 8
 #: Set (to the value chosen) when :func:`size_shuffles` chose the shuffle width / turned on adaptive execution
 #: itself, so a run may size them to its input (:func:`shuffles_for_input`); an explicit setting never
@@ -183,11 +184,12 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
     :data:`BYTES_PER_SHUFFLE_PARTITION` of input, at least 1, at most the width :func:`size_shuffles`
     chose; and when that is a single partition, no adaptive execution (with one partition there is nothing
     to coalesce or split, and adaptive execution runs every shuffle stage as a Spark job of its own: 144
-    jobs instead of 43 for the demo). A 16 MB nightly input then runs its joins and grouped rule functions
+    jobs instead of 43 for the demo) and no whole-stage code generation (compiling each stage costs more than
+    running it interpreted on so few rows). A 16 MB nightly input then runs its joins and grouped rule functions
     as one task each instead of eight near-empty ones (each a scheduling round and a Python worker round trip).
 
-    Only settings :func:`size_shuffles` chose are changed — an explicit ``spark.sql.shuffle.partitions`` or
-    ``spark.sql.adaptive.enabled`` (spark-submit ``--conf``, ``[spark.conf]``, a Databricks cluster) is left
+    Only settings :func:`size_shuffles` chose (and code generation, when nobody set it) are changed — an
+    explicit ``spark.sql.shuffle.partitions``, ``spark.sql.adaptive.enabled`` or ``spark.sql.codegen.wholeStage`` (spark-submit ``--conf``, ``[spark.conf]``, a Databricks cluster) is left
     alone — and they are restored afterwards. Yields the width in force (None when left alone). Results do
     not depend on either setting.
     """
@@ -204,9 +206,13 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
         yield None
         return
     width = max(1, min(int(auto_width), math.ceil(input_bytes / BYTES_PER_SHUFFLE_PARTITION)))
-    changed = {SHUFFLE_PARTITIONS: (str(width), auto_width)}
+    changed: dict[str, tuple[str, str | None]] = {SHUFFLE_PARTITIONS: (str(width), auto_width)}
     if width == 1 and auto_adaptive is not None:
         changed[ADAPTIVE] = ("false", auto_adaptive)
+    if width == 1 and _explicit(spark, WHOLE_STAGE) is None:
+        # a small input's queries run faster interpreted than compiled: each stage's generated code is compiled
+        # (Janino, then the JIT) for a few thousand rows (demo audit: 25.1-25.5 s -> 23.6-23.9 s)
+        changed[WHOLE_STAGE] = ("false", None)
     done = {}
     try:
         for key, (value, before) in changed.items():
@@ -219,7 +225,10 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
     finally:
         for key, before in done.items():
             with contextlib.suppress(Exception):
-                spark.conf.set(key, before)
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)
 
 
 def has_delta(spark: SparkSession) -> bool:
