@@ -277,6 +277,7 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     inputs = root / "inputs"
+    _clear_previous_demo(root, say)
     say(f"simulating scenario {scenario.name!r} (seed {scenario.seed}) into {inputs}")
     res = sim.simulate(scenario, inputs)
     start, end = res.date_range
@@ -292,6 +293,27 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     prog = "epoch-audit" if shutil.which("epoch-audit") else sys.argv[0]  # e.g. .venv/bin/epoch-audit after make demo
     click.echo(f"Next: {prog} report --output-root {root / 'tables'} --cluster {config.cluster} "
                f"--from {start} --to {end} --html {root / 'report.html'}")
+
+
+def _clear_previous_demo(root: Path, say: Callable[[str], None]) -> None:
+    """A second ``epoch-audit demo`` into the same folder starts afresh: what an earlier demo wrote there
+    (``inputs/`` with the simulator's ``truth.jsonl``, ``tables/``, ``report.html``) is removed. Anything else
+    in the folder is not ours to delete: a clear error instead."""
+    if not root.exists():
+        return
+    if not root.is_dir():
+        raise ConfigError(f"--out {root} is a file; give a folder for the demo")
+    ours = {"inputs", "tables", "report.html"}
+    entries = {p.name for p in root.iterdir()}
+    made_by_demo = (root / "inputs" / "truth.jsonl").is_file() or not (entries & {"inputs", "tables"})
+    if entries - ours or not made_by_demo:
+        raise ConfigError(f"--out {root} holds files an earlier demo did not write ({', '.join(sorted(entries)[:5])}); "
+                          "give an empty or new folder with --out")
+    if entries:
+        say(f"replacing the previous demo in {root}")
+    for name in sorted(entries):
+        path = root / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 # --------------------------------------------------------------------------------------------- decode

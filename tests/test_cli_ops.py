@@ -227,3 +227,25 @@ def test_run_help_documents_exit_codes_and_statuses(runner: CliRunner) -> None:
     for needle in ("0  ok", "2  usage", "3  an input path", "4  a table", "5  --fail-on", "6  --fail-on-no-input",
                    "partial", "no_input", "failed", "--summary-json", "--metrics-file"):
         assert needle in res.output, needle
+
+
+def test_a_second_demo_into_the_same_folder_starts_afresh(tmp_path) -> None:
+    """`make demo` twice: what the first demo wrote (inputs with the truth, tables, the HTML page) is replaced;
+    a folder holding anything else is refused before anything is deleted or simulated."""
+    root = tmp_path / "epoch-audit-demo"
+    (root / "inputs" / "offsets").mkdir(parents=True)
+    (root / "inputs" / "truth.jsonl").write_text("{}\n")
+    (root / "tables" / "offset_commits").mkdir(parents=True)
+    (root / "report.html").write_text("<html/>")
+    said: list[str] = []
+    cli_mod._clear_previous_demo(root, said.append)
+    assert list(root.iterdir()) == [] and said == [f"replacing the previous demo in {root}"]
+
+    mine = tmp_path / "mine"
+    (mine / "inputs" / "offsets").mkdir(parents=True)  # an operator's real inputs: no simulator truth
+    res = CliRunner().invoke(cli, ["demo", "--out", str(mine), "--quiet"])
+    assert res.exit_code == EXIT_USAGE, res.output
+    assert "holds files an earlier demo did not write" in res.output and (mine / "inputs" / "offsets").is_dir()
+    (tmp_path / "notes.txt").write_text("keep me")
+    res = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path), "--quiet"])
+    assert res.exit_code == EXIT_USAGE and (tmp_path / "notes.txt").read_text() == "keep me"
