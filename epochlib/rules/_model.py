@@ -22,6 +22,7 @@ from typing import Any
 from ..lineage import EpochEntry, LeaderEpochCache, as_entry
 
 __all__ = [
+    "norm_topic_ids",
     "observations_from_arrow",
     "INFO",
     "SEVERITY",
@@ -433,6 +434,16 @@ _OBS_INTS = ("partition", "leader_epoch", "api_version", "correlation_id", "lead
 _OBS_STRS = ("client_id", "broker", "topic", "topic_id", "source")
 
 
+def norm_topic_ids(ids: Any) -> Any:
+    """:func:`_norm_topic_id` over a ``pyarrow`` string column: the all-zero Uuid and "" become null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    zero = pc.fill_null(pc.is_in(ids, pa.array(sorted(_ZERO_UUIDS | {""}), pa.string())), False)
+    out = pc.if_else(zero, pa.scalar(None, pa.string()), ids)
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
 def observations_from_arrow(table: Any) -> list[MetadataObservation]:
     """:meth:`MetadataObservation.from_row` over every row of a ``pyarrow`` table or batch, a column at a time
     (the same values, ~5x cheaper: the report's passes turn up to every observation into one). Columns of
@@ -463,12 +474,7 @@ def observations_from_arrow(table: Any) -> list[MetadataObservation]:
         cap = table.column("capture_ts") if "capture_ts" in names else table.column("event_ts") if "event_ts" in names \
             else pa.nulls(n, pa.int64())
     capture = pc.fill_null(cap, 0).to_pylist()
-    if "topic_id" in names:
-        tid = table.column("topic_id")
-        zero = pc.fill_null(pc.is_in(tid, pa.array(sorted(_ZERO_UUIDS | {""}), pa.string())), False)
-        topic_ids = pc.if_else(zero, pa.scalar(None, pa.string()), tid).to_pylist()
-    else:
-        topic_ids = [None] * n
+    topic_ids = norm_topic_ids(table.column("topic_id")).to_pylist() if "topic_id" in names else [None] * n
     replicas = [() if v is None else tuple(v) for v in col("replicas")]
     isr = [() if v is None else tuple(v) for v in col("isr")]
     return [

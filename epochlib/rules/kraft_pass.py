@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._model import _ZERO_UUIDS, Finding, MetadataObservation, observations_from_arrow
+from ._model import Finding, MetadataObservation, norm_topic_ids, observations_from_arrow
 from .kraft import EpochSpan, LogView, Served, _span, check_broker_staleness_logged, judge, scan_served
 
 __all__ = ["SpanIndex", "fill_log_topic_ids", "judged_rows", "logged_staleness", "metadata_offsets", "row_lags"]
@@ -65,7 +65,6 @@ class SpanIndex:
     def of(cls, view: LogView) -> SpanIndex:
         keys: dict[tuple[str, int], int] = {}
         off, keyed, starts, first, regular, s_start, s_end = [0], [], [], [], [], [], []
-        big = np.iinfo(np.int64).max
         for key, spans in view.spans.items():
             if not spans:
                 continue  # no epoch retained: spans_of gives [] -> "not judged", as a missing key
@@ -77,18 +76,15 @@ class SpanIndex:
                 and all(a <= b for a, b in zip(ts[1:], ts[2:], strict=False))
             order = range(len(spans)) if ok else sorted(range(len(spans)), key=lambda i: epochs[i])
             keyed += [k * int(_SHIFT) + epochs[i] for i in order]
-            starts += [big if ts[i] is None else ts[i] for i in order]
+            starts += [_BIG if ts[i] is None else ts[i] for i in order]
             s_start += [spans[i].start for i in order]
-            s_end += [big if spans[i].end is None else spans[i].end for i in order]
+            s_end += [_BIG if spans[i].end is None else spans[i].end for i in order]
             first.append(epochs[0])
             regular.append(ok)
             off.append(off[-1] + len(spans))
         return cls(view, keys, np.array(off, np.int64), np.array(keyed, np.int64), np.array(starts, np.int64),
                    np.array(first, np.int64), np.array(regular, bool), np.array(s_start, np.int64),
                    np.array(s_end, np.int64), tuple(keys))
-
-    def covers(self, ts: np.ndarray) -> np.ndarray:
-        return _covers(self.view, ts)
 
 
 def _covers(view: LogView, ts: np.ndarray) -> np.ndarray:
@@ -132,12 +128,8 @@ def _columns(table: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, 
     ts = pc.fill_null(cap, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     ep = pc.fill_null(table.column("leader_epoch"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
     ep[ep < 0] = -1
-    tid = table.column("topic_id")
-    zero = pc.is_in(tid, pa.array(sorted(_ZERO_UUIDS | {""}), pa.string()))
-    tid = pc.if_else(pc.fill_null(zero, False), pa.scalar(None, pa.string()), tid)
+    tid = norm_topic_ids(table.column("topic_id"))
     part = pc.fill_null(table.column("partition"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    if isinstance(tid, pa.ChunkedArray):
-        tid = tid.combine_chunks()
     topic = table.column("topic")
     if isinstance(topic, pa.ChunkedArray):
         topic = topic.combine_chunks()
@@ -170,16 +162,13 @@ def _segments(index: SpanIndex, ts: np.ndarray, tid: pa.Array, topic: pa.Array, 
     seg = np.full(len(ts), -1, np.int64)
     if not len(rows) or not index.keys:
         return seg
-    ids = pc.take(tid, pa.array(rows))
-    enc = pc.dictionary_encode(ids).combine_chunks() if isinstance(ids, pa.ChunkedArray) else pc.dictionary_encode(ids)
-    values: list[str | None] = enc.dictionary.to_pylist()
-    codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes, values = _codes(pc.take(tid, pa.array(rows)))
     missing = rows[codes < 0]
     if len(missing):
         by_name = _ids_at(index.view, topic, ts, missing)
         if by_name:
             pos = {v: i for i, v in enumerate(values)}
-            where = {r: j for j, r in enumerate(rows.tolist())} if len(by_name) else {}
+            where = {r: j for j, r in enumerate(rows.tolist())}
             for r, t in by_name.items():
                 if t not in pos:
                     pos[t] = len(values)
@@ -195,19 +184,19 @@ def _segments(index: SpanIndex, ts: np.ndarray, tid: pa.Array, topic: pa.Array, 
 
 def _judge_arrays(index: SpanIndex, table: pa.Table | pa.RecordBatch, grace_ms: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: judged, newer (bool), the newer span's start time, and which rows need the reference
-    (irregular segments; their ``judged``/``newer`` are left False)."""
+    """Per row: judged, newer (bool), how long before the capture the newer span began (0 without one), and
+    which rows need the reference (irregular segments; their ``judged``/``newer`` are left False)."""
     ts, ep, tid, topic, part = _columns(table)
     n = len(ts)
-    cand = np.nonzero((ep >= 0) & index.covers(ts))[0]
+    cand = np.nonzero((ep >= 0) & _covers(index.view, ts))[0]
     seg = _segments(index, ts, tid, topic, part, cand)
     has = seg >= 0
     judged = np.zeros(n, bool)
     newer = np.zeros(n, bool)
-    newer_ts = np.zeros(n, np.int64)
+    age = np.zeros(n, np.int64)
     irregular = np.zeros(n, bool)
     if not has.any():
-        return judged, newer, newer_ts, irregular
+        return judged, newer, age, irregular
     s = np.where(has, seg, 0)
     irregular = has & ~index.regular[s]
     ok = has & index.regular[s] & (ep >= index.first_epoch[s])
@@ -217,10 +206,10 @@ def _judge_arrays(index: SpanIndex, table: pa.Table | pa.RecordBatch, grace_ms: 
     p = np.searchsorted(index.keyed_epoch, s * _SHIFT + ep, side="right")
     inside = ok & (p < index.off[s + 1])
     pc_ = np.where(inside, p, 0)
-    start = index.start_ts[pc_] if len(index.start_ts) else np.zeros(n, np.int64)
+    start = index.start_ts[pc_]
     newer = inside & (start < ts - grace_ms)
-    newer_ts = np.where(newer, start, 0)
-    return judged, newer, newer_ts, irregular
+    age = np.where(newer, ts - start, 0)
+    return judged, newer, age, irregular
 
 
 def _observations(table: pa.Table | pa.RecordBatch, rows: np.ndarray) -> list[MetadataObservation]:
@@ -251,9 +240,8 @@ def row_lags(index: SpanIndex, table: pa.Table | pa.RecordBatch, grace_ms: int) 
     """Per row: judged, and its lag (capture time − the start of the first higher epoch committed before
     capture time − grace, at least 0; 0 when none). A response's lag in
     :func:`~epochlib.rules.kraft.response_lags` is the max over its judged rows, for responses with one."""
-    judged, newer, newer_ts, irregular = _judge_arrays(index, table, grace_ms)
-    ts = _columns(table)[0]
-    lag = np.where(newer, np.maximum(ts - newer_ts, 0), 0)
+    judged, _, age, irregular = _judge_arrays(index, table, grace_ms)
+    lag = np.maximum(age, 0)
     rows = np.nonzero(irregular)[0]
     for i, o in zip(rows.tolist(), _observations(table, rows), strict=True):
         spans, nw = judge(o, index.view, grace_ms)
@@ -282,14 +270,15 @@ def metadata_offsets(index: SpanIndex, table: pa.Table | pa.RecordBatch, *, kraf
     ts, ep, tid, topic, part = _columns(table)
     seg = _segments(index, ts, tid, topic, part, np.nonzero(ep >= 0)[0])
     has = seg >= 0
+    if not has.any():  # no partition the log retains an epoch of (and then the index may be empty)
+        return []
     s = np.where(has, seg, 0)
-    regular = has & index.regular[s] if len(index.regular) else np.zeros(n, bool)
+    regular = has & index.regular[s]
     key = s * _SHIFT + ep
-    q = np.searchsorted(index.keyed_epoch, key, side="left") if len(index.keyed_epoch) else np.zeros(n, np.int64)
-    q = np.minimum(q, max(len(index.keyed_epoch) - 1, 0))
-    hit = regular & (q < index.off[s + 1]) & (index.keyed_epoch[q] == key) if len(index.keyed_epoch) else regular
-    start = np.where(hit, index.span_start[q] if len(index.span_start) else 0, 0)
-    end = np.where(hit, index.span_end[q] if len(index.span_end) else _BIG, _BIG)
+    q = np.minimum(np.searchsorted(index.keyed_epoch, key, side="left"), len(index.keyed_epoch) - 1)
+    hit = regular & (q < index.off[s + 1]) & (index.keyed_epoch[q] == key)
+    start = np.where(hit, index.span_start[q], 0)
+    end = np.where(hit, index.span_end[q], _BIG)
     irregular_spans: dict[int, EpochSpan] = {}
     irregular = np.nonzero(has & ~regular)[0]
     for i, o in zip(irregular.tolist(), _observations(table, irregular), strict=True):

@@ -292,13 +292,10 @@ def _m2_logged(table: pa.Table, index: SpanIndex, grace_ms: int) -> list[Any]:
 def _judged_keys(batches, index: SpanIndex, grace_ms: int):
     """``mapInArrow``: the :func:`~epochlib.rules.kraft.observation_key` of each row the log judges (the
     rows given are the few whose key a capture-only M2 finding names)."""
-    from epochlib.rules import MetadataObservation
-
     for b in batches:
         judged = judged_rows(index, b, grace_ms)
         if judged.any():
-            rows = b.filter(pa.array(judged)).to_pylist()
-            keys = [observation_key(MetadataObservation.from_row(r)) for r in rows]
+            keys = [observation_key(o) for o in fr.observations_from_arrow(b.filter(pa.array(judged)))]
             yield pa.RecordBatch.from_arrays([pa.array(keys, pa.string())], names=["_judged"])
 
 
@@ -306,10 +303,9 @@ def _observation_key_col() -> Column:
     """Spark form of :func:`~epochlib.rules.kraft.observation_key` (capture pointer # id or name - partition)."""
     from pyspark.sql import functions as F
 
-    from .stale_metadata import _ZERO_IDS, capture_pointer_col
+    from .stale_metadata import capture_pointer_col, topic_id_col
 
-    tid = F.when(F.col("topic_id").isin(*_ZERO_IDS), F.lit(None)).otherwise(F.col("topic_id"))
-    return F.concat(capture_pointer_col(), F.lit("#"), F.coalesce(tid, F.col("topic")), F.lit("-"),
+    return F.concat(capture_pointer_col(), F.lit("#"), F.coalesce(topic_id_col(), F.col("topic")), F.lit("-"),
                     F.col("partition").cast("string"))
 
 

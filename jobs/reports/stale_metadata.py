@@ -74,12 +74,19 @@ def observations(
     if "metadata_token" not in df.columns:  # a table written before the column existed
         df = df.withColumn("metadata_token", F.lit(None).cast("long"))
     df = fr.ms_columns(df.select(*_OBS_COLUMNS), ("capture_ts", "event_ts"))
-    tid = F.when(F.col("topic_id").isin(*_ZERO_IDS), F.lit(None)).otherwise(F.col("topic_id"))
+    tid = topic_id_col()
     return (
         df.where(F.col("partition").isNotNull())
         .withColumn("capture_ts", F.coalesce("capture_ts", "event_ts"))
         .withColumn("tid", tid)
     )
+
+
+def topic_id_col() -> Column:
+    """``topic_id`` with the all-zero Uuid (and "") as null: the id a ``MetadataObservation`` carries."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col("topic_id").isin(*_ZERO_IDS), F.lit(None)).otherwise(F.col("topic_id"))
 
 
 def _sorted_obs(table: pa.Table):
