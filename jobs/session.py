@@ -25,14 +25,16 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ADAPTIVE_CONF", "LOCAL_DEFAULTS", "UTC_CONF", "get_or_create_session", "has_delta",
-           "shuffles_for_input", "size_shuffles"]
+__all__ = ["ADAPTIVE_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "UTC_CONF", "get_or_create_session",
+           "has_delta", "java_options_for_input", "run_concurrently", "shuffles_for_input", "size_shuffles"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,7 @@ def get_or_create_session(
     master: str = "local[*]",
     app_name: str = "epoch-audit",
     extra_conf: Mapping[str, Any] | None = None,
+    input_bytes: int | None = None,
 ) -> SparkSession:
     """Return the active SparkSession, or build a local one.
 
@@ -101,6 +104,9 @@ def get_or_create_session(
         extra_conf: more Spark settings (values are stringified; booleans become ``true``/``false``).
             They override the local defaults. On a reused session only runtime-modifiable keys are set;
             the others are logged and skipped.
+        input_bytes: what the run will read, when known: a *new local* session for a small input gets
+            :data:`SMALL_INPUT_JAVA_OPTIONS` (:func:`java_options_for_input`) unless ``extra_conf`` sets
+            ``spark.driver.extraJavaOptions``.
 
     Returns:
         The session, with ``spark.sql.session.timeZone=UTC``.
@@ -131,15 +137,37 @@ def get_or_create_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master)
         conf.update(LOCAL_DEFAULTS)
+        options = java_options_for_input(input_bytes)
+        if options:
+            conf[DRIVER_JAVA_OPTIONS] = options
         if "pytest" in sys.modules:
             conf["spark.ui.enabled"] = "false"
     conf.update(UTC_CONF)
-    conf.update(extra)
+    conf.update(extra)  # an explicit spark.driver.extraJavaOptions replaces the small-input flags
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     size_shuffles(session)
     return session
+
+
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+#: Inputs up to this size (one shuffle partition's worth) run in a JVM that compiles with C1 only.
+SMALL_INPUT_BYTES = 64 * 2**20
+#: The JVM flags of a local session for a small input. Such a run is mostly JVM warm-up: Spark's planner,
+#: writers and shuffles run once or a few times each, first as profiled (tier-3) code, while the C2 compiler
+#: spends ~20 CPU-s of the demo's ~44 optimising code that is not run again. With C1 only, the code is fast
+#: sooner and the cores are free: the demo audit (16 MB) 22-23 s -> 17.5-18.7 s, a 53 MB input 29.4 -> 26.5 s;
+#: but a 290 MB input 59 -> 79 s, whence the bound (BENCHMARKS.md, "Issue 16, fourth round"). The code cache
+#: is raised from C1-only's 48 MB default, which a whole audit fills (the JIT then stops compiling).
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+
+
+def java_options_for_input(input_bytes: int | None) -> str | None:
+    """The driver JVM flags for a new local session of a run reading ``input_bytes`` (None: unknown)."""
+    if input_bytes is None or input_bytes > SMALL_INPUT_BYTES:
+        return None
+    return SMALL_INPUT_JAVA_OPTIONS
 
 
 def _explicit(spark: SparkSession, key: str) -> str | None:
@@ -229,6 +257,44 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
                     spark.conf.unset(key)
                 else:
                     spark.conf.set(key, before)
+
+
+#: Independent Spark actions (table writes) a run keeps in flight at once. A run's steps are mostly short jobs
+#: whose stages wait on each other (scheduling, a Python worker round trip, a one-task stage, a Delta commit
+#: on the driver); with a few in flight, one job's tasks fill the cores while another waits.
+CONCURRENT_ACTIONS = 4
+
+
+def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[], T]]],
+                     workers: int = CONCURRENT_ACTIONS) -> dict[str, T]:
+    """Run independent steps (each a Spark action, e.g. one table's write) from up to ``workers`` driver
+    threads at once, and return their results by name, in the order given.
+
+    Spark schedules jobs from several threads side by side (each thread gets the caller's job description
+    through :func:`pyspark.inheritable_thread_target`); the results are those of running the steps one by one.
+    Every step runs to its end even when another fails; then the first failure, in the order given, is raised
+    (so no write is left half-done behind an error). Interrupted (Ctrl-C) while waiting, the session's jobs
+    are cancelled, the steps are waited for, and the interrupt is raised.
+    """
+    if workers <= 1 or len(steps) <= 1:
+        return {name: step() for name, step in steps}
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    from pyspark import inheritable_thread_target
+
+    with ThreadPoolExecutor(min(workers, len(steps)), thread_name_prefix="epoch-audit-step") as pool:
+        futures = [(name, pool.submit(inheritable_thread_target(spark)(step))) for name, step in steps]
+        try:
+            wait([f for _, f in futures])
+        except BaseException:
+            with contextlib.suppress(Exception):
+                spark.sparkContext.cancelAllJobs()
+            wait([f for _, f in futures])
+            raise
+    for _, f in futures:
+        if f.exception() is not None:
+            raise f.exception()  # type: ignore[misc]
+    return {name: f.result() for name, f in futures}
 
 
 def has_delta(spark: SparkSession) -> bool:

@@ -387,3 +387,23 @@ def test_writes_inside_an_audit_run_are_named_after_it() -> None:
         assert _lease.run_name(None) == "run-42"
         assert _lease.run_name("explicit") == "explicit"
     assert not _lease.run_name(None).startswith("run-42")
+
+
+@pytest.mark.spark
+def test_staging_settings_held_by_writes_at_once_are_restored_after_the_last(spark) -> None:
+    """Table writes running at once (jobs.session.run_concurrently) share the staging write's session
+    settings: one finishing must not take them from under another, and the last puts back what was there."""
+    from jobs.sink._staged import _session_conf
+
+    key = "spark.sql.maxConcurrentOutputFileWriters"
+    spark.conf.set(key, "1")
+    try:
+        first, second = _session_conf(spark, {key: "4"}), _session_conf(spark, {key: "4"})
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert spark.conf.get(key) == "4"  # the second write is still running
+        second.__exit__(None, None, None)
+        assert spark.conf.get(key) == "1"
+    finally:
+        spark.conf.unset(key)

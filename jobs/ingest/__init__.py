@@ -29,10 +29,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from jobs.config import Config
@@ -220,6 +223,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     from jobs.frames import union_all
     from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
+    from jobs.session import run_concurrently
     from jobs.sink import write_table
 
     from . import cluster_metadata as cm
@@ -293,9 +297,11 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         if "cluster_metadata_replay" in works:
             silver["partition_history"] = cm.history_frame(works["cluster_metadata_replay"], run.range_from)
 
-        tables: dict[str, SinkResult] = {}
         before = lookback_days(config, run)
-        states: dict[str, DataFrame] = {}
+        # the silver tables and the quarantine are independent writes of the cached work rows: submitted at
+        # once (jobs.session.run_concurrently), so one write's scheduling gaps and one-task stages are
+        # filled by another's tasks
+        writes: list[tuple[str, Callable[[], SinkResult]]] = []
         for name in SILVER:
             if name not in silver:
                 continue
@@ -304,28 +310,17 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 # the commits are decoded straight for the sink, never cached: one write over the lookback
                 # days and the range, whose lookback days' files the sink holds back from the table as this
                 # run's state (read back columnar; usually there are none, and then there is no state at all)
-                res = write_table(_dated(df, run, (before[0], run.range_to)), name, config=config,
-                                  mode="replace_range", date_range=run.date_range, hold_back=before)
-                tables[name] = res
-                if res.held is not None:
-                    held.append(res.held)
-                    if res.held.frame is not None:
-                        lookback[name] = res.held.frame
+                def commits_write(df: DataFrame = df, name: str = name) -> SinkResult:
+                    res = write_table(_dated(df, run, (before[0], run.range_to)), name, config=config,
+                                      mode="replace_range", date_range=run.date_range, hold_back=before)
+                    if res.held is not None:
+                        held.append(res.held)  # released on any later failure, like the other states
+                    return res
+
+                writes.append((name, commits_write))
                 continue
-            tables[name] = write_table(_dated(df, run), name, config=config,
-                                       mode="replace_range", date_range=run.date_range)
-            if before is not None:
-                states[name] = _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
-        if states:
-            # one job materialises every other lookback state while the work rows are cached; an empty state
-            # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
-            parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
-            have = {r["table"] for r in union_all(parts).groupBy("table").count().collect() if r["count"]}
-            for name, st in states.items():
-                if name in have:
-                    lookback[name] = st
-                else:
-                    st.unpersist()
+            writes.append((name, functools.partial(write_table, _dated(df, run), name, config=config,
+                                                   mode="replace_range", date_range=run.date_range)))
 
         # quarantine: executor rows + unrecognised files (names only, from the driver)
         qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in works.items()]
@@ -336,8 +331,27 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
 
             qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
         if qparts:
-            tables["quarantine"] = write_table(union_all(qparts), "quarantine", config=config, mode="replace_range",
-                                               date_range=run.date_range)
+            writes.append(("quarantine", functools.partial(write_table, union_all(qparts), "quarantine", config=config,
+                                                           mode="replace_range", date_range=run.date_range)))
+        tables: dict[str, SinkResult] = run_concurrently(spark, writes)
+        res = tables.get("offset_commits")
+        if res is not None and res.held is not None and res.held.frame is not None:
+            lookback["offset_commits"] = res.held.frame
+
+        states: dict[str, DataFrame] = {}
+        if before is not None:
+            states = {name: _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
+                      for name, df in silver.items() if name != "offset_commits"}
+        if states:
+            # one job materialises every other lookback state while the work rows are cached; an empty state
+            # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
+            parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
+            have = {r["table"] for r in union_all(parts).groupBy("table").count().collect() if r["count"]}
+            for name, st in states.items():
+                if name in have:
+                    lookback[name] = st
+                else:
+                    st.unpersist()
 
         # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
         totals: dict[tuple[str, str], list] = {}

@@ -35,6 +35,8 @@ from ..config import REPORTS, Config
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
 
     from ..runlog import RunContext
@@ -153,6 +155,7 @@ def run_reports(
     from pyspark import StorageLevel
 
     from ..runlog import RunContext
+    from ..session import run_concurrently
     from ..sink import write_table
     from . import _frames as fr
     from . import commit_pass, fencing, kraft, resets, stale_metadata
@@ -176,18 +179,26 @@ def run_reports(
         cached.append(df)
         return df
 
-    def write(df: DataFrame, table: str, started: float) -> None:
+    def write(df: DataFrame, table: str) -> None:
         # written straight from the plan (no persist, no count before the write: each was a Spark job of
         # its own); the per-kind counts are read back from the few rows just written
-        result.tables[table] = written = write_table(df, table, config=config, date_range=rng, cluster=cluster)
-        if table == RATES_TABLE:
-            result.counts[table] = (written.rows_written if written.rows_written is not None
-                                    else sum(written_kinds(spark, config, table, rng, cluster, ()).values()))
-        else:
-            result.by_kind[table] = written_kinds(spark, config, table, rng, cluster, ("rule", "kind", "severity"))
-            result.counts[table] = sum(result.by_kind[table].values())
-        result.seconds[table] = time.perf_counter() - started
+        def step() -> tuple[SinkResult, dict[tuple, int] | None, int, float]:
+            started = time.perf_counter()
+            written = write_table(df, table, config=config, date_range=rng, cluster=cluster)
+            kinds = None
+            if table == RATES_TABLE:
+                count = (written.rows_written if written.rows_written is not None
+                         else sum(written_kinds(spark, config, table, rng, cluster, ()).values()))
+            else:
+                kinds = written_kinds(spark, config, table, rng, cluster, ("rule", "kind", "severity"))
+                count = sum(kinds.values())
+            return written, kinds, count, time.perf_counter() - started
 
+        writes.append((table, step))
+
+    # every report's plan is built first; then their writes run at once (jobs.session.run_concurrently),
+    # the findings they share (kept) computed by whichever write needs them first
+    writes: list[tuple[str, Callable[[], tuple[SinkResult, dict[tuple, int] | None, int, float]]]] = []
     try:
         meta_findings = None
         lin = commits = None
@@ -197,14 +208,12 @@ def run_reports(
         # id-filled once (the fill is Python over every id-less response), not once per reader
         obs = keep(kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs), ev))
         if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
-            t0 = time.perf_counter()
             meta_findings = keep(kraft.metadata_findings(
                 obs, stale_metadata.metadata_findings(obs, grace), ev, grace, keep=keep))
             if "stale_metadata" in wanted:
-                write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata", t0)
-                t1 = time.perf_counter()
+                write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata")
                 write(kraft.add_lag(stale_metadata.stale_rates_frame(obs, meta_findings, rng, cluster), obs, ev, grace),
-                      RATES_TABLE, t1)
+                      RATES_TABLE)
         want_f, want_s = "fencing_violations" in wanted, "spurious_offset_resets" in wanted
         commit_found = kraft_found = None
         if want_f or want_s:
@@ -221,13 +230,11 @@ def run_reports(
             # K1, K2, P1 (the K2 rows also name the cause of later F2/L5/S1 findings)
             kraft_found = keep(kraft.fencing_findings(spark, config, cluster, window, ev, lin, commits, obs, inputs))
         if want_f:
-            t0 = time.perf_counter()
             found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commit_findings_df=commit_found,
                                              state=inputs)
             found = kraft.add_causes(found.unionByName(kraft_found), kraft_found if ev.present else None)
-            write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations", t0)
+            write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations")
         if want_s:
-            t0 = time.perf_counter()
             found = resets.resets_in_range(
                 commit_found,
                 meta_findings,
@@ -235,7 +242,13 @@ def run_reports(
                 window_ms=int(config.rules.correlation_window_minutes) * 60_000,
             )
             found = kraft.add_causes(found, kraft_found if ev.present else None)
-            write(resets.resets_frame(found, rng, cluster, run.run_id), "spurious_offset_resets", t0)
+            write(resets.resets_frame(found, rng, cluster, run.run_id), "spurious_offset_resets")
+        for table, (written, kinds, count, seconds) in run_concurrently(spark, writes).items():
+            result.tables[table] = written
+            if kinds is not None:
+                result.by_kind[table] = kinds
+            result.counts[table] = count
+            result.seconds[table] = seconds
     finally:
         for df in cached:
             df.unpersist()

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -190,20 +191,36 @@ _STAGE_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                "spark.sql.maxConcurrentOutputFileWriters": "4"}
 
 
+_CONF_LOCK = threading.Lock()
+_CONF_HOLDERS: dict[int, list[Any]] = {}  # id(session) -> [writes inside the block, the values it replaced]
+
+
 @contextlib.contextmanager
 def _session_conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
-    """Set ``conf`` on the session for the block, then put back what was there (or unset it)."""
-    previous = {k: spark.conf.get(k, None) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
+    """Set ``conf`` on the session for the block, then put back what was there (or unset it). Writes running
+    at once from several threads (:func:`jobs.session.run_concurrently`) share one setting: the first to
+    enter sets it, the last to leave puts back what was there before the first."""
+    key = id(spark)
+    with _CONF_LOCK:
+        holder = _CONF_HOLDERS.get(key)
+        if holder is None:
+            previous = {k: spark.conf.get(k, None) for k in conf}
+            for k, v in conf.items():
+                spark.conf.set(k, v)
+            holder = _CONF_HOLDERS[key] = [0, previous]
+        holder[0] += 1
     try:
         yield
     finally:
-        for k, v in previous.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
+        with _CONF_LOCK:
+            holder[0] -= 1
+            if holder[0] == 0:
+                del _CONF_HOLDERS[key]
+                for k, v in holder[1].items():
+                    if v is None:
+                        spark.conf.unset(k)
+                    else:
+                        spark.conf.set(k, v)
 
 
 def _list_staged(staging: str, partition_by: list[str]) -> list[_StagedFile]:
