@@ -169,21 +169,27 @@ else
     2>/dev/null)" || die "cannot find the epoch-audit code (jobs, epochlib): run from a checkout or install it"
 fi
 
-# Check the config now (one line, before a JVM starts), with the same parser the job uses.
+# Check the config now (one line, before a JVM starts), with the same parser the job uses; it also names
+# the driver JVM flags for the size of the config's local inputs (jobs.session.java_options_for_input).
 if ! err="$(PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$conf" 2>&1 <<'EOF'
 import sys
 
 from jobs.config import load_config
 from jobs.errors import ConfigError
+from jobs.ingest.discover import local_input_bytes
+from jobs.session import SMALL_INPUT_BYTES, java_options_for_input
 
 try:
-    load_config(sys.argv[1])
+    config = load_config(sys.argv[1])
 except ConfigError as exc:
     sys.exit(f"bad config: {exc}")
+roots = (getattr(config.inputs, n) for n in ("offsets", "logdirs", "metadata", "cluster_metadata"))
+print(f"java-options:{java_options_for_input(local_input_bytes(roots, SMALL_INPUT_BYTES)) or ''}")
 EOF
 )"; then
   die "$(printf '%s' "$err" | tail -n 1)"
 fi
+small_input_jvm="$(printf '%s\n' "$err" | sed -n 's/^java-options://p' | tail -n 1)"
 
 # ---------------------------------------------------------------------------------------- spark-submit
 if [[ -n "${SPARK_SUBMIT:-}" ]]; then
@@ -266,8 +272,13 @@ log4j="${EPOCH_AUDIT_LOG4J:-$src/jobs/log4j2.properties}"
 [[ -f "$log4j" ]] || die "log4j2 configuration not found: $log4j (set EPOCH_AUDIT_LOG4J=FILE)"
 log4j="$(cd "$(dirname "$log4j")" && pwd)/$(basename "$log4j")"
 # Before the pass-through options: a user's own --conf spark.driver.extraJavaOptions=... wins.
+# A local master auditing a small input also gets the small-input JIT flags (not with --reports-only).
+driver_jvm="-Dlog4j2.configurationFile=file:$log4j"
+if [[ -n "$small_input_jvm" && $reports_only -eq 0 && ( -z "$master" || "$master" == local* ) ]]; then
+  driver_jvm="$driver_jvm $small_input_jvm"
+fi
 log_args=(--files "$log4j"
-  --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$log4j"
+  --conf "spark.driver.extraJavaOptions=$driver_jvm"
   --conf "spark.executor.extraJavaOptions=-Dlog4j2.configurationFile=$(basename "$log4j")")
 
 # ---------------------------------------------------------------------------------- code zip and driver

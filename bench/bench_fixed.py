@@ -32,14 +32,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 HERE = Path(__file__).resolve().parent
 
 
-def fixed_cost(master: str, stages: bool) -> dict:
-    """In this process: bare session start + trivial job, then the demo audit on that session."""
+def fixed_cost(master: str, stages: bool, full_jit: bool = False) -> dict:
+    """In this process: bare session start + trivial job, then the demo audit on that session. The session
+    is started as the CLI starts it, for the size of the inputs (``full_jit``: as for a large input)."""
     from bench_ingest import event_log_conf, java_pid, stage_report, tree_cpu_s
 
     from epochlib import sim
     from jobs.audit import run_audit
     from jobs.config import default_config
-    from jobs.session import get_or_create_session
+    from jobs.ingest.discover import local_input_bytes
+    from jobs.session import SMALL_INPUT_BYTES, get_or_create_session
 
     root = Path(tempfile.mkdtemp(prefix="bench_fixed_"))
     try:
@@ -55,7 +57,8 @@ def fixed_cost(master: str, stages: bool) -> dict:
             extra.update(event_log_conf(root / "events"))
         t0 = time.perf_counter()
         c0 = time.process_time()
-        spark = get_or_create_session(master=master, app_name="bench-fixed", extra_conf=extra)
+        size = None if full_jit else local_input_bytes([str(inputs)], SMALL_INPUT_BYTES)
+        spark = get_or_create_session(master=master, app_name="bench-fixed", extra_conf=extra, input_bytes=size)
         n = spark.range(1000).count()
         bare = time.perf_counter() - t0
         jpid = java_pid()
@@ -134,17 +137,20 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sizes", default="1000000,10000000", help="two commit counts: slope from the first to the last")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--stages", action="store_true", help="per-stage figures of the fixed-cost run too")
+    ap.add_argument("--full-jit", action="store_true",
+                    help="start the fixed-cost session as for a large input (no small-input JVM flags)")
     ap.add_argument("--json")
     ap.add_argument("--child-fixed", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child_fixed:
-        fig = fixed_cost(args.master, args.stages)
+        fig = fixed_cost(args.master, args.stages, args.full_jit)
         print("RESULT " + json.dumps(fig), flush=True)
         return fig
     only = set(args.only.split(","))
     out: dict = {}
     if "fixed" in only:
-        f = _child([__file__, "--child-fixed", "--master", args.master] + (["--stages"] if args.stages else []))
+        f = _child([__file__, "--child-fixed", "--master", args.master] + (["--stages"] if args.stages else [])
+                   + (["--full-jit"] if args.full_jit else []))
         out["fixed"] = f
         for line in f.get("stages", []):
             print(line)

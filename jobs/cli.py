@@ -131,24 +131,31 @@ def _config(conf: str | None, command: str, **flags: Any) -> Any:
     return config_from_flags(command=command, **flags)
 
 
+INPUT_NAMES = ("offsets", "logdirs", "metadata", "cluster_metadata")
+
+
 def _check_inputs(config: Any) -> None:
     """Fail fast, before Spark starts, on a configured local input that does not exist."""
-    for name in ("offsets", "logdirs", "metadata", "cluster_metadata"):
+    for name in INPUT_NAMES:
         value = getattr(config.inputs, name)
         if value is None or "://" in value or value.startswith("dbfs:"):
             continue
         if not Path(value).exists():
             raise InputError(f"--{name.replace('_', '-')} input path does not exist: {value}")
-    if not any(getattr(config.inputs, n) for n in ("offsets", "logdirs", "metadata", "cluster_metadata")):
+    if not any(getattr(config.inputs, n) for n in INPUT_NAMES):
         raise ConfigError("no inputs configured: set [inputs] offsets/logdirs/metadata or pass --offsets etc.")
 
 
-def _session(config: Any) -> Any:
-    from .session import get_or_create_session
+def _session(config: Any, *, ingest: bool = False) -> Any:
+    """The run's session; for a run that ingests, a new local one is started for the size of its inputs
+    (:func:`jobs.session.java_options_for_input`)."""
+    from .ingest.discover import local_input_bytes
+    from .session import SMALL_INPUT_BYTES, get_or_create_session
 
+    size = local_input_bytes((getattr(config.inputs, n) for n in INPUT_NAMES), SMALL_INPUT_BYTES) if ingest else None
     try:
         return get_or_create_session(master=config.spark.master, app_name=f"epoch-audit {config.cluster}",
-                                     extra_conf=dict(config.spark.conf))
+                                     extra_conf=dict(config.spark.conf), input_bytes=size)
     except Exception as exc:  # the JVM did not start: almost always the master or the Java install
         raise ConfigError(f"could not start Spark with [spark] master = {config.spark.master!r}: "
                           f"{one_line(exc)} (set [spark] master, e.g. \"local[*]\", or run under "
@@ -200,7 +207,7 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
         _check_inputs(config)
     say = _say(quiet)
     t0 = time.monotonic()
-    spark = _session(config)
+    spark = _session(config, ingest=not reports_only)
     try:
         result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say)
     except Exception as exc:
@@ -284,7 +291,7 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     config = default_config().with_overrides(
         offsets=str(inputs / "offsets"), logdirs=str(inputs / "logdirs"), metadata=str(inputs / "metadata"),
         cluster_metadata=str(res.cluster_metadata), output_root=str(root / "tables"))
-    spark = _session(config)
+    spark = _session(config, ingest=True)
     run_audit(spark, config, start, end, progress=say)
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))

@@ -122,3 +122,22 @@ def test_follow_symlinks_is_a_boolean_config_switch():
     assert on.inputs.follow_symlinks is True
     with pytest.raises(ConfigError, match="follow_symlinks"):
         parse_config({"cluster": "c", "output": out, "inputs": {"follow_symlinks": "yes"}})
+
+
+def test_local_input_bytes_counts_files_until_the_cap_and_follows_no_links(tmp_path: Path) -> None:
+    """The size the CLI starts Spark for: exact below the cap, above it once passed, None when unknowable."""
+    root = tmp_path / "logdirs" / "broker=1"
+    root.mkdir(parents=True)
+    (root / "a.log").write_bytes(b"x" * 1000)
+    (root / "b.log").write_bytes(b"x" * 500)
+    single = tmp_path / "one.jsonl"
+    single.write_bytes(b"y" * 7)
+    big = tmp_path / "big"
+    big.mkdir()
+    with open(big / "huge.log", "wb") as fh:  # sparse: its size counts, not its blocks
+        fh.truncate(2**30)
+    (root / "loop").symlink_to(tmp_path)  # not followed: would count everything twice (or forever)
+    assert disc.local_input_bytes([str(tmp_path / "logdirs"), None, str(single)], cap=10**9) == 1507
+    assert disc.local_input_bytes([str(tmp_path / "logdirs"), str(big)], cap=2**20) > 2**20
+    assert disc.local_input_bytes([str(tmp_path / "missing")], cap=2**20) is None
+    assert disc.local_input_bytes(["s3://bucket/offsets", str(single)], cap=2**20) is None

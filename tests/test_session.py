@@ -90,3 +90,99 @@ def test_python_workers_run_the_drivers_interpreter(spark) -> None:
 
     exe = spark.range(1).mapInArrow(where, "exe string").first()["exe"]
     assert exe == sys.executable
+
+
+class _Builder:
+    """Stands in for ``SparkSession.builder``: records what a new session would be built with."""
+
+    def __init__(self) -> None:
+        self.conf: dict[str, str] = {}
+
+    def appName(self, name):  # noqa: N802 - Spark's name
+        return self
+
+    def master(self, master):
+        return self
+
+    def config(self, key, value):
+        self.conf[key] = value
+        return self
+
+    def getOrCreate(self):  # noqa: N802 - Spark's name
+        return object()
+
+
+@pytest.mark.parametrize(("input_bytes", "extra", "expected"), [
+    (16 * 2**20, {}, session_mod.SMALL_INPUT_JAVA_OPTIONS),  # the demo: C1 only, a larger code cache
+    (session_mod.SMALL_INPUT_BYTES, {}, session_mod.SMALL_INPUT_JAVA_OPTIONS),
+    (session_mod.SMALL_INPUT_BYTES + 1, {}, None),  # a nightly input keeps the JVM's full JIT
+    (None, {}, None),  # size unknown (remote inputs, --reports-only)
+    (1000, {"spark.driver.extraJavaOptions": "-Dmine=1"}, "-Dmine=1"),  # an explicit setting wins
+])
+def test_a_new_local_session_for_a_small_input_compiles_with_c1_only(monkeypatch, input_bytes, extra,
+                                                                      expected) -> None:
+    from pyspark.sql import SparkSession
+
+    builder = _Builder()
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    monkeypatch.setattr(SparkSession, "builder", builder)
+    monkeypatch.setattr(session_mod, "size_shuffles", lambda s: {})
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    get_or_create_session(master="local[2]", extra_conf=extra, input_bytes=input_bytes)
+    assert builder.conf.get("spark.driver.extraJavaOptions") == expected
+    # under spark-submit the JVM already runs: nothing to choose (spark-submit.sh passes the flags itself)
+    builder.conf.clear()
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
+    get_or_create_session(extra_conf={}, input_bytes=1000)
+    assert "spark.driver.extraJavaOptions" not in builder.conf
+
+
+@pytest.mark.spark
+def test_concurrent_steps_all_run_in_order_of_results_and_the_first_failure_is_raised(spark) -> None:
+    import threading
+    import time
+
+    from jobs.session import run_concurrently
+
+    finished: list[str] = []
+    gate = threading.Event()
+
+    def step(name: str, fail: bool = False, wait: bool = False):
+        def run():
+            if wait:
+                assert gate.wait(10)  # only returns when another step runs at the same time
+            n = spark.range(10).count()
+            finished.append(name)
+            if fail:
+                raise ValueError(name)
+            return n
+
+        return run
+
+    def opener():
+        time.sleep(0.2)
+        gate.set()
+        finished.append("opener")
+        return 0
+
+    out = run_concurrently(spark, [("a", step("a", wait=True)), ("b", opener), ("c", step("c"))])
+    assert list(out) == ["a", "b", "c"] and out["a"] == 10 and out["b"] == 0  # order given, not of finishing
+    finished.clear()
+    with pytest.raises(ValueError, match="^b$"):
+        run_concurrently(spark, [("a", step("a")), ("b", step("b", fail=True)), ("c", step("c", fail=True)),
+                                 ("d", step("d"))], workers=2)
+    assert sorted(finished) == ["a", "b", "c", "d"]  # a failure does not leave the other writes half-done
+
+
+@pytest.mark.spark
+def test_concurrent_steps_carry_the_callers_job_description(spark) -> None:
+    """The progress lines name the step through the job description: threads must inherit it."""
+    from jobs.session import run_concurrently
+
+    sc = spark.sparkContext
+    sc.setJobDescription("epoch-audit: reports")
+    try:
+        seen = run_concurrently(spark, [(n, lambda: sc.getLocalProperty("spark.job.description")) for n in "ab"])
+    finally:
+        sc.setJobDescription(None)
+    assert seen == {"a": "epoch-audit: reports", "b": "epoch-audit: reports"}

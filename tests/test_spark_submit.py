@@ -191,3 +191,29 @@ def test_dry_run_for_a_local_master_prints_the_python_it_sets(tmp_path):
     words = shlex.split(res.stdout)
     assert words[:2] == [f"PYSPARK_PYTHON={sys.executable}", f"PYSPARK_DRIVER_PYTHON={sys.executable}"]
     assert words[2].endswith("spark-submit")
+
+
+def test_a_small_local_input_gets_the_small_input_jvm_flags(tmp_path):
+    """Like the CLI's own session (jobs.session.java_options_for_input): a local master auditing a small
+    input compiles with C1 only; a large input, --reports-only or a cluster master keeps the full JIT."""
+    from jobs.session import SMALL_INPUT_BYTES, SMALL_INPUT_JAVA_OPTIONS
+
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    (offsets / "00000000000000000000.log").write_bytes(b"\0" * 100)
+    conf = _config(tmp_path, {"offsets": str(offsets)})
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def driver_options(*extra: str) -> str:
+        res = _run("--conf", str(conf), "--from", "2024-03-01", "--dry-run", *extra, env=cache)
+        assert res.returncode == 0, res.stderr
+        words = shlex.split(res.stdout)
+        return next(w for w in words if w.startswith("spark.driver.extraJavaOptions="))
+
+    assert driver_options("--", "--master", "local[2]").endswith(f"log4j2.properties {SMALL_INPUT_JAVA_OPTIONS}")
+    assert SMALL_INPUT_JAVA_OPTIONS in driver_options()  # no --master: local
+    assert SMALL_INPUT_JAVA_OPTIONS not in driver_options("--", "--master", "yarn")
+    assert SMALL_INPUT_JAVA_OPTIONS not in driver_options("--reports-only", "--", "--master", "local[2]")
+    with open(offsets / "00000000000000000000.log", "r+b") as fh:
+        fh.truncate(SMALL_INPUT_BYTES + 1)
+    assert SMALL_INPUT_JAVA_OPTIONS not in driver_options("--", "--master", "local[2]")
