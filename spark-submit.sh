@@ -176,15 +176,19 @@ import sys
 
 from jobs.config import load_config
 from jobs.errors import ConfigError
-from jobs.ingest.discover import local_input_bytes
-from jobs.session import SMALL_INPUT_BYTES, java_options_for_input
 
 try:
     config = load_config(sys.argv[1])
 except ConfigError as exc:
     sys.exit(f"bad config: {exc}")
-roots = (getattr(config.inputs, n) for n in ("offsets", "logdirs", "metadata", "cluster_metadata"))
-print(f"java-options:{java_options_for_input(local_input_bytes(roots, SMALL_INPUT_BYTES)) or ''}")
+try:  # the size probe never fails the check: unknown means the JVM's defaults
+    from jobs.ingest.discover import local_input_bytes
+    from jobs.session import SMALL_INPUT_BYTES, java_options_for_input
+
+    roots = (getattr(config.inputs, n) for n in ("offsets", "logdirs", "metadata", "cluster_metadata"))
+    print(f"java-options:{java_options_for_input(local_input_bytes(roots, SMALL_INPUT_BYTES)) or ''}")
+except Exception:
+    pass
 EOF
 )"; then
   die "$(printf '%s' "$err" | tail -n 1)"

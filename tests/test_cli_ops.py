@@ -77,7 +77,7 @@ def test_run_without_conf_uses_only_the_flags(runner: CliRunner, tmp_path: Path,
         raise cli_mod.ConfigError("stop here")
 
     monkeypatch.setattr("jobs.audit.run_audit", fake_run_audit)
-    monkeypatch.setattr(cli_mod, "_session", lambda config: None)
+    monkeypatch.setattr(cli_mod, "_session", lambda config, **kw: None)
     (tmp_path / "offsets").mkdir()
     res = runner.invoke(cli, ["run", "--from", "2024-03-01", "--offsets", str(tmp_path / "offsets"),
                               "--output-root", str(tmp_path / "out"), "--cluster", "prod-1"])
@@ -101,7 +101,7 @@ def test_summary_json_carries_the_run_s_lookback_warnings(runner: CliRunner, tmp
         return AuditResult(run=RunContext.start(config, start), warnings=[gap], timings={"total": 1.5})
 
     monkeypatch.setattr("jobs.audit.run_audit", fake_run_audit)
-    monkeypatch.setattr(cli_mod, "_session", lambda config: None)
+    monkeypatch.setattr(cli_mod, "_session", lambda config, **kw: None)
     (tmp_path / "offsets").mkdir()
     res = runner.invoke(cli, ["run", "--from", "2024-03-01", "--offsets", str(tmp_path / "offsets"), "--output-root",
                               str(tmp_path / "t"), "--cluster", "c1", "-q", "--summary-json", str(tmp_path / "s.json")])
