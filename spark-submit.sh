@@ -185,8 +185,7 @@ try:  # the size probe never fails the check: unknown means the JVM's defaults
     from jobs.ingest.discover import local_input_bytes
     from jobs.session import SMALL_INPUT_BYTES, java_options_for_input
 
-    roots = (getattr(config.inputs, n) for n in ("offsets", "logdirs", "metadata", "cluster_metadata"))
-    print(f"java-options:{java_options_for_input(local_input_bytes(roots, SMALL_INPUT_BYTES)) or ''}")
+    print(f"java-options:{java_options_for_input(local_input_bytes(config.inputs.roots, SMALL_INPUT_BYTES)) or ''}")
 except Exception:
     pass
 EOF

@@ -57,7 +57,7 @@ def fixed_cost(master: str, stages: bool, full_jit: bool = False) -> dict:
             extra.update(event_log_conf(root / "events"))
         t0 = time.perf_counter()
         c0 = time.process_time()
-        size = None if full_jit else local_input_bytes([str(inputs)], SMALL_INPUT_BYTES)
+        size = None if full_jit else local_input_bytes(config.inputs.roots, SMALL_INPUT_BYTES)
         spark = get_or_create_session(master=master, app_name="bench-fixed", extra_conf=extra, input_bytes=size)
         n = spark.range(1000).count()
         bare = time.perf_counter() - t0

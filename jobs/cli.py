@@ -131,18 +131,14 @@ def _config(conf: str | None, command: str, **flags: Any) -> Any:
     return config_from_flags(command=command, **flags)
 
 
-INPUT_NAMES = ("offsets", "logdirs", "metadata", "cluster_metadata")
-
-
 def _check_inputs(config: Any) -> None:
     """Fail fast, before Spark starts, on a configured local input that does not exist."""
-    for name in INPUT_NAMES:
-        value = getattr(config.inputs, name)
+    for name, value in zip(config.inputs.LOCATIONS, config.inputs.roots, strict=True):
         if value is None or "://" in value or value.startswith("dbfs:"):
             continue
         if not Path(value).exists():
             raise InputError(f"--{name.replace('_', '-')} input path does not exist: {value}")
-    if not any(getattr(config.inputs, n) for n in INPUT_NAMES):
+    if not any(config.inputs.roots):
         raise ConfigError("no inputs configured: set [inputs] offsets/logdirs/metadata or pass --offsets etc.")
 
 
@@ -152,7 +148,7 @@ def _session(config: Any, *, ingest: bool = False) -> Any:
     from .ingest.discover import local_input_bytes
     from .session import SMALL_INPUT_BYTES, get_or_create_session
 
-    size = local_input_bytes((getattr(config.inputs, n) for n in INPUT_NAMES), SMALL_INPUT_BYTES) if ingest else None
+    size = local_input_bytes(config.inputs.roots, SMALL_INPUT_BYTES) if ingest else None
     try:
         return get_or_create_session(master=config.spark.master, app_name=f"epoch-audit {config.cluster}",
                                      extra_conf=dict(config.spark.conf), input_bytes=size)

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -78,6 +78,9 @@ _CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 class Inputs:
     """Where the evidence is; each location is optional (a missing one means "no such evidence")."""
 
+    LOCATIONS: ClassVar[tuple[str, ...]] = ("offsets", "logdirs", "metadata", "cluster_metadata")
+    """The names of the four locations (fields of this class)."""
+
     offsets: str | None = None
     """``__consumer_offsets`` dumps: segments, Parquet/JSONL rows, console/dump-log text."""
     logdirs: str | None = None
@@ -97,6 +100,11 @@ class Inputs:
     """Follow symbolic links that lead out of an input root (off by default: a link to ``/etc`` must not
     become input). Links to paths inside the root are never followed (the target is read at its own path)
     and a loop is never descended; what is skipped is counted in the run summary."""
+
+    @property
+    def roots(self) -> tuple[str | None, ...]:
+        """The four locations, in :data:`LOCATIONS` order."""
+        return tuple(getattr(self, name) for name in self.LOCATIONS)
 
 
 @dataclass(frozen=True)
@@ -297,7 +305,7 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
     inputs = Inputs(
         **{
             k: _resolve(_text(f"inputs.{k}", inputs_raw[k]), base)
-            for k in ("offsets", "logdirs", "metadata", "cluster_metadata")
+            for k in Inputs.LOCATIONS
             if k in inputs_raw
         },
         broker_ports=_ports(inputs_raw["broker_ports"]) if "broker_ports" in inputs_raw else (9092,),

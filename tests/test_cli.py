@@ -162,21 +162,22 @@ def test_decode_real_broker_segment(runner: CliRunner, real_data: Path) -> None:
 def test_the_run_starts_spark_for_the_size_of_its_local_inputs(tmp_path, monkeypatch) -> None:
     """`run`/`demo` hand the inputs' size to the session factory (small: a JVM tuned for warm-up);
     a run that ingests nothing (--reports-only) does not know it."""
+    import dataclasses
     from types import SimpleNamespace
 
     import jobs.session as session_mod
     from jobs import cli as cli_mod
+    from jobs.config import Inputs
 
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "00000000000000000000.log").write_bytes(b"\0" * 123)
     seen = []
     monkeypatch.setattr(session_mod, "get_or_create_session", lambda **kw: seen.append(kw["input_bytes"]))
-    inputs = SimpleNamespace(offsets=str(tmp_path / "offsets"), logdirs=None, metadata=str(tmp_path / "none"),
-                             cluster_metadata=None)
+    inputs = Inputs(offsets=str(tmp_path / "offsets"), metadata=str(tmp_path / "none"))
     config = SimpleNamespace(inputs=inputs, cluster="c", spark=SimpleNamespace(master="local[2]", conf={}))
     cli_mod._session(config, ingest=True)
     assert seen == [None]  # a missing root: unknown, the full JIT
-    inputs.metadata = None
+    config.inputs = dataclasses.replace(inputs, metadata=None)
     cli_mod._session(config, ingest=True)
     cli_mod._session(config)
     assert seen[1:] == [123, None]

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["ReportResult", "run_reports"]
 
 RATES_TABLE = "stale_metadata_rates"
+#: What one report table's write step returns: the sink's result, the rows per (rule, kind, severity) (None
+#: for the rates), the row count and the seconds it took.
+_Written = tuple["SinkResult", "dict[tuple, int] | None", int, float]
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ def run_reports(
     def write(df: DataFrame, table: str) -> None:
         # written straight from the plan (no persist, no count before the write: each was a Spark job of
         # its own); the per-kind counts are read back from the few rows just written
-        def step() -> tuple[SinkResult, dict[tuple, int] | None, int, float]:
+        def step() -> _Written:
             started = time.perf_counter()
             written = write_table(df, table, config=config, date_range=rng, cluster=cluster)
             kinds = None
@@ -198,7 +201,7 @@ def run_reports(
 
     # every report's plan is built first; then their writes run at once (jobs.session.run_concurrently),
     # the findings they share (kept) computed by whichever write needs them first
-    writes: list[tuple[str, Callable[[], tuple[SinkResult, dict[tuple, int] | None, int, float]]]] = []
+    writes: list[tuple[str, Callable[[], _Written]]] = []
     try:
         meta_findings = None
         lin = commits = None
