@@ -124,7 +124,9 @@ def _event_date(ts: Column, default: dt.date) -> Column:
     """UTC date of a timestamp, independent of the session time zone; ``default`` when null."""
     from pyspark.sql import functions as F
 
-    days = F.floor(F.unix_micros(ts) / F.lit(86_400_000_000)).cast("int")
+    # exact: floor(micros / day) in doubles put the last microseconds of a day far from 1970 on the next day
+    us, day = F.unix_micros(ts), F.lit(86_400_000_000)
+    days = F.round((us - F.pmod(us, day)) / day).cast("int")
     return F.coalesce(F.date_from_unix_date(days), F.lit(default))
 
 
