@@ -15,7 +15,7 @@ from jobs.ingest import _rows as rows
 from jobs.ingest import discover as disc
 from jobs.ingest import kvdumps, ranges, textdumps
 from jobs.ingest import offsets_segments as segs
-from jobs.ingest._kv import COMMIT_PASS, SIDE_PASS
+from jobs.ingest._kv import COMMIT_PASS, ONE_PASS, SIDE_PASS
 
 
 @pytest.fixture(scope="module")
@@ -109,13 +109,19 @@ def test_commit_and_side_passes_split_the_rows_exactly(inputs):
         schema=rows.FILE_SCHEMA) for form, forms in (("dumps", ("parquet", "jsonl")), ("text", ("text",)))}
 
     kinds = set()
-    for commit_fn, side_fn, batch in (
-        (segs.decode_segment_commits, segs.decode_segment_side, seg_rows),
-        (kvdumps.decode_dump_commits, kvdumps.decode_dump_side, file_rows["dumps"]),
-        (textdumps.decode_text_commits, textdumps.decode_text_side, file_rows["text"]),
+    for commit_fn, side_fn, both_fn, batch in (
+        (segs.decode_segment_commits, segs.decode_segment_side, segs.decode_segment_both, seg_rows),
+        (kvdumps.decode_dump_commits, kvdumps.decode_dump_side, kvdumps.decode_dump_both, file_rows["dumps"]),
+        (textdumps.decode_text_commits, textdumps.decode_text_side, textdumps.decode_text_both, file_rows["text"]),
     ):
         commits = pa.Table.from_batches(list(commit_fn(iter([batch]))), schema=rows.COMMITS)
         side = pa.Table.from_batches(list(side_fn(iter([batch]))), schema=rows.OFFSETS_WORK)
+        # the one pass (the delta-rs sink's: its tasks write the commits) yields exactly both passes' rows
+        both = list(both_fn(iter([batch])))
+        assert {b.schema for b in both} == {rows.COMMITS, rows.OFFSETS_WORK}
+        assert pa.Table.from_batches([b for b in both if b.schema == rows.COMMITS], schema=rows.COMMITS).equals(commits)
+        assert pa.Table.from_batches([b for b in both if b.schema == rows.OFFSETS_WORK],
+                                     schema=rows.OFFSETS_WORK).equals(side)
         assert commits.num_rows > 0
         assert set(commits["txn_state"].to_pylist()) == {"none"}
         side_commits = side.filter(pa.compute.equal(side["row_kind"], "commit"))
@@ -144,11 +150,16 @@ def test_text_dump_rows_split_by_pass_select():
                                                                                          None],
         "committed_offset": [1, 2, 3, None, None], "commit_ms": [T1, T1, T1, None, None],
         "record_type": [None, None, None, coordinator.snake_type_name(2), None]}, 5)
-    committed = COMMIT_PASS.select(work)
+    [committed] = COMMIT_PASS.select(work)
     assert committed.schema == rows.COMMITS and committed["committed_offset"].to_pylist() == [1, 3]
-    assert SIDE_PASS.select(work)["row_kind"].to_pylist() == ["commit", "group", "stats"]
-    assert SIDE_PASS.select(work)["record_type"].to_pylist()[1] == "group_metadata"
-    assert COMMIT_PASS.select(work.slice(3)) is None
+    [side] = SIDE_PASS.select(work)
+    assert side["row_kind"].to_pylist() == ["commit", "group", "stats"]
+    assert side["record_type"].to_pylist()[1] == "group_metadata"
+    assert list(COMMIT_PASS.select(work.slice(3))) == []
+    # the one pass (whose tasks write the commits' files) gets both parts, the commits first
+    both = list(ONE_PASS.select(work))
+    assert [b.schema for b in both] == [rows.COMMITS, rows.OFFSETS_WORK]
+    assert both[0].equals(committed) and both[1].equals(side)
 
 
 def test_commit_rows_take_their_times_as_the_spark_expressions_did():

@@ -4,13 +4,16 @@ Segments and key/value dumps both end in aligned ``key``/``value`` arrays; :func
 into rows with :func:`epochlib.coordinator.decode_offsets_arrow` (offset commits, vectorised) and the
 per-record reference decoder (group metadata and KIP-848 records: few).
 
-Every offsets input is decoded twice (the codec is cheaper than caching the wide decoded rows):
+An offsets input yields two kinds of rows:
 
 - :data:`COMMIT_PASS` emits only the non-transactional commits, already in the silver shape
   (:data:`~jobs.ingest._rows.COMMITS`): no per-record work, no quarantine, no counts;
 - :data:`SIDE_PASS` emits everything else in :data:`~jobs.ingest._rows.OFFSETS_WORK`: transactional
   commits (their ``txn_state`` needs a window over markers), markers, group records, quarantine and
-  stats rows, with the counts of *all* units.
+  stats rows, with the counts of *all* units;
+- :data:`ONE_PASS` emits both from one decode: the pass whose task writes the commits' Parquet files
+  itself (:mod:`.commit_files`, the delta-rs sink). Where Spark writes the commits (delta-spark) they
+  come from the commit pass and the side rows from a second decode (cheaper than caching the wide rows).
 
 :class:`Pass` holds what differs between them, so the decode functions take one explicit value
 instead of branching on a mode string.
@@ -40,7 +43,7 @@ from ._rows import (
     side_row,
 )
 
-__all__ = ["COMMIT_PASS", "SIDE_PASS", "Pass", "decode_kv", "group_row"]
+__all__ = ["COMMIT_PASS", "ONE_PASS", "SIDE_PASS", "Pass", "decode_kv", "group_row"]
 
 
 def _arr(a: Any) -> pa.Array:
@@ -56,38 +59,49 @@ def _is_tx(cols: Mapping[str, Any] | pa.RecordBatch, n: int) -> pa.Array:
 
 @dataclass(frozen=True, slots=True)
 class Pass:
-    """One decode pass over the offsets inputs: :data:`COMMIT_PASS` or :data:`SIDE_PASS`."""
+    """One decode pass over the offsets inputs: :data:`COMMIT_PASS`, :data:`SIDE_PASS`, or :data:`ONE_PASS`
+    (both parts from one decode: the pass that writes the commits' files itself, :mod:`.commit_files`)."""
 
     side: bool
     """True for the side pass: quarantine, stats, markers and groups are produced (and counted)."""
+    commits: bool = False
+    """True when the non-transactional commits are produced too (in :data:`~._rows.COMMITS` shape)."""
+
+    @property
+    def parts(self) -> tuple[Pass, ...]:
+        """The single passes this pass is made of (itself, or the commit pass then the side pass)."""
+        return (COMMIT_PASS, SIDE_PASS) if self.side and self.commits else (self,)
 
     def commit_mask(self, is_commit: pa.Array, is_tx: pa.Array) -> pa.Array:
-        """The commits this pass keeps: transactional ones on the side, the others in the commit pass."""
+        """The commits a single pass keeps: transactional ones on the side, the others in the commit pass."""
         return pc.and_(is_commit, is_tx if self.side else pc.invert(is_tx))
 
     def commit_rows(self, cols: Mapping[str, Any], n: int) -> pa.RecordBatch:
-        """Commit columns (:data:`OFFSETS_WORK` names) in this pass's shape."""
+        """Commit columns (:data:`OFFSETS_WORK` names) in a single pass's shape."""
         if self.side:
             return make_batch(OFFSETS_WORK, {**cols, "row_kind": repeat("commit", n, pa.string())}, n)
         return commit_batch(cols, n)
 
-    def select(self, batch: pa.RecordBatch | None) -> pa.RecordBatch | None:
-        """This pass's part of a batch of :data:`OFFSETS_WORK` rows with every row kind (the text dumps
-        build those); None when nothing is left."""
+    def select(self, batch: pa.RecordBatch | None) -> Iterator[pa.RecordBatch]:
+        """This pass's parts of a batch of :data:`OFFSETS_WORK` rows with every row kind (the text dumps
+        build those): the non-transactional commits in :data:`~._rows.COMMITS` shape, the rest as they are."""
         if batch is None or not batch.num_rows:
-            return None
+            return
         is_commit = pc.equal(batch.column("row_kind"), "commit").fill_null(False)
         non_tx = pc.and_(is_commit, pc.invert(_is_tx(batch, batch.num_rows)))
-        out = batch.filter(pc.invert(non_tx) if self.side else non_tx)
-        if not out.num_rows:
-            return None
-        if self.side:
-            return out
-        return commit_batch(dict(zip(out.schema.names, out.columns, strict=True)), out.num_rows)
+        for part in self.parts:
+            out = batch.filter(pc.invert(non_tx) if part.side else non_tx)
+            if not out.num_rows:
+                continue
+            if part.side:
+                yield out
+            else:
+                yield commit_batch(dict(zip(out.schema.names, out.columns, strict=True)), out.num_rows)
 
 
-COMMIT_PASS = Pass(side=False)
+COMMIT_PASS = Pass(side=False, commits=True)
 SIDE_PASS = Pass(side=True)
+ONE_PASS = Pass(side=True, commits=True)
 
 
 def decode_kv(keys: pa.Array, values: pa.Array, ctx_cols: Mapping[str, Any], p: Pass, *, unit: str,
@@ -107,12 +121,16 @@ def decode_kv(keys: pa.Array, values: pa.Array, ctx_cols: Mapping[str, Any], p: 
     commit_mask = pc.and_(pc.is_null(err), pc.is_in(rtype, pa.array([0, 1], rtype.type))).fill_null(False)
     n_commit = pc.sum(commit_mask.cast(pa.int64())).as_py() or 0
     if n_commit:
-        mask = p.commit_mask(commit_mask, _is_tx(ctx_arrays, n))
-        want = pc.sum(mask.cast(pa.int64())).as_py() or 0
-        if not want:
-            yield None, 0, n_commit
-        else:
-            yield _commit_rows(ctx_arrays, dec, None if want == n else mask, p), 0, n_commit
+        is_tx = _is_tx(ctx_arrays, n)
+        good = n_commit  # counted once, with the first part
+        for part in p.parts:
+            mask = part.commit_mask(commit_mask, is_tx)
+            want = pc.sum(mask.cast(pa.int64())).as_py() or 0
+            if not want:
+                yield None, 0, good
+            else:
+                yield _commit_rows(ctx_arrays, dec, None if want == n else mask, part), 0, good
+            good = 0
     if not p.side or n_commit == n:
         return
     idx = np.flatnonzero(pc.invert(commit_mask).to_numpy(zero_copy_only=False))
@@ -184,7 +202,7 @@ def _value_errors(dec: pa.RecordBatch, ctx: Mapping[str, pa.Array]) -> pa.Array:
 
 def _commit_rows(ctx_arrays: dict[str, pa.Array], dec: pa.RecordBatch, mask: pa.Array | None,
                  p: Pass) -> pa.RecordBatch:
-    """The commit rows selected by ``mask`` (all when None), in ``p``'s shape."""
+    """The commit rows selected by ``mask`` (all when None), in single pass ``p``'s shape."""
     sel = ctx_arrays if mask is None else {k: v.filter(mask) for k, v in ctx_arrays.items()}
     d = dec if mask is None else dec.filter(mask)
     cols = {

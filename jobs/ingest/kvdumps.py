@@ -21,10 +21,10 @@ import pyarrow.compute as pc
 
 from jobs.fs import iter_lines, open_reader
 
-from ._kv import COMMIT_PASS, SIDE_PASS, Pass, decode_kv
+from ._kv import COMMIT_PASS, ONE_PASS, SIDE_PASS, Pass, decode_kv
 from ._rows import MS_MAX, OFFSETS_WORK, RAW_MAX, RowBuffer, side_row, stats_row, ts_ms
 
-__all__ = ["decode_dump_commits", "decode_dump_side"]
+__all__ = ["decode_dump_both", "decode_dump_commits", "decode_dump_side"]
 
 
 def decode_dump_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -37,6 +37,11 @@ def decode_dump_side(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
     """``mapInArrow`` function, side pass: dump files -> every other row, quarantine and stats
     (:data:`~jobs.ingest._rows.OFFSETS_WORK`)."""
     return _decode_files(batches, SIDE_PASS)
+
+
+def decode_dump_both(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Both passes from one decode (:data:`~._kv.ONE_PASS`): commit-pass and side-pass batches, mixed."""
+    return _decode_files(batches, ONE_PASS)
 
 
 def _decode_files(batches: Iterator[pa.RecordBatch], p: Pass) -> Iterator[pa.RecordBatch]:

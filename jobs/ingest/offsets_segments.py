@@ -17,11 +17,11 @@ import pyarrow.compute as pc
 from epochlib import records
 from jobs.fs import open_reader
 
-from ._kv import COMMIT_PASS, SIDE_PASS, Pass, decode_kv
+from ._kv import COMMIT_PASS, ONE_PASS, SIDE_PASS, Pass, decode_kv
 from ._rows import OFFSETS_WORK, RowBuffer, make_batch, repeat, side_row, stats_row
 from .ranges import PIECE_BYTES, segment_tables
 
-__all__ = ["OUT_ROWS", "decode_segment_commits", "decode_segment_side"]
+__all__ = ["OUT_ROWS", "decode_segment_both", "decode_segment_commits", "decode_segment_side"]
 
 #: Rows per Arrow batch handed back to Spark by the commit pass: a 64 MiB range decodes to ~1.2 M rows,
 #: and the JVM holds a whole batch off-heap per task; 64 k rows bound that (CPU is the same from 4 k
@@ -48,6 +48,13 @@ def decode_segment_side(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
     for rb in batches:
         for row in rb.to_pylist():
             yield from _decode_range(row, SIDE_PASS)
+
+
+def decode_segment_both(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Both passes from one decode (:data:`~._kv.ONE_PASS`): commit-pass and side-pass batches, mixed."""
+    for rb in batches:
+        for row in rb.to_pylist():
+            yield from _decode_range(row, ONE_PASS)
 
 
 def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:

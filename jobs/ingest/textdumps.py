@@ -21,10 +21,10 @@ import pyarrow as pa
 from epochlib import coordinator, dumps
 from jobs.fs import open_reader
 
-from ._kv import COMMIT_PASS, MEMBER_RECORD_TYPE, SIDE_PASS, Pass, member_record_members
+from ._kv import COMMIT_PASS, MEMBER_RECORD_TYPE, ONE_PASS, SIDE_PASS, Pass, member_record_members
 from ._rows import OFFSETS_WORK, RAW_MAX, RowBuffer, bad_value, side_row, stats_row
 
-__all__ = ["decode_text_commits", "decode_text_file", "decode_text_range", "decode_text_side", "detect_format"]
+__all__ = ["decode_text_both", "decode_text_commits", "decode_text_file", "decode_text_range", "decode_text_side", "detect_format"]
 
 
 def decode_text_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -39,13 +39,16 @@ def decode_text_side(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
     return _decode_files(batches, SIDE_PASS)
 
 
+def decode_text_both(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Both passes from one decode (:data:`~._kv.ONE_PASS`): commit-pass and side-pass batches, mixed."""
+    return _decode_files(batches, ONE_PASS)
+
+
 def _decode_files(batches: Iterator[pa.RecordBatch], p: Pass) -> Iterator[pa.RecordBatch]:
     for rb in batches:
         for row in rb.to_pylist():
             for b in decode_text_range(row):
-                out = p.select(b)
-                if out is not None:
-                    yield out
+                yield from p.select(b)
 
 
 def _members(members: Any) -> list[dict] | None:
