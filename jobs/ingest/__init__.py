@@ -10,9 +10,11 @@
    large segments in byte ranges, :mod:`.ranges`; KRaft metadata logs, :mod:`.cluster_metadata`, decoded per
    file and replayed in one task), which are persisted once and shaped into ``group_metadata``,
    ``record_batches``, ``epoch_lineage``, ``metadata_observations`` and ``partition_history``. The
-   high-volume ``offset_commits`` do not go through the work rows: a separate commit pass decodes them
-   straight into their silver shape and streams them to the sink, while the offsets work rows keep only
-   the small rest (transactional commits and markers for ``txn_state``, groups, quarantine, stats);
+   high-volume ``offset_commits`` do not go through the work rows: with the delta-rs sink one pass decodes
+   each input once, its tasks write the commits' Parquet files for the sink with pyarrow and the small
+   rest (transactional commits and markers for ``txn_state``, groups, quarantine, stats) next to them as
+   the offsets work rows (:mod:`.commit_files`); with delta-spark a commit pass decodes the commits
+   straight into their silver shape for Spark to write, and a side pass decodes the rest;
 3. every table is written through :func:`jobs.sink.write_table` replacing exactly the run's
    ``[from, to]`` ``event_date`` partitions: rows whose own date lies outside the range are not written;
    rows without any time of their own land on the ``from`` date. The rows dated in the lookback days
@@ -226,13 +228,14 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
     from jobs.session import run_concurrently
-    from jobs.sink import write_table
+    from jobs.sink import adopts_files, write_table
 
     from . import cluster_metadata as cm
     from . import logdirs as ld
     from . import metadata as md
     from . import offsets as off
     from ._spark import default_parallelism, files_frame, to_spark_schema
+    from .commit_files import CommitFiles
     from .discover import LEC, PCAP, PMETA, ROOT_CKPT, SEGMENT
     from .lines import line_ranges_frame
     from .ranges import ranges_frame
@@ -244,8 +247,17 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     lookback: dict[str, DataFrame] = {}
     held: list[HeldRows] = []
 
+    before = lookback_days(config, run)
     offsets_files = inv.of("offsets")
-    if offsets_files:
+    commit_files: CommitFiles | None = None
+    if offsets_files and adopts_files(spark, "offset_commits", config):
+        # one decode pass whose tasks write the commits' Parquet files for the sink themselves (over the
+        # lookback days too: see commits_write) and the side rows next to them (.commit_files)
+        days = (before[0] if before is not None else run.range_from, run.range_to)
+        commit_files = CommitFiles(spark, offsets_files, cluster=run.cluster, days=days,
+                                   default_date=run.range_from, dated=functools.partial(_dated, run=run, days=days),
+                                   split_bytes=split_bytes, parallelism=par)
+    elif offsets_files:
         # two decode passes: commits straight into the silver shape (streamed to the sink, never cached)
         # and the small side rows (markers, transactional commits, groups, quarantine, stats), persisted
         offset_commits, works["offsets"] = off.offsets_frames(spark, offsets_files, split_bytes=split_bytes,
@@ -299,30 +311,46 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         if "cluster_metadata_replay" in works:
             silver["partition_history"] = cm.history_frame(works["cluster_metadata_replay"], run.range_from)
 
-        before = lookback_days(config, run)
+        def commits_write(rows: DataFrame | CommitFiles) -> SinkResult:
+            # the commits are decoded straight for the sink, never cached: one write over the lookback days
+            # and the range, whose lookback days' files the sink holds back from the table as this run's
+            # state (read back columnar; usually there are none, and then there is no state at all)
+            if isinstance(rows, CommitFiles):
+                res = write_table(rows, "offset_commits", config=config, mode="replace_range",
+                                  date_range=run.date_range, hold_back=before)
+            else:
+                res = write_table(_dated(rows, run, (before[0], run.range_to)), "offset_commits", config=config,
+                                  mode="replace_range", date_range=run.date_range, hold_back=before)
+            if res.held is not None:
+                held.append(res.held)  # released on any later failure, like the other states
+            return res
+
+        def silver_writes(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
+            out: list[tuple[str, Callable[[], SinkResult]]] = []
+            for name in names:
+                if name == "offset_commits" and commit_files is not None:
+                    out.append((name, functools.partial(commits_write, commit_files)))
+                elif name not in silver:
+                    continue
+                elif name == "offset_commits" and before is not None:
+                    out.append((name, functools.partial(commits_write, silver[name])))
+                else:
+                    out.append((name, functools.partial(write_table, _dated(silver[name], run), name, config=config,
+                                                        mode="replace_range", date_range=run.date_range)))
+            return out
+
         # the silver tables and the quarantine are independent writes of the cached work rows: submitted at
         # once (jobs.session.run_concurrently), so one write's scheduling gaps and one-task stages are
-        # filled by another's tasks
-        writes: list[tuple[str, Callable[[], SinkResult]]] = []
-        for name in SILVER:
-            if name not in silver:
-                continue
-            df = silver[name]
-            if before is not None and name == "offset_commits":
-                # the commits are decoded straight for the sink, never cached: one write over the lookback
-                # days and the range, whose lookback days' files the sink holds back from the table as this
-                # run's state (read back columnar; usually there are none, and then there is no state at all)
-                def commits_write(df: DataFrame = df, name: str = name) -> SinkResult:
-                    res = write_table(_dated(df, run, (before[0], run.range_to)), name, config=config,
-                                      mode="replace_range", date_range=run.date_range, hold_back=before)
-                    if res.held is not None:
-                        held.append(res.held)  # released on any later failure, like the other states
-                    return res
-
-                writes.append((name, commits_write))
-                continue
-            writes.append((name, functools.partial(write_table, _dated(df, run), name, config=config,
-                                                   mode="replace_range", date_range=run.date_range)))
+        # filled by another's tasks -- in two rounds when the offsets pass writes the commits itself: the
+        # side rows (groups, quarantine) exist once it has run
+        late = ("group_metadata",) if commit_files is not None else ()
+        tables: dict[str, SinkResult] = run_concurrently(
+            spark, silver_writes(tuple(n for n in SILVER if n not in late)))
+        if commit_files is not None:
+            assert commit_files.side is not None
+            works["offsets"] = commit_files.side.persist(StorageLevel.MEMORY_AND_DISK)
+            silver["group_metadata"] = off.groups_frame(works["offsets"])
+        writes = silver_writes(late)
 
         # quarantine: executor rows + unrecognised files (names only, from the driver)
         qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in works.items()]
@@ -335,7 +363,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         if qparts:
             writes.append(("quarantine", functools.partial(write_table, union_all(qparts), "quarantine", config=config,
                                                            mode="replace_range", date_range=run.date_range)))
-        tables: dict[str, SinkResult] = run_concurrently(spark, writes)
+        tables.update(run_concurrently(spark, writes))
         res = tables.get("offset_commits")
         if res is not None and res.held is not None and res.held.frame is not None:
             lookback["offset_commits"] = res.held.frame

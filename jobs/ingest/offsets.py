@@ -25,9 +25,43 @@ from typing import TYPE_CHECKING
 from ._rows import COMMITS, FILE_SCHEMA, OFFSETS_WORK
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["commits_frame", "groups_frame", "has_transactional_commits", "offsets_frames"]
+__all__ = ["commits_frame", "groups_frame", "has_transactional_commits", "input_frames", "offsets_frames",
+           "transactional_commits"]
+
+
+def input_frames(spark: SparkSession, files: list, *, split_bytes: int,
+                 parallelism: int) -> list[tuple[DataFrame, Callable, Callable, Callable]]:
+    """Every ``offsets`` input file as Spark rows to decode, by form: ``(frame, commit pass, side pass, both)``
+    -- segment byte ranges, dump files, text dump line ranges -- with the ``mapInArrow`` functions of the
+    commit pass, the side pass and the one pass (:data:`._kv.ONE_PASS`, for :mod:`.commit_files`)."""
+    from . import kvdumps, offsets_segments, textdumps
+    from ._spark import files_frame
+    from .discover import JSONL, PARQUET, SEGMENT, TEXT
+    from .lines import line_ranges_frame
+    from .ranges import ranges_frame
+
+    out = []
+    segs = [f for f in files if f.form == SEGMENT]
+    if segs:
+        out.append((ranges_frame(spark, segs, split_bytes=split_bytes, parallelism=parallelism),
+                    offsets_segments.decode_segment_commits, offsets_segments.decode_segment_side,
+                    offsets_segments.decode_segment_both))
+    for forms, commit_fn, side_fn, both_fn in (
+        ((PARQUET, JSONL), kvdumps.decode_dump_commits, kvdumps.decode_dump_side, kvdumps.decode_dump_both),
+        ((TEXT,), textdumps.decode_text_commits, textdumps.decode_text_side, textdumps.decode_text_both),
+    ):
+        chosen = [f for f in files if f.form in forms]
+        if chosen:
+            if forms == (TEXT,):  # text dumps in line ranges: a large dump spreads over executors
+                frame = line_ranges_frame(spark, chosen, split_bytes=split_bytes, parallelism=parallelism)
+            else:
+                frame = files_frame(spark, chosen, FILE_SCHEMA, parallelism)
+            out.append((frame, commit_fn, side_fn, both_fn))
+    return out
 
 
 def offsets_frames(spark: SparkSession, files: list, *, split_bytes: int,
@@ -39,38 +73,19 @@ def offsets_frames(spark: SparkSession, files: list, *, split_bytes: int,
     (:data:`~._rows.OFFSETS_WORK`) holds the rest: transactional commits and COMMIT/ABORT markers (for
     :func:`commits_frame`), group records, quarantine and stats rows -- usually tiny, so it is the one
     worth persisting. Each pass decodes the inputs (the codec is cheaper than caching the wide decoded
-    rows).
+    rows). Used where Spark writes the commits (delta-spark); with delta-rs one pass does both
+    (:mod:`.commit_files`).
     """
     from jobs.frames import union_all
 
-    from . import kvdumps, offsets_segments, textdumps
-    from ._spark import files_frame, to_spark_schema
-    from .discover import JSONL, PARQUET, SEGMENT, TEXT
-    from .lines import line_ranges_frame
-    from .ranges import ranges_frame
+    from ._spark import to_spark_schema
 
     commits_schema, side_schema = to_spark_schema(COMMITS), to_spark_schema(OFFSETS_WORK)
-    commits, side = [], []
-    segs = [f for f in files if f.form == SEGMENT]
-    if segs:
-        ranges = ranges_frame(spark, segs, split_bytes=split_bytes, parallelism=parallelism)
-        commits.append(ranges.mapInArrow(offsets_segments.decode_segment_commits, commits_schema))
-        side.append(ranges.mapInArrow(offsets_segments.decode_segment_side, side_schema))
-    for forms, commit_fn, side_fn in (
-        ((PARQUET, JSONL), kvdumps.decode_dump_commits, kvdumps.decode_dump_side),
-        ((TEXT,), textdumps.decode_text_commits, textdumps.decode_text_side),
-    ):
-        chosen = [f for f in files if f.form in forms]
-        if chosen:
-            if forms == (TEXT,):  # text dumps in line ranges: a large dump spreads over executors
-                frame = line_ranges_frame(spark, chosen, split_bytes=split_bytes, parallelism=parallelism)
-            else:
-                frame = files_frame(spark, chosen, FILE_SCHEMA, parallelism)
-            commits.append(frame.mapInArrow(commit_fn, commits_schema))
-            side.append(frame.mapInArrow(side_fn, side_schema))
-    if not commits:
+    frames = input_frames(spark, files, split_bytes=split_bytes, parallelism=parallelism)
+    if not frames:
         return None
-    return union_all(commits), union_all(side)
+    return (union_all([f.mapInArrow(c, commits_schema) for f, c, _, _ in frames]),
+            union_all([f.mapInArrow(s, side_schema) for f, _, s, _ in frames]))
 
 
 def has_transactional_commits(side: DataFrame) -> bool:
@@ -83,18 +98,23 @@ def has_transactional_commits(side: DataFrame) -> bool:
 
 def commits_frame(commits: DataFrame, side: DataFrame, *, transactional: bool = True) -> DataFrame:
     """``offset_commits`` columns (minus cluster/event_date): the commit pass's rows plus the transactional
-    commits of the side rows with their ``txn_state``.
+    commits of the side rows with their ``txn_state`` (:func:`transactional_commits`), only when
+    ``transactional`` says there are any (:func:`has_transactional_commits`)."""
+    if not transactional:
+        return commits
+    return commits.unionByName(transactional_commits(side))
+
+
+def transactional_commits(side: DataFrame) -> DataFrame:
+    """The side rows' transactional commits in ``offset_commits`` columns (minus cluster/event_date).
 
     A transactional commit takes the state of the first COMMIT/ABORT marker after it of the same
     producer in the same ``__consumer_offsets`` partition (and replica); none yet -> ``open``. Only
-    the side rows (transactional commits and markers) go through that window's shuffle, and only when
-    ``transactional`` says there are any (:func:`has_transactional_commits`).
+    the side rows (transactional commits and markers) go through that window's shuffle.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    if not transactional:
-        return commits
     tx = side.filter(F.col("row_kind").isin("commit", "marker")
                      & F.coalesce(F.col("is_transactional"), F.lit(False)))
     # The nearest later marker, as a running frame over the rows in *descending* offset order: Spark
@@ -111,7 +131,7 @@ def commits_frame(commits: DataFrame, side: DataFrame, *, transactional: bool = 
           .drop("_marker"))
     event_ms = F.when(F.col("is_tombstone") | F.col("commit_ms").isNull() | (F.col("commit_ms") < 0),
                       F.col("record_ms")).otherwise(F.col("commit_ms"))
-    tx = tx.select(
+    return tx.select(
         "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
         _ts("commit_ms").alias("commit_ts"),
         F.when(F.col("expire_ms") >= 0, _ts("expire_ms")).alias("expire_ts"),
@@ -123,7 +143,6 @@ def commits_frame(commits: DataFrame, side: DataFrame, *, transactional: bool = 
         F.lit("offsets").alias("source_kind"), "source", "position",
         "value_version_above_known", "trailing_bytes",
     )
-    return commits.unionByName(tx)
 
 
 def groups_frame(work: DataFrame) -> DataFrame:

@@ -75,19 +75,21 @@ from __future__ import annotations
 from ._lease import running_as
 from ._read import read_table, read_table_arrow
 from ._staged import STAGING_DIR
-from ._target import Backend, HeldRows, Mode, SinkOptions, SinkResult, table_location
-from ._write import write_small, write_table
+from ._target import Backend, FileSource, HeldRows, Mode, SinkOptions, SinkResult, table_location
+from ._write import adopts_files, write_small, write_table
 
 __all__ = [
     "running_as",
     "STAGING_DIR",
     "Backend",
+    "FileSource",
     "HeldRows",
     "Mode",
     "SinkOptions",
     "SinkResult",
     "read_table",
     "read_table_arrow",
+    "adopts_files",
     "table_location",
     "write_small",
     "write_table",

@@ -11,7 +11,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from . import _lease
 from ._conflict import RUN_KEY, STAGING_KEY, other_run, with_retries
 from ._fit import arrow_schema_for, fit_table_schema
 from ._read import read_partition_files
-from ._target import HeldRows, SinkOptions, SinkResult, Target, open_delta
+from ._target import FileSource, HeldRows, SinkOptions, SinkResult, Target, open_delta
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -75,7 +75,7 @@ def _token_time(token: str) -> dt.datetime | None:
 
 
 def write_delta_rs(
-    df: DataFrame,
+    df: DataFrame | FileSource,
     tgt: Target,
     mode: str,
     drange: tuple[dt.date, dt.date] | None,
@@ -84,11 +84,14 @@ def write_delta_rs(
     options: SinkOptions,
     *,
     hold: tuple[dt.date, dt.date] | None = None,
+    conform: Callable[[DataFrame], DataFrame] | None = None,
 ) -> SinkResult:
     """Steps 1-4 of the :mod:`jobs.sink` docstring. With ``hold`` (days before the range), the staged files
     of those days are neither moved nor committed: they stay in the staging folder, under this write's
     lease (still renewed), as :attr:`SinkResult.held`, until the caller releases them; if the process dies
-    first, the next write of the table removes them like any dead run's staging folder."""
+    first, the next write of the table removes them like any dead run's staging folder. A
+    :class:`~._target.FileSource` writes its own staged files (``conform`` shapes the further rows it hands
+    back for Spark to write); one that asks to keep its staging folder gets it kept the same way."""
     arrow_schema = arrow_schema_for(tgt.table, spark_schema)
     uri = tgt.native
     existing = open_delta(uri, tgt.storage_options)
@@ -108,7 +111,7 @@ def write_delta_rs(
 
     owned.enter_context(_lease.hold(fs, root, token, run, options.lease))
     try:
-        staged = _stage(df, tgt, partition_by, token)
+        staged = _stage(df, tgt, partition_by, token, arrow_schema, conform)
         _check_staged_partitions(staged, tgt, mode, drange, hold)
         staged, kept = _split_held(staged, hold)
         adds = _add_actions(staged, tgt, fs, base, options, arrow_schema)
@@ -120,17 +123,20 @@ def write_delta_rs(
         end(committed=_landed(uri, tgt, token))
         raise
     held = None
-    if kept:
+    keep = bool(kept) or (isinstance(df, FileSource) and df.keep_staging)
+    if keep:
         # the moved files are committed: drop the manifest, so that no cleanup of this folder can ever
         # take them for a dead run's uncommitted moves (e.g. once the log no longer holds this commit)
         _, staging_path = filesystem(staged.staging)
         with contextlib.suppress(FileNotFoundError, OSError):
             fs.delete_file(f"{staging_path}/{_MANIFEST}")
-        try:
-            frame = _read_held(df.sparkSession, staged.staging, kept, partition_by, spark_schema)
-        except BaseException:
-            end(committed=True)
-            raise
+        frame = None
+        if kept:
+            try:
+                frame = _read_held(df.sparkSession, staged.staging, kept, partition_by, spark_schema)
+            except BaseException:
+                end(committed=True)
+                raise
         held = HeldRows(frame, lambda: end(committed=True))
     else:
         end(committed=True)
@@ -168,12 +174,22 @@ def _read_held(spark: Any, staging: str, kept: list[_StagedFile], partition_by: 
     return read_partition_files(spark, groups, schema, partition_by)
 
 
-def _stage(df: DataFrame, tgt: Target, partition_by: list[str], token: str) -> _Staged:
-    """Step 1: Spark writes the rows as Parquet under ``<table>/_staging/<token>/`` (parallel, executors)."""
+def _stage(df: DataFrame | FileSource, tgt: Target, partition_by: list[str], token: str, schema: pa.Schema,
+           conform: Callable[[DataFrame], DataFrame] | None = None) -> _Staged:
+    """Step 1: Spark writes the rows as Parquet under ``<table>/_staging/<token>/`` (parallel, executors) -- or
+    a :class:`~._target.FileSource`'s tasks write them, and Spark adds the further rows it hands back."""
     staging = f"{tgt.spark}/{STAGING_DIR}/{token}"
     try:
-        with _session_conf(df.sparkSession, _STAGE_CONF):
-            df.write.mode("errorifexists").partitionBy(*partition_by).parquet(staging)
+        if isinstance(df, FileSource):
+            extra = df.stage(staging, partition_by, schema)
+            if extra is not None:
+                if conform is not None:
+                    extra = conform(extra)
+                with _session_conf(df.sparkSession, _STAGE_CONF):
+                    extra.write.mode("append").partitionBy(*partition_by).parquet(staging)
+        else:
+            with _session_conf(df.sparkSession, _STAGE_CONF):
+                df.write.mode("errorifexists").partitionBy(*partition_by).parquet(staging)
     except Exception as exc:
         fs, base = filesystem(tgt.location)
         _discard_staging(fs, base, token, committed=False)
@@ -235,8 +251,10 @@ def _list_staged(staging: str, partition_by: list[str]) -> list[_StagedFile]:
         rel = info.path[len(path) :].lstrip("/")
         name = rel.rsplit("/", 1)[-1]
         if not name.endswith(".parquet") or name.startswith((".", "_")):
-            continue  # _SUCCESS, .crc checksums
+            continue  # _SUCCESS, .crc checksums, a FileSource's temporary files
         dirs = rel.split("/")[:-1]
+        if any(d.startswith(("_", ".")) for d in dirs):
+            continue  # not the table's: a FileSource's own folders (the offsets pass's side rows)
         values: dict[str, str | None] = {}
         for part in dirs:
             key, sep, value = part.partition("=")

@@ -6,6 +6,7 @@ A location is resolved once through :mod:`jobs.fs` (``location`` canonical, ``sp
 
 from __future__ import annotations
 
+import abc
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,32 @@ class SinkOptions:
     """Driver threads for footer reads and file moves (I/O bound: matters on object stores)."""
     storage_options: Mapping[str, str] | None = None
     """delta-rs storage options (default: the config's ``[output.storage_options]``)."""
+
+
+class FileSource(abc.ABC):
+    """Rows that write their own Parquet files for the delta-rs sink to commit, instead of a DataFrame that
+    Spark writes (:func:`jobs.sink.write_table` takes either). The offsets pass is one
+    (:class:`jobs.ingest.commit_files.CommitFiles`): its Python tasks decode and write the commits in one go,
+    so the JVM never turns them into rows."""
+
+    @property
+    @abc.abstractmethod
+    def sparkSession(self) -> SparkSession:  # noqa: N802 - the DataFrame attribute it stands in for
+        """The session the rows are computed in."""
+
+    @abc.abstractmethod
+    def stage(self, path: str, partition_by: list[str], schema: Any) -> DataFrame | None:
+        """Write the rows as Parquet under ``path``: Hive folders of ``partition_by`` (values escaped as Spark
+        does), files named ``*.parquet`` in the table's Arrow ``schema`` without the partition columns;
+        temporary files named ``.…`` and anything else in folders named ``_…`` (they are not the table's).
+        Returns further rows (a DataFrame in the table's columns) for Spark to add to the same folder, or
+        None. A retried task must leave the same files, not more."""
+
+    @property
+    def keep_staging(self) -> bool:
+        """Whether the staging folder (its ``_…`` folders) must outlive the commit, until the result's
+        :attr:`SinkResult.held` is released."""
+        return False
 
 
 @dataclass(eq=False)

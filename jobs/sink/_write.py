@@ -19,6 +19,7 @@ from ._fit import check_rows_in_range_arrow, conform_arrow, conform_spark, fit_t
 from ._staged import write_delta_rs
 from ._target import (
     Backend,
+    FileSource,
     Mode,
     SinkOptions,
     SinkResult,
@@ -34,11 +35,19 @@ from ._target import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["write_small", "write_table"]
+__all__ = ["adopts_files", "write_small", "write_table"]
+
+
+def adopts_files(spark: SparkSession, table: str, config: Config | None = None, *, target: str | None = None,
+                 backend: Backend | None = None) -> bool:
+    """Whether :func:`write_table` of ``table`` takes a :class:`FileSource` (the delta-rs back end stages
+    Parquet files and commits them; delta-spark writes DataFrames only)."""
+    tgt = resolve_target(table, config, target, None, SinkOptions())
+    return choose_backend(spark, backend or tgt.configured_backend, tgt) == "delta-rs"
 
 
 def write_table(
-    df: DataFrame,
+    df: DataFrame | FileSource,
     table: str,
     *,
     config: Config | None = None,
@@ -56,7 +65,9 @@ def write_table(
     Args:
         df: the rows; its columns must be the table's (:mod:`jobs.schemas` for known tables, in any order;
             integer/float widths and all-null columns are cast, anything else is a
-            :class:`SchemaMismatchError`). For unknown table names ``df.schema`` is the schema.
+            :class:`SchemaMismatchError`). For unknown table names ``df.schema`` is the schema. Or a
+            :class:`FileSource` of a known table, whose tasks write the Parquet files themselves (delta-rs
+            only: see :func:`adopts_files`).
         table: logical table name; the location is ``<root>/<table>`` or ``catalog.schema.table``.
         config: the run's config (output root or catalog, cluster, back end, storage options).
         target: explicit table location instead of ``config`` (a path/URI or ``catalog.schema.table``).
@@ -86,6 +97,13 @@ def write_table(
     hold = check_hold_back(tgt, mode, drange, hold_back)
     spark = df.sparkSession
     chosen = choose_backend(spark, backend or tgt.configured_backend, tgt)
+    if isinstance(df, FileSource):
+        if chosen != "delta-rs" or table not in schemas.TABLES:
+            raise SinkError(f"{table!r}: rows that write their own files need the delta-rs back end and a known "
+                            f"table (this write has {chosen}); check jobs.sink.adopts_files first")
+        spark_schema = schemas.spark_schema(table)
+        return write_delta_rs(df, tgt, mode, drange, list(partition_by), spark_schema, options, hold=hold,
+                              conform=lambda extra: conform_spark(extra, spark_schema, table))
     spark_schema = spark_schema_for(table, df)
     df = conform_spark(df, spark_schema, table)
     if chosen == "delta-spark":
