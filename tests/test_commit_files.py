@@ -141,3 +141,31 @@ def test_rows_that_write_their_own_files_need_the_delta_rs_sink(spark, tmp_path)
     with pytest.raises(SinkError, match="delta-rs"):
         jobs.sink.write_table(src, "my_table", target=str(tmp_path / "t"), cluster="c", date_range=(DAY1, DAY1))
     assert input_frames(spark, [], split_bytes=1, parallelism=1) == []
+
+
+def test_small_row_groups_hold_the_same_rows(tmp_path, monkeypatch):
+    """Buffers are flushed every ROW_GROUP rows (a range of transactional commits only must not sit in
+    memory whole): the files then hold the same rows as with one flush per range."""
+    paths, _ = build_inputs(tmp_path / "in")
+    inv = discover(paths["offsets"], None, None)
+    from jobs.ingest._rows import COMMITS
+    from jobs.ingest.offsets_segments import decode_segment_both
+    from jobs.ingest.ranges import RANGE_SCHEMA
+
+    rows = pa.RecordBatch.from_pylist(
+        [{"source": f.source, "size": f.size, "start": 0, "end": f.size, "target": 1 << 30, "broker": f.broker,
+          "log_partition": f.log_partition, "topic": None, "partition": None, "snapshot_ms": None}
+         for f in inv.of("offsets", "segment")], schema=RANGE_SCHEMA)
+
+    def files(where: Path) -> dict[str, list[str]]:
+        fn = cf.write_pass(decode_segment_both, str(where), cluster="c", days=(DAY1, DAY2), default_date=DAY1,
+                           file_schema=COMMITS)
+        list(fn(iter([rows])))
+        return {str(p.relative_to(where)): sorted(map(str, pq.read_table(p).to_pylist()))
+                for p in where.rglob("*.parquet")}
+
+    whole = files(tmp_path / "whole")
+    monkeypatch.setattr(cf, "ROW_GROUP", 3)
+    small = files(tmp_path / "small")
+    assert small == whole and any(len(v) > 3 for v in whole.values())
+    assert any(pq.ParquetFile(p).num_row_groups > 1 for p in (tmp_path / "small").rglob("*.parquet"))

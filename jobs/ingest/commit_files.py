@@ -114,6 +114,7 @@ class _RangeFiles:
         self.rows: dict[str, int] = {}
         self.writers: dict[str, tuple[Any, str]] = {}  # final path -> (writer, temporary path)
         self.side_rows: list[pa.RecordBatch] = []
+        self.side_buffered = 0
         self.tx = 0
 
     def commits(self, b: pa.RecordBatch, days: np.ndarray, lo: int, hi: int) -> None:
@@ -130,15 +131,23 @@ class _RangeFiles:
     def side(self, b: pa.RecordBatch) -> None:
         if b.num_rows:
             self.side_rows.append(b)
+            self.side_buffered += b.num_rows
             self.tx += pc.sum(pc.equal(b.column("row_kind"), "commit").cast(pa.int64())).as_py() or 0
+            if self.side_buffered >= ROW_GROUP:  # e.g. a range of transactional commits only: bounded memory
+                self._flush_side()
+
+    def _flush_side(self) -> None:
+        if self.side_rows:
+            self._write(f"{_SIDE_ROWS}/part-{self.key}.parquet", pa.Table.from_batches(self.side_rows, OFFSETS_WORK))
+        self.side_rows, self.side_buffered = [], 0
 
     def _flush(self, day: int) -> None:
         date = (_EPOCH + dt.timedelta(days=day)).isoformat()
         table = pa.Table.from_batches(self.buffers.pop(day), self.schema)
         self.buffered[day] = 0
-        self._write(f"{self.part_dir}/event_date={date}/part-{self.key}.parquet", table, "commits")
+        self._write(f"{self.part_dir}/event_date={date}/part-{self.key}.parquet", table)
 
-    def _write(self, rel: str, table: pa.Table, kind: str) -> None:
+    def _write(self, rel: str, table: pa.Table) -> None:
         import pyarrow.parquet as pq
 
         final = f"{self.base}/{rel}"
@@ -156,10 +165,7 @@ class _RangeFiles:
         """Write what is buffered, close and rename the files; the :data:`WRITTEN` rows."""
         for day in list(self.buffers):
             self._flush(day)
-        if self.side_rows:
-            self._write(f"{_SIDE_ROWS}/part-{self.key}.parquet", pa.Table.from_batches(self.side_rows, OFFSETS_WORK),
-                        "side")
-            self.side_rows = []
+        self._flush_side()
         kinds, paths, rows, tx = [], [], [], []
         for final, (writer, tmp) in self.writers.items():
             writer.close()
@@ -220,7 +226,7 @@ class CommitFiles(FileSource):
                                    to_spark_schema(WRITTEN))
                   for frame, _, _, both in offsets.input_frames(self._spark, self.files, split_bytes=self.split_bytes,
                                                                 parallelism=self.parallelism)]
-        self.written = [r.asDict() for r in union_all(frames).collect()]
+        self.written = [r.asDict() for r in union_all(frames).collect()] if frames else []
         side_schema = to_spark_schema(OFFSETS_WORK)
         if any(w["kind"] == "side" for w in self.written):
             self.side = self._spark.read.schema(side_schema).parquet(f"{path}/{_SIDE_ROWS}")
