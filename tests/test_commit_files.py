@@ -95,19 +95,25 @@ def test_event_dates_are_the_ones_spark_computes(spark):
     assert [dt.date(1970, 1, 1) + dt.timedelta(days=int(d)) for d in got] == want
 
 
-def test_a_retried_task_leaves_the_same_files(tmp_path):
-    """Running the pass's function twice over the same input (a retried or speculative task) gives the same
-    file names and rows, not a second copy; temporary files are gone."""
-    paths, _ = build_inputs(tmp_path / "in")
-    inv = discover(paths["offsets"], None, None)
-    from jobs.ingest._rows import COMMITS
-    from jobs.ingest.offsets_segments import decode_segment_both
+def _segment_rows(tmp_path: Path) -> pa.RecordBatch:
+    """The fixture's offsets segments as whole-file ranges (the pass's input rows)."""
     from jobs.ingest.ranges import RANGE_SCHEMA
 
-    rows = pa.RecordBatch.from_pylist(
+    paths, _ = build_inputs(tmp_path / "in")
+    inv = discover(paths["offsets"], None, None)
+    return pa.RecordBatch.from_pylist(
         [{"source": f.source, "size": f.size, "start": 0, "end": f.size, "target": 1 << 30, "broker": f.broker,
           "log_partition": f.log_partition, "topic": None, "partition": None, "snapshot_ms": None}
          for f in inv.of("offsets", "segment")], schema=RANGE_SCHEMA)
+
+
+def test_a_retried_task_leaves_the_same_files(tmp_path):
+    """Running the pass's function twice over the same input (a retried or speculative task) gives the same
+    file names and rows, not a second copy; temporary files are gone."""
+    from jobs.ingest._rows import COMMITS
+    from jobs.ingest.offsets_segments import decode_segment_both
+
+    rows = _segment_rows(tmp_path)
     staging = tmp_path / "staging"
     fn = cf.write_pass(decode_segment_both, str(staging), cluster="c 1", days=(DAY1, DAY2), default_date=DAY1,
                        file_schema=COMMITS)
@@ -146,16 +152,10 @@ def test_rows_that_write_their_own_files_need_the_delta_rs_sink(spark, tmp_path)
 def test_small_row_groups_hold_the_same_rows(tmp_path, monkeypatch):
     """Buffers are flushed every ROW_GROUP rows (a range of transactional commits only must not sit in
     memory whole): the files then hold the same rows as with one flush per range."""
-    paths, _ = build_inputs(tmp_path / "in")
-    inv = discover(paths["offsets"], None, None)
     from jobs.ingest._rows import COMMITS
     from jobs.ingest.offsets_segments import decode_segment_both
-    from jobs.ingest.ranges import RANGE_SCHEMA
 
-    rows = pa.RecordBatch.from_pylist(
-        [{"source": f.source, "size": f.size, "start": 0, "end": f.size, "target": 1 << 30, "broker": f.broker,
-          "log_partition": f.log_partition, "topic": None, "partition": None, "snapshot_ms": None}
-         for f in inv.of("offsets", "segment")], schema=RANGE_SCHEMA)
+    rows = _segment_rows(tmp_path)
 
     def files(where: Path) -> dict[str, list[str]]:
         fn = cf.write_pass(decode_segment_both, str(where), cluster="c", days=(DAY1, DAY2), default_date=DAY1,
