@@ -315,12 +315,10 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             # the commits are decoded straight for the sink, never cached: one write over the lookback days
             # and the range, whose lookback days' files the sink holds back from the table as this run's
             # state (read back columnar; usually there are none, and then there is no state at all)
-            if isinstance(rows, CommitFiles):
-                res = write_table(rows, "offset_commits", config=config, mode="replace_range",
-                                  date_range=run.date_range, hold_back=before)
-            else:
-                res = write_table(_dated(rows, run, (before[0], run.range_to)), "offset_commits", config=config,
-                                  mode="replace_range", date_range=run.date_range, hold_back=before)
+            if not isinstance(rows, CommitFiles):  # the pass dates its rows itself
+                rows = _dated(rows, run, (before[0], run.range_to))
+            res = write_table(rows, "offset_commits", config=config, mode="replace_range",
+                              date_range=run.date_range, hold_back=before)
             if res.held is not None:
                 held.append(res.held)  # released on any later failure, like the other states
             return res
@@ -328,14 +326,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         def silver_writes(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
             out: list[tuple[str, Callable[[], SinkResult]]] = []
             for name in names:
-                if name == "offset_commits" and commit_files is not None:
-                    out.append((name, functools.partial(commits_write, commit_files)))
-                elif name not in silver:
+                rows = commit_files if name == "offset_commits" and commit_files is not None else silver.get(name)
+                if rows is None:
                     continue
-                elif name == "offset_commits" and before is not None:
-                    out.append((name, functools.partial(commits_write, silver[name])))
+                if name == "offset_commits" and (commit_files is not None or before is not None):
+                    out.append((name, functools.partial(commits_write, rows)))
                 else:
-                    out.append((name, functools.partial(write_table, _dated(silver[name], run), name, config=config,
+                    out.append((name, functools.partial(write_table, _dated(rows, run), name, config=config,
                                                         mode="replace_range", date_range=run.date_range)))
             return out
 

@@ -180,16 +180,13 @@ def _stage(df: DataFrame | FileSource, tgt: Target, partition_by: list[str], tok
     a :class:`~._target.FileSource`'s tasks write them, and Spark adds the further rows it hands back."""
     staging = f"{tgt.spark}/{STAGING_DIR}/{token}"
     try:
-        if isinstance(df, FileSource):
-            extra = df.stage(staging, partition_by, schema)
-            if extra is not None:
-                if conform is not None:
-                    extra = conform(extra)
-                with _session_conf(df.sparkSession, _STAGE_CONF):
-                    extra.write.mode("append").partitionBy(*partition_by).parquet(staging)
-        else:
+        rows, mode = (df.stage(staging, partition_by, schema), "append") if isinstance(df, FileSource) else (
+            df, "errorifexists")
+        if rows is not None:
+            if conform is not None:  # given with a FileSource only, for the rows it hands back
+                rows = conform(rows)
             with _session_conf(df.sparkSession, _STAGE_CONF):
-                df.write.mode("errorifexists").partitionBy(*partition_by).parquet(staging)
+                rows.write.mode(mode).partitionBy(*partition_by).parquet(staging)
     except Exception as exc:
         fs, base = filesystem(tgt.location)
         _discard_staging(fs, base, token, committed=False)
