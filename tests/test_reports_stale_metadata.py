@@ -173,6 +173,8 @@ def test_only_groups_that_cannot_hold_a_finding_are_skipped(spark, tmp_path) -> 
     rows += [obs(ms(DAY, 13), "h1", "b1", "e", 20, tid="E1", part=5), obs(ms(DAY, 13, 0, 0, 999), "h2", "b2", "e", 19,
              tid="E1", part=5), obs(ms(DAY, 13, 0, 2), "h3", "b2", "e", 19, tid="E1", part=5)]
     rows += [obs(ms(DAY, 14), "h4", "b1", "e", 9, tid="E1", part=6), obs(ms(DAY, 14), "h4", "b2", "e", 8, tid="E1", part=6)]
+    # a capture without a client id is a group of its own too (the kept groups are matched null-safe)
+    rows += [obs(ms(DAY, 15), None, "b1", "z", 9, tid="Z1"), obs(ms(DAY, 16), None, "b2", "z", 4, tid="Z1")]
     silver = Silver(tmp_path)
     silver.write("metadata_observations", rows)
     run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])
@@ -181,6 +183,7 @@ def test_only_groups_that_cannot_hold_a_finding_are_skipped(spark, tmp_path) -> 
     assert {r["finding_id"] for r in got} == {f.id for f in found if f.event_ts >= ms(DAY)}
     assert ("M3", "topic_id_regression") in {(r["rule"], r["kind"]) for r in got if r["topic"] == "steady"}
     assert {r["rule"] for r in got} >= {"M1", "M2", "M3"}
+    assert {r["rule"] for r in got if r["topic"] == "z"} >= {"M2"}
 
 
 def test_the_log_overrules_a_capture_only_m2_verdict_of_the_observations_it_judges(spark, tmp_path) -> None:

@@ -146,20 +146,22 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     # every M3 id regression needs two ids of one name; every M2 finding an epoch below one seen for the
     # partition (by anyone) before t - grace, or a token. Each test is a superset of the rule's own
     # (coarser keys, no baseline resets), and whole groups are kept or dropped, so each rule sees exactly the
-    # rows it saw before. ``repartition`` clusters the rows once by the group key for the windows and grouping.
+    # rows it saw before. The tests run over the few columns they read (the windows shuffle and sort those,
+    # not whole observations); the keys of the groups kept, few, then pick the rows by a broadcast semi-join.
     ep = F.when(F.col("leader_epoch") >= 0, F.col("leader_epoch"))
     earlier = (Window.partitionBy("client_id", "topic_key", "partition").orderBy("capture_ts")
                .rangeBetween(Window.unboundedPreceding, -1))
-    per_group = Window.partitionBy("client_id", "topic_key")
     below = F.coalesce((ep < F.max(ep).over(earlier)).cast("int"), F.lit(0))
-    m13 = (
-        keyed.select(*cols, "topic_key", "tid")
-        .repartition("client_id", "topic_key")
+    kept13 = (
+        keyed.select("client_id", "topic_key", "partition", "capture_ts", "leader_epoch", "tid")
         .withColumn("_below", below)
-        .withColumn("_keep", (F.max("_below").over(per_group) == 1)
-                    | (F.min("tid").over(per_group) < F.max("tid").over(per_group)))
+        .groupBy("client_id", "topic_key")
+        .agg(((F.max("_below") == 1) | (F.min("tid") < F.max("tid"))).alias("_keep"))
         .where(F.col("_keep"))
-        .select(*cols, "topic_key")
+        .drop("_keep")
+    )
+    m13 = (
+        _semi(keyed.select(*cols, "topic_key"), kept13, ("client_id", "topic_key"))
         .groupBy("client_id", "topic_key")
         .applyInArrow(fr.arrow_group_fn(_m13), schema)
     )
@@ -171,19 +173,36 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     before = (per_key.orderBy("capture_ts").rangeBetween(Window.unboundedPreceding, -(grace_ms + 1)) if grace_ms >= 0
               else per_key)
     stale = F.coalesce((ep < F.max(ep).over(before)).cast("int"), F.lit(0))
-    can_be_stale = F.max("_stale").over(per_key) == 1
+    can_be_stale = F.max("_stale") == 1
     if frontier:  # a token can be stale on its own
-        can_be_stale = can_be_stale | (F.max(F.col("metadata_token").isNotNull().cast("int")).over(per_key) == 1)
-    m2 = (
-        obs.select(*cols, pkey.alias("partition_key"))
+        can_be_stale = can_be_stale | (F.max(F.col("metadata_token").isNotNull().cast("int")) == 1)
+    keyed2 = obs.select(*cols, pkey.alias("partition_key"))
+    kept2 = (
+        keyed2.select("partition_key", "partition", "capture_ts", "leader_epoch", "metadata_token")
         .withColumn("_stale", stale)
-        .withColumn("_keep", can_be_stale)
+        .groupBy("partition_key", "partition")
+        .agg(can_be_stale.alias("_keep"))
         .where(F.col("_keep"))
-        .drop("_keep", "_stale")
+        .drop("_keep")
+    )
+    m2 = (
+        _semi(keyed2, kept2, ("partition_key", "partition"))
         .groupBy("partition_key", "partition")
         .applyInArrow(fr.arrow_group_fn(partial(_m2, grace_ms=grace_ms, frontier=frontier)), schema)
     )
     return m13.unionByName(m2)
+
+
+def _semi(rows: DataFrame, keys: DataFrame, on: tuple[str, ...]) -> DataFrame:
+    """``rows`` whose ``on`` columns equal (null-safe: a null client id or topic is a group too) a row of
+    ``keys``, the few keys of the kept groups (broadcast)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    k = keys.select(*(F.col(c).alias(f"_k_{c}") for c in on))
+    cond = reduce(lambda a, b: a & b, (rows[c].eqNullSafe(k[f"_k_{c}"]) for c in on))
+    return rows.join(F.broadcast(k), cond, "left_semi")
 
 
 def stale_metadata_frame(findings: DataFrame, date_range: tuple[dt.date, dt.date], cluster: str, run_id: str) -> DataFrame:
@@ -223,17 +242,20 @@ def stale_rates_frame(
         .withColumn("is_stale", F.lit(True))
     )
     flagged = resp.join(stale, "ptr", "left")
-    per = []
-    for dim, col in (("broker", "broker"), ("client", "client_id")):
-        per.append(
-            flagged.groupBy("event_date", F.col(col).alias("subject"))
-            .agg(
-                F.countDistinct("ptr").alias("responses"),
-                F.countDistinct(F.when(F.col("is_stale"), F.col("ptr"))).alias("stale_responses"),
-            )
-            .withColumn("dimension", F.lit(dim))
+    # one aggregation for both dimensions: each response once as its broker's and once as its client's
+    subjects = F.array(
+        F.struct(F.lit("broker").alias("dimension"), F.col("broker").alias("subject")),
+        F.struct(F.lit("client").alias("dimension"), F.col("client_id").alias("subject")),
+    )
+    rates = (
+        flagged.select("event_date", "ptr", "is_stale", F.explode(subjects).alias("_d"))
+        .select("event_date", "ptr", "is_stale", "_d.dimension", "_d.subject")
+        .groupBy("event_date", "dimension", "subject")
+        .agg(
+            F.countDistinct("ptr").alias("responses"),
+            F.countDistinct(F.when(F.col("is_stale"), F.col("ptr"))).alias("stale_responses"),
         )
-    rates = per[0].unionByName(per[1])
+    )
     return rates.select(
         F.lit(cluster).alias("cluster"),
         "event_date",
