@@ -270,9 +270,14 @@ def with_topic_ids(obs: DataFrame, ev: KraftEvidence) -> DataFrame:
     """M3 with the log: ``tid``/``topic_id`` filled from the log's topic-id lifecycle for observations
     without an id whose capture time the log spans (:func:`~epochlib.rules.kraft.with_log_topic_ids`); every
     stale-metadata rule then keys them by id. Unchanged without a log."""
+    from pyspark.sql import functions as F
+
     if not ev.present:
         return obs
-    return obs.mapInArrow(partial(_fill_ids, view=ev.view), obs.schema)
+    # only the rows without an id make the round trip through Python (a v10+ capture's rows have one)
+    missing = F.col("tid").isNull()
+    return obs.where(~missing).unionByName(
+        obs.where(missing).mapInArrow(partial(_fill_ids, view=ev.view), obs.schema))
 
 
 
