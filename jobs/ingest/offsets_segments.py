@@ -32,29 +32,29 @@ OUT_ROWS = 1 << 16
 def decode_segment_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function, commit pass: segment ranges -> non-transactional commits
     (:data:`~jobs.ingest._rows.COMMITS`), in batches of at most :data:`OUT_ROWS` rows."""
-    for rb in batches:
-        for row in rb.to_pylist():
-            for b in _decode_range(row, COMMIT_PASS):
-                if b.num_rows <= OUT_ROWS:
-                    yield b
-                else:
-                    for i in range(0, b.num_rows, OUT_ROWS):
-                        yield b.slice(i, OUT_ROWS)
+    for b in _decode_ranges(batches, COMMIT_PASS):
+        if b.num_rows <= OUT_ROWS:
+            yield b
+        else:
+            for i in range(0, b.num_rows, OUT_ROWS):
+                yield b.slice(i, OUT_ROWS)
 
 
 def decode_segment_side(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function, side pass: segment ranges -> every other row
     (:data:`~jobs.ingest._rows.OFFSETS_WORK`) with the quarantine and stats rows."""
-    for rb in batches:
-        for row in rb.to_pylist():
-            yield from _decode_range(row, SIDE_PASS)
+    return _decode_ranges(batches, SIDE_PASS)
 
 
 def decode_segment_both(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Both passes from one decode (:data:`~._kv.ONE_PASS`): commit-pass and side-pass batches, mixed."""
+    return _decode_ranges(batches, ONE_PASS)
+
+
+def _decode_ranges(batches: Iterator[pa.RecordBatch], p: Pass) -> Iterator[pa.RecordBatch]:
     for rb in batches:
         for row in rb.to_pylist():
-            yield from _decode_range(row, ONE_PASS)
+            yield from _decode_range(row, p)
 
 
 def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:

@@ -251,13 +251,12 @@ def gold_extras(findings: DataFrame) -> dict[str, Column]:
 
 
 def _fill_ids(batches, view: LogView):
-    """``tid`` (and a null ``topic_id``) from the log for the rows without an id (columnar,
-    :func:`~epochlib.rules.kraft_pass.fill_log_topic_ids`; v10+ rows pass through unchanged)."""
+    """``tid`` (and a null ``topic_id``) from the log, for rows without an id (:func:`with_topic_ids` sends
+    only those; columnar, :func:`~epochlib.rules.kraft_pass.fill_log_topic_ids`)."""
     import pyarrow.compute as pc
 
     for b in batches:
-        if b.num_rows == 0 or not pc.any(pc.is_null(b.column("tid"))).as_py():
-            yield b
+        if b.num_rows == 0:
             continue
         tid = fill_log_topic_ids(view, b)
         cols = {name: b.column(name) for name in b.schema.names}

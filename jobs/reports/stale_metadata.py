@@ -37,7 +37,7 @@ keep the spelling they were ingested with until the range is ingested again.
 from __future__ import annotations
 
 import datetime as dt
-from functools import partial
+from functools import partial, reduce
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -196,8 +196,6 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
 def _semi(rows: DataFrame, keys: DataFrame, on: tuple[str, ...]) -> DataFrame:
     """``rows`` whose ``on`` columns equal (null-safe: a null client id or topic is a group too) a row of
     ``keys``, the few keys of the kept groups (broadcast)."""
-    from functools import reduce
-
     from pyspark.sql import functions as F
 
     k = keys.select(*(F.col(c).alias(f"_k_{c}") for c in on))
