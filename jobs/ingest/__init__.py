@@ -10,19 +10,22 @@
    large segments in byte ranges, :mod:`.ranges`; KRaft metadata logs, :mod:`.cluster_metadata`, decoded per
    file and replayed in one task), which are persisted once and shaped into ``group_metadata``,
    ``record_batches``, ``epoch_lineage``, ``metadata_observations`` and ``partition_history``. The
-   high-volume ``offset_commits`` do not go through the work rows: with the delta-rs sink one pass decodes
-   each input once, its tasks write the commits' Parquet files for the sink with pyarrow and the small
-   rest (transactional commits and markers for ``txn_state``, groups, quarantine, stats) next to them as
-   the offsets work rows (:mod:`.commit_files`); with delta-spark a commit pass decodes the commits
-   straight into their silver shape for Spark to write, and a side pass decodes the rest;
+   high-volume ``offset_commits`` and ``metadata_observations`` do not go through the work rows with the
+   delta-rs sink: one pass decodes each input once, its tasks write the table's Parquet files for the sink
+   with pyarrow and the small rest (transactional commits and markers for ``txn_state``, groups,
+   quarantine, stats, notes) next to them as the work rows (:mod:`.pass_files`: :mod:`.commit_files`,
+   :class:`.metadata.CaptureFiles`); with delta-spark a commit pass decodes the commits straight into their
+   silver shape for Spark to write, a side pass decodes the rest, and the observations come from the
+   cached work rows;
 3. every table is written through :func:`jobs.sink.write_table` replacing exactly the run's
    ``[from, to]`` ``event_date`` partitions: rows whose own date lies outside the range are not written;
    rows without any time of their own land on the ``from`` date. The rows dated in the lookback days
    before ``from`` (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`:
    detection state the reports add to what earlier runs wrote for those days (a first run, or an
-   incident run into a fresh output root, has no earlier runs). The commits' state comes from their one
-   write: it stages the lookback days too and the sink holds those files back from the table
-   (``write_table(hold_back=...)``) until :meth:`IngestResult.release`; the other tables' state is cached;
+   incident run into a fresh output root, has no earlier runs). The commits' state (and the observations'
+   when their pass writes them) comes from their one write: it stages the lookback days too and the sink
+   holds those files back from the table (``write_table(hold_back=...)``) until
+   :meth:`IngestResult.release`; the other tables' state is cached;
 4. ``quarantine`` gets one row per undecodable unit (and per unrecognised file), and ``audit_runs`` one
    row per (source kind, unit) with ``units_read = units_decoded + units_quarantined`` — counted by Spark
    aggregations over per-task stats rows, over *all* units read (not only those dated in the range).
@@ -74,7 +77,8 @@ class IngestResult:
             ports).
         empty: source kind -> reason -> number of inputs read with zero units.
         lookback: silver table -> the inputs' rows dated in the lookback days before the range (cached, or
-            for ``offset_commits`` the Parquet files its write held back; not written to the tables): pass to
+            for ``offset_commits`` and a pass's ``metadata_observations`` the Parquet files its write held
+            back; not written to the tables): pass to
             :func:`jobs.reports.run_reports` as ``state``, then :meth:`release`.
     """
 
@@ -236,8 +240,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     from . import offsets as off
     from ._spark import default_parallelism, files_frame, to_spark_schema
     from .commit_files import CommitFiles
-    from .discover import LEC, PCAP, PMETA, ROOT_CKPT, SEGMENT
-    from .lines import line_ranges_frame
+    from .discover import LEC, PMETA, ROOT_CKPT, SEGMENT
+    from .pass_files import PassFiles
     from .ranges import ranges_frame
 
     inputs = config.inputs
@@ -248,14 +252,16 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     held: list[HeldRows] = []
 
     before = lookback_days(config, run)
+    # the days a pass that writes its own files covers: the lookback days (held back, see held_write) and the range
+    pass_days = (before[0] if before is not None else run.range_from, run.range_to)
     offsets_files = inv.of("offsets")
     commit_files: CommitFiles | None = None
     if offsets_files and adopts_files(spark, "offset_commits", config):
-        # one decode pass whose tasks write the commits' Parquet files for the sink themselves (over the
-        # lookback days too: see commits_write) and the side rows next to them (.commit_files)
-        days = (before[0] if before is not None else run.range_from, run.range_to)
-        commit_files = CommitFiles(spark, offsets_files, cluster=run.cluster, days=days,
-                                   default_date=run.range_from, dated=functools.partial(_dated, run=run, days=days),
+        # one decode pass whose tasks write the commits' Parquet files for the sink themselves and the side
+        # rows next to them (.commit_files)
+        commit_files = CommitFiles(spark, offsets_files, cluster=run.cluster, days=pass_days,
+                                   default_date=run.range_from,
+                                   dated=functools.partial(_dated, run=run, days=pass_days),
                                    split_bytes=split_bytes, parallelism=par)
     elif offsets_files:
         # two decode passes: commits straight into the silver shape (streamed to the sink, never cached)
@@ -274,17 +280,18 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                          .mapInArrow(ld.decode_logdir_segments, wschema))
         works["logdirs"] = union_all(parts)
     capture_files = inv.of("metadata")
-    if capture_files:
+    captures: md.CaptureFiles | None = None
+    if capture_files and adopts_files(spark, "metadata_observations", config):
+        # like the offsets pass: the tasks write the observations' Parquet files (over the lookback days too)
+        # and their quarantine, stats and info rows next to them
+        captures = md.CaptureFiles(spark, capture_files, cluster=run.cluster, days=pass_days,
+                                   default_date=run.range_from, broker_ports=inputs.broker_ports,
+                                   broker_addresses=inputs.broker_addresses, split_bytes=split_bytes,
+                                   parallelism=par)
+    elif capture_files:
         decode = md.decode_capture_files(inputs.broker_ports, inputs.broker_addresses)
-        mparts = []
-        pcaps = [f for f in capture_files if f.form == PCAP]
-        if pcaps:
-            mparts.append(files_frame(spark, pcaps, md.FILE_SCHEMA, par).mapInArrow(decode, to_spark_schema(md.WORK)))
-        jsonl = [f for f in capture_files if f.form != PCAP]
-        if jsonl:  # line ranges: a multi-GB hourly capture spreads over executors
-            mparts.append(line_ranges_frame(spark, jsonl, split_bytes=split_bytes, parallelism=par)
-                          .mapInArrow(decode, to_spark_schema(md.WORK)))
-        works["metadata"] = mparts[0] if len(mparts) == 1 else mparts[0].unionByName(mparts[1])
+        works["metadata"] = union_all([f.mapInArrow(decode, to_spark_schema(md.WORK)) for f in md.capture_frames(
+            spark, capture_files, split_bytes=split_bytes, parallelism=par)])
     kraft_files = inv.of("cluster_metadata") + cm.from_logdirs(inv)
     if kraft_files:
         # decode per file (in parallel); the merge + replay sees the whole log in one task (small: MBs)
@@ -311,14 +318,17 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         if "cluster_metadata_replay" in works:
             silver["partition_history"] = cm.history_frame(works["cluster_metadata_replay"], run.range_from)
 
-        def commits_write(rows: DataFrame | CommitFiles) -> SinkResult:
-            # the commits are decoded straight for the sink, never cached: one write over the lookback days
-            # and the range, whose lookback days' files the sink holds back from the table as this run's
-            # state (read back columnar; usually there are none, and then there is no state at all)
-            if not isinstance(rows, CommitFiles):  # the pass dates its rows itself
-                rows = _dated(rows, run, (before[0], run.range_to))
-            res = write_table(rows, "offset_commits", config=config, mode="replace_range",
-                              date_range=run.date_range, hold_back=before)
+        passes: dict[str, PassFiles] = {n: p for n, p in (("offset_commits", commit_files),
+                                                          ("metadata_observations", captures)) if p is not None}
+
+        def held_write(name: str, rows: DataFrame | PassFiles) -> SinkResult:
+            # the commits (and a pass's rows) are decoded straight for the sink, never cached: one write over
+            # the lookback days and the range, whose lookback days' files the sink holds back from the table
+            # as this run's state (read back columnar; usually there are none, and then there is no state)
+            if not isinstance(rows, PassFiles):  # a pass dates its rows itself
+                rows = _dated(rows, run, pass_days)
+            res = write_table(rows, name, config=config, mode="replace_range", date_range=run.date_range,
+                              hold_back=before)
             if res.held is not None:
                 held.append(res.held)  # released on any later failure, like the other states
             return res
@@ -326,11 +336,11 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         def silver_writes(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
             out: list[tuple[str, Callable[[], SinkResult]]] = []
             for name in names:
-                rows = commit_files if name == "offset_commits" and commit_files is not None else silver.get(name)
+                rows = passes.get(name) or silver.get(name)
                 if rows is None:
                     continue
-                if name == "offset_commits" and (commit_files is not None or before is not None):
-                    out.append((name, functools.partial(commits_write, rows)))
+                if name in passes or (name == "offset_commits" and before is not None):
+                    out.append((name, functools.partial(held_write, name, rows)))
                 else:
                     out.append((name, functools.partial(write_table, _dated(rows, run), name, config=config,
                                                         mode="replace_range", date_range=run.date_range)))
@@ -343,9 +353,11 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         late = ("group_metadata",) if commit_files is not None else ()
         tables: dict[str, SinkResult] = run_concurrently(
             spark, silver_writes(tuple(n for n in SILVER if n not in late)))
+        for kind, src in (("offsets", commit_files), ("metadata", captures)):
+            if src is not None:  # the pass's side rows (quarantine, stats, and the offsets' groups)
+                assert src.side is not None
+                works[kind] = src.side.persist(StorageLevel.MEMORY_AND_DISK)
         if commit_files is not None:
-            assert commit_files.side is not None
-            works["offsets"] = commit_files.side.persist(StorageLevel.MEMORY_AND_DISK)
             silver["group_metadata"] = off.groups_frame(works["offsets"])
         writes = silver_writes(late)
 
@@ -361,14 +373,15 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             writes.append(("quarantine", functools.partial(write_table, union_all(qparts), "quarantine", config=config,
                                                            mode="replace_range", date_range=run.date_range)))
         tables.update(run_concurrently(spark, writes))
-        res = tables.get("offset_commits")
-        if res is not None and res.held is not None and res.held.frame is not None:
-            lookback["offset_commits"] = res.held.frame
+        for name in ("offset_commits", *passes):
+            res = tables.get(name)
+            if res is not None and res.held is not None and res.held.frame is not None:
+                lookback[name] = res.held.frame
 
         states: dict[str, DataFrame] = {}
         if before is not None:
             states = {name: _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
-                      for name, df in silver.items() if name != "offset_commits"}
+                      for name, df in silver.items() if name != "offset_commits" and name not in passes}
         if states:
             # one job materialises every other lookback state while the work rows are cached; an empty state
             # is not handed on (each report read of it was a union with a cached frame plus a dedupe)

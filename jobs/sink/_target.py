@@ -63,9 +63,9 @@ class SinkOptions:
 
 class FileSource(abc.ABC):
     """Rows that write their own Parquet files for the delta-rs sink to commit, instead of a DataFrame that
-    Spark writes (:func:`jobs.sink.write_table` takes either). The offsets pass is one
-    (:class:`jobs.ingest.commit_files.CommitFiles`): its Python tasks decode and write the commits in one go,
-    so the JVM never turns them into rows."""
+    Spark writes (:func:`jobs.sink.write_table` takes either). The offsets and capture passes are such
+    (:mod:`jobs.ingest.pass_files`): their Python tasks decode and write the commits or observations in one
+    go, so the JVM never turns them into rows."""
 
     @property
     @abc.abstractmethod
