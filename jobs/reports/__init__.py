@@ -162,6 +162,7 @@ def run_reports(
     from ..sink import write_table
     from . import _frames as fr
     from . import commit_pass, fencing, kraft, resets, stale_metadata
+    from .commit_spill import CommitSpill
 
     if run is None:
         run = RunContext.start(config, date_from, date_to)
@@ -176,6 +177,7 @@ def run_reports(
         {t: fr.read_silver(spark, config, t, cluster, window, inputs).select("event_date") for t in sorted(needs)},
         window, run.range_from))
     cached: list[DataFrame] = []
+    spills: list[CommitSpill] = []
 
     def keep(df: DataFrame) -> DataFrame:
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -226,10 +228,15 @@ def run_reports(
             commits = commit_pass.read_commits(spark, config, cluster, window, inputs)
             groups = fr.read_silver(spark, config, "group_metadata", cluster, window, inputs) if want_s else None
             # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
-            commit_found = keep(
-                commit_pass.commit_findings(commits, lin, groups, tolerance_ms=tol, fencing=want_f, resets=want_s)
-            )
-            result.seconds["commit_pass"] = time.perf_counter() - t0  # planning only: it runs with the first write
+            spill = CommitSpill.plan(spark, config, cluster, window, inputs)
+            if spill is not None:  # a large run on the delta-rs sink: the pass without Spark's row shuffle
+                spills.append(spill)
+                found = spill.findings(lin, groups, tolerance_ms=tol, fencing=want_f, resets=want_s)
+            else:
+                found = commit_pass.commit_findings(commits, lin, groups, tolerance_ms=tol, fencing=want_f,
+                                                    resets=want_s)
+            commit_found = keep(found)
+            result.seconds["commit_pass"] = time.perf_counter() - t0  # planning (and a spill's jobs): the pass runs with the first write
             # K1, K2, P1 (the K2 rows also name the cause of later F2/L5/S1 findings)
             kraft_found = keep(kraft.fencing_findings(spark, config, cluster, window, ev, lin, commits, obs, inputs))
         if want_f:
@@ -255,4 +262,6 @@ def run_reports(
     finally:
         for df in cached:
             df.unpersist()
+        for spill in spills:
+            spill.close()
     return result

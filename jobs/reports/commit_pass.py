@@ -14,7 +14,8 @@ rule; :func:`run_reports <jobs.reports.run_reports>` splits F* and S* rows after
   and sort of every commit by group.
 
 This module only moves Arrow in and out (:func:`run_commit_pass`); what the pass decides, and how it
-stays equal to the reference rules, is in :mod:`epochlib.rules.commit_pass`.
+stays equal to the reference rules, is in :mod:`epochlib.rules.commit_pass`. Large runs on the delta-rs sink
+run the same :func:`run_commit_pass` without the shuffle: :mod:`.commit_spill`.
 """
 
 from __future__ import annotations

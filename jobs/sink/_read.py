@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -13,13 +14,13 @@ from jobs.errors import SinkError
 from jobs.frames import union_all
 
 from ._fit import spark_schema_from_arrow, struct_without
-from ._target import Backend, choose_backend, open_delta, resolve_target
+from ._target import Backend, Target, choose_backend, open_delta, resolve_target
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["read_partition_files", "read_table", "read_table_arrow"]
+__all__ = ["DataFile", "TableFiles", "read_partition_files", "read_table", "read_table_arrow", "table_files"]
 
 
 def read_table(
@@ -51,28 +52,69 @@ def read_table(
             df = df.where(F.col("event_date").between(F.lit(drange[0]), F.lit(drange[1])))
         return df
 
-    uri = tgt.native
-    dtable = open_delta(uri, tgt.storage_options)
+    files = _table_files(tgt, cluster, drange)
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for f in files.files:
+        groups.setdefault(tuple(f.values.values()), []).append(f"{tgt.spark}/{f.path}")
+    return read_partition_files(spark, groups, spark_schema_from_arrow(table, files.schema), files.part_cols)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One live data file of a table: ``path`` relative to the table, as the Delta log names it."""
+
+    path: str
+    size: int
+    rows: int  # the log's numRecords (0 when it has none)
+    values: dict[str, Any]  # the partition values, in the table's partition column order
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """The live data files of a path table (delta-rs), for readers that open them themselves."""
+
+    root: str  # what pyarrow opens (jobs.fs.Location.native)
+    schema: pa.Schema  # the table's
+    part_cols: list[str]
+    files: list[DataFile]
+
+
+def table_files(
+    table: str,
+    config: Config | None = None,
+    *,
+    target: str | None = None,
+    cluster: str | None = None,
+    date_range: tuple[dt.date | str, dt.date | str] | None = None,
+) -> TableFiles:
+    """The live files of a path table for ``cluster``/``date_range`` from its Delta log (delta-rs), the
+    ones :func:`read_table` reads with Spark. A missing or catalog table, or one with deletion vectors, raises
+    :class:`SinkError`."""
+    tgt = resolve_target(table, config, target, cluster, None)
+    if tgt.is_catalog:
+        raise SinkError(f"{tgt.location} is a catalog table: its files are not listed here")
+    return _table_files(tgt, cluster, parse_date_range(*date_range) if date_range is not None else None)
+
+
+def _table_files(tgt: Target, cluster: str | None, drange: tuple[dt.date, dt.date] | None) -> TableFiles:
+    dtable = open_delta(tgt.native, tgt.storage_options)
     if dtable is None:
-        raise SinkError(f"no Delta table {table!r} at {tgt.location}")
+        raise SinkError(f"no Delta table {tgt.table!r} at {tgt.location}")
     features = set(dtable.protocol().reader_features or [])
     if "deletionVectors" in features:
         raise SinkError(f"{tgt.location} uses deletion vectors: read it with Spark's Delta source (delta-spark)")
-    arrow_schema = pa.schema(dtable.schema().to_arrow())
-    full = spark_schema_from_arrow(table, arrow_schema)
     part_cols = list(dtable.metadata().partition_columns)
-    groups: dict[tuple[Any, ...], list[str]] = {}
+    files = []
     for row in _live_files(dtable):
-        values = tuple(row.get(f"partition.{c}") for c in part_cols)
-        pv = dict(zip(part_cols, values, strict=True))
+        pv = {c: row.get(f"partition.{c}") for c in part_cols}
         if cluster is not None and pv.get("cluster") != cluster:
             continue
         if drange is not None and "event_date" in pv:
             d = pv["event_date"]
             if d is None or not drange[0] <= d <= drange[1]:
                 continue
-        groups.setdefault(values, []).append(f"{tgt.spark}/{row['path']}")
-    return read_partition_files(spark, groups, full, part_cols)
+        files.append(DataFile(str(row["path"]), int(row.get("size_bytes") or 0), int(row.get("num_records") or 0), pv))
+    return TableFiles(tgt.native, pa.schema(dtable.schema().to_arrow()), part_cols, files)
 
 
 def read_partition_files(

@@ -1,0 +1,380 @@
+"""The commit pass without Spark's row shuffle, for large runs on the delta-rs sink.
+
+:func:`.commit_pass.commit_findings` cogroups the commits by (topic, partition) in Spark: the JVM reads every
+commit into a row, converts it to Arrow for Python, shuffles and sorts it — ~20 of the pass's ~24 CPU-s at
+10 M commits, the rules ~4 (BENCHMARKS.md, issue 16 sixth and seventh rounds). Where the commits are
+Parquet files the Delta log lists (the delta-rs sink), :class:`CommitSpill` runs the same pass as
+
+1. **spill**: a task per data file reads the commit columns with pyarrow, keeps the live commits
+   (``txn_state`` none/committed; tombstones kept), splits them into buckets of (topic, partition)
+   (:func:`bucket_of`) and writes one Arrow IPC file per bucket into a scratch folder next to the table
+   (``<offset_commits>/_commit_pass/<token>/``), plus its distinct (group, topic, partition) for the
+   resets' group records. The rows the run decoded itself for the lookback days
+   (:class:`~._frames.InputState`, with what earlier runs wrote for them) come from Spark the same way.
+   Then the side table (lineage, group records) is spilled into the same buckets (:func:`bucket_column`
+   is the same hash in Spark);
+2. **buckets**: a task per bucket reads its files and runs :func:`.commit_pass.run_commit_pass` on each
+   (topic, partition) — no shuffle; the JVM holds none of the files' commits (only the lookback rows).
+
+The findings are those of the Spark cogroup (``tests/test_commit_spill.py``). The scratch folder stays until
+:meth:`CommitSpill.close`, after the run's writes (a re-read of the findings reads the files again).
+Small runs keep the cogroup (:data:`MIN_ROWS`): the spill's three Spark jobs cost more than they save there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from epochlib.rules import COMMIT_COLUMNS
+
+from . import _frames as fr
+from .commit_pass import commit_rows, group_records, read_commits, run_commit_pass
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from ..config import Config
+
+__all__ = ["MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_column", "bucket_of"]
+
+#: Below this many commits in the window's files the Spark cogroup runs (the demo, small incident runs).
+MIN_ROWS = 1 << 20
+#: Commits per bucket aimed at (a bucket task holds its bucket in memory: ~100 bytes a commit).
+ROWS_PER_BUCKET = 1 << 20
+#: The columns a spilled commit has (:func:`.commit_pass.commit_rows`' order).
+ROWS_COLUMNS = ("topic", "partition", *COMMIT_COLUMNS)
+SCRATCH_DIR = "_commit_pass"
+_PAIRS = ("group_id", "topic", "partition")
+_READ = ("topic", "partition", "group_id", "committed_offset", "leader_epoch", "commit_ts", "event_ts",
+         "is_tombstone", "txn_state", "log_offset", "source", "position")  # fmt: skip
+#: One row per file a spill task wrote: ``kind`` rows (a bucket's) or pairs; ``path`` relative to the scratch.
+_SPILLED = pa.schema([pa.field("kind", pa.string()), pa.field("bucket", pa.int32()), pa.field("path", pa.string()),
+                      pa.field("rows", pa.int64())])
+_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+
+
+def bucket_of(topic: pa.Array | pa.ChunkedArray, partition: pa.Array | pa.ChunkedArray, n: int) -> np.ndarray:
+    """Bucket (0 … n-1) of each (topic, partition): ``(crc32(utf-8 topic) * 31 + partition) mod n``, null as
+    "" and 0 — what :func:`bucket_column` computes in Spark."""
+    enc = pc.dictionary_encode(pc.fill_null(topic, ""))
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks() if enc.num_chunks else pa.array([], pa.string()).dictionary_encode()
+    crc = np.array([zlib.crc32(s.encode()) for s in enc.dictionary.to_pylist()], dtype=np.int64)
+    part = pc.fill_null(partition, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.mod(crc[enc.indices.to_numpy(zero_copy_only=False)] * 31 + part, n)
+
+
+def bucket_column(n: int) -> Column:
+    """:func:`bucket_of` as a Spark column (``crc32`` is CRC-32 of the same bytes in both)."""
+    from pyspark.sql import functions as F
+
+    topic = F.crc32(F.coalesce(F.col("topic"), F.lit("")).cast("binary"))
+    part = F.coalesce(F.col("partition"), F.lit(0)).cast("long")
+    return F.pmod(topic * F.lit(31) + part, F.lit(n)).cast("int")
+
+
+# ------------------------------------------------------------------------------------ executor side
+
+
+def _rows_schema() -> pa.Schema:
+    from jobs import schemas
+
+    table = schemas.arrow_schema("offset_commits")
+    return pa.schema([pa.field("ts", pa.int64()) if c == "ts" else table.field(c) for c in ROWS_COLUMNS])
+
+
+def _epoch_ms(col: pa.ChunkedArray) -> pa.Array:
+    """Timestamps as epoch ms, floored (Spark's ``unix_millis``)."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_timestamp(col.type):
+        return col.cast(pa.int64())
+    mul, div = _MS[col.type.unit]
+    raw = col.cast(pa.int64())
+    vals = np.floor_divide(pc.fill_null(raw, 0).to_numpy(zero_copy_only=False) * mul, div)
+    return pa.array(vals, pa.int64(), mask=pc.is_null(raw).to_numpy(zero_copy_only=False))
+
+
+def commit_file_rows(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The live commits of one ``offset_commits`` data file (any subset of its columns; those it lacks, as an
+    older file may, are null) as :func:`.commit_pass.commit_rows` gives them from Spark."""
+    n = table.num_rows
+
+    def col(name: str, typ: pa.DataType) -> pa.Array:
+        return table.column(name).combine_chunks().cast(typ) if name in table.column_names else pa.nulls(n, typ)
+
+    state = col("txn_state", pa.string())
+    live = pc.is_in(pc.fill_null(state, "none"), pa.array(["none", "committed"]))
+    ts = pc.coalesce(_epoch_ms(col("event_ts", pa.timestamp("us", tz="UTC"))),
+                     _epoch_ms(col("commit_ts", pa.timestamp("us", tz="UTC"))))  # fmt: skip
+    cols = [ts if f.name == "ts" else col(f.name, f.type) for f in schema]
+    return pa.table(cols, schema=schema).filter(live)
+
+
+class _BucketFiles:
+    """One task's spill: an IPC file per bucket it has rows of, and (``pairs``) a Parquet file of its
+    distinct (group, topic, partition); temporary names until :meth:`close`."""
+
+    def __init__(self, fs: Any, base: str, folder: str, n: int, *, pairs: bool) -> None:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task = f"{ctx.partitionId()}-{ctx.attemptNumber()}" if ctx is not None else "driver"
+        self.fs, self.base, self.folder, self.n, self.want_pairs = fs, base, folder, n, pairs
+        self.tag = f"{task}-{uuid.uuid4().hex[:12]}"
+        # bucket -> writer, stream, temporary path, final path, path relative to the scratch folder
+        self.writers: dict[int, tuple[Any, Any, str, str, str]] = {}
+        self.rows: dict[int, int] = {}
+        self.pairs: list[pa.Table] = []
+
+    def add(self, rows: pa.Table) -> None:
+        import pyarrow.ipc as ipc
+
+        if rows.num_rows == 0:
+            return
+        if self.want_pairs:
+            self.pairs.append(rows.select(list(_PAIRS)).group_by(list(_PAIRS)).aggregate([]))
+        b = bucket_of(rows.column("topic"), rows.column("partition"), self.n)
+        order = np.argsort(b, kind="stable")
+        rows, b = rows.take(pa.array(order)), b[order]
+        cuts = np.flatnonzero(np.diff(b)) + 1
+        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(b)].tolist(), strict=True):
+            k = int(b[lo])
+            if k not in self.writers:
+                folder = f"{self.base}/{self.folder}/b={k}"
+                self.fs.create_dir(folder, recursive=True)
+                final, tmp = f"{folder}/{self.tag}.arrow", f"{folder}/.{self.tag}.tmp"
+                rel = f"{self.folder}/b={k}/{self.tag}.arrow"
+                stream = self.fs.open_output_stream(tmp)
+                opts = ipc.IpcWriteOptions(compression="lz4")
+                self.writers[k] = (ipc.new_file(stream, rows.schema, options=opts), stream, tmp, final, rel)
+                self.rows[k] = 0
+            self.writers[k][0].write_table(rows.slice(lo, hi - lo))
+            self.rows[k] += hi - lo
+
+    def close(self) -> pa.RecordBatch:
+        """Close and rename the files; one :data:`_SPILLED` row each."""
+        import pyarrow.parquet as pq
+
+        kinds, buckets, paths, counts = [], [], [], []
+        for k, (writer, stream, tmp, final, rel) in sorted(self.writers.items()):
+            writer.close()
+            stream.close()
+            self.fs.move(tmp, final)
+            kinds.append("rows"), buckets.append(k), paths.append(rel), counts.append(self.rows[k])
+        if self.pairs:
+            pairs = pa.concat_tables(self.pairs).group_by(list(_PAIRS)).aggregate([])
+            folder = f"{self.base}/{self.folder}/pairs"
+            self.fs.create_dir(folder, recursive=True)
+            final, tmp = f"{folder}/{self.tag}.parquet", f"{folder}/.{self.tag}.tmp"
+            pq.write_table(pairs, tmp, filesystem=self.fs)
+            self.fs.move(tmp, final)
+            kinds.append("pairs"), buckets.append(-1), paths.append(f"{self.folder}/pairs/{self.tag}.parquet")
+            counts.append(pairs.num_rows)
+        self.writers = {}
+        return pa.RecordBatch.from_arrays([pa.array(kinds, pa.string()), pa.array(buckets, pa.int32()),
+                                           pa.array(paths, pa.string()), pa.array(counts, pa.int64())],
+                                          schema=_SPILLED)  # fmt: skip
+
+
+def _spill_files_fn(scratch: str, root: str, files: list[str], n: int, *, pairs: bool):  # noqa: ANN202
+    """``mapInArrow`` over ``spark.range`` ids: each id is the data file ``files[id]`` (relative to ``root``)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+
+        from jobs.fs import filesystem
+
+        fs, base = filesystem(scratch)
+        base = base.rstrip("/")
+        rfs, rbase = filesystem(root)
+        schema = _rows_schema()
+        out = _BucketFiles(fs, base, "commits", n, pairs=pairs)
+        for rb in batches:
+            for i in rb.column(0).to_pylist():
+                pf = pq.ParquetFile(rfs.open_input_file(f"{rbase.rstrip('/')}/{files[i]}"))
+                cols = [c for c in _READ if c in pf.schema_arrow.names]
+                for g in range(pf.num_row_groups):
+                    out.add(commit_file_rows(pf.read_row_group(g, columns=cols, use_threads=False), schema))
+        yield out.close()
+
+    return run
+
+
+def _spill_rows_fn(scratch: str, folder: str, n: int, *, pairs: bool, conform: bool):  # noqa: ANN202
+    """``mapInArrow`` over Spark rows (the lookback commits, or the side table) into ``folder``'s buckets."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from jobs.fs import filesystem
+
+        fs, base = filesystem(scratch)
+        base = base.rstrip("/")
+        schema = _rows_schema() if conform else None
+        out = _BucketFiles(fs, base, folder, n, pairs=pairs)
+        for rb in batches:
+            t = pa.Table.from_batches([rb])
+            out.add(t.select(list(ROWS_COLUMNS)).cast(schema) if schema is not None else t)
+        yield out.close()
+
+    return run
+
+
+def _read_ipc(fs: Any, base: str, paths: Iterable[str]) -> pa.Table | None:
+    import pyarrow.ipc as ipc
+
+    tables = [ipc.open_file(fs.open_input_file(f"{base}/{p}")).read_all() for p in paths]
+    return pa.concat_tables(tables).combine_chunks() if tables else None
+
+
+def _key_groups(table: pa.Table) -> tuple[pa.Table, list[tuple[int, int]]]:
+    """``table`` sorted by (topic, partition) (nulls their own group) and each group's row range."""
+    topic = pc.dictionary_encode(table.column("topic").combine_chunks(), null_encoding="encode")
+    part = table.column("partition").combine_chunks()
+    key = (topic.indices.to_numpy(zero_copy_only=False).astype(np.int64) << 33
+           | pc.is_null(part).to_numpy(zero_copy_only=False).astype(np.int64) << 32
+           | (pc.fill_null(part, 0).to_numpy(zero_copy_only=False).astype(np.int64) & 0xFFFFFFFF))  # fmt: skip
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    cuts = np.flatnonzero(np.diff(key)) + 1
+    bounds = list(zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(key)].tolist(), strict=True)) if len(key) else []
+    return table.take(pa.array(order)), bounds
+
+
+def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], side: dict[int, list[str]],
+               side_schema: pa.Schema, *, tolerance_ms: int, fencing: bool, resets: bool):  # noqa: ANN202
+    """``mapInArrow`` over ``spark.range`` ids: the findings of bucket ``buckets[id]``'s (topic, partition)s."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from jobs.fs import filesystem
+
+        fs, base = filesystem(scratch)
+        base = base.rstrip("/")
+        for rb in batches:
+            for i in rb.column(0).to_pylist():
+                k = buckets[i]
+                commits = _read_ipc(fs, base, rows.get(k, ()))
+                if commits is None:
+                    continue
+                sides = _read_ipc(fs, base, side.get(k, ()))
+                sides = side_schema.empty_table() if sides is None else sides
+                by_key: dict[tuple[Any, Any], list[int]] = {}
+                for j, tp in enumerate(zip(sides.column("topic").to_pylist(), sides.column("partition").to_pylist(),
+                                           strict=True)):
+                    by_key.setdefault(tp, []).append(j)
+                commits, bounds = _key_groups(commits)
+                found: list[Any] = []
+                for lo, hi in bounds:
+                    part = commits.slice(lo, hi - lo)
+                    tp = (part.column("topic")[0].as_py(), part.column("partition")[0].as_py())
+                    right = sides.take(pa.array(by_key.get(tp, []), pa.int64()))
+                    found += run_commit_pass(part, right, tolerance_ms=tolerance_ms, fencing=fencing, resets=resets)
+                yield from fr.findings_table(found).to_batches()
+
+    return run
+
+
+# -------------------------------------------------------------------------------------- driver side
+
+
+class CommitSpill:
+    """The commit pass over bucketed Arrow files (module docstring); :meth:`plan` says whether it applies."""
+
+    def __init__(self, spark: SparkSession, scratch: str, root: str, files: list[str], spark_rows: DataFrame | None,
+                 buckets: int) -> None:
+        self.spark, self.scratch, self.root, self.files = spark, scratch, root, files
+        self.spark_rows, self.buckets = spark_rows, buckets
+
+    @classmethod
+    def plan(cls, spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+             state: fr.InputState | None = None, *, min_rows: int | None = None) -> CommitSpill | None:
+        """The spill of the window's commits, or None where the Spark cogroup runs: the delta-spark back end,
+        a catalog table, escaped file names, or fewer than :data:`MIN_ROWS` commits in the files."""
+        from ..errors import SinkError
+        from ..sink import adopts_files, table_location
+        from ..sink._read import table_files
+
+        if not adopts_files(spark, "offset_commits", config):
+            return None
+        try:
+            listed = table_files("offset_commits", config, cluster=cluster, date_range=window)
+        except SinkError:
+            return None
+        extra = state.frames.get("offset_commits") if state is not None else None
+        early = extra is not None and window[0] < state.before
+        files = [f for f in listed.files if not (early and f.values.get("event_date", window[0]) < state.before)]
+        rows = sum(f.rows for f in files)
+        if rows < (MIN_ROWS if min_rows is None else min_rows) or any("%" in f.path for f in files):
+            return None
+        spark_rows = None
+        if early:  # what read_silver gives for the lookback days: earlier runs' rows and the run's own, once
+            last = state.before - dt.timedelta(days=1)
+            spark_rows = commit_rows(read_commits(spark, config, cluster, (window[0], last), state))
+        scratch = f"{table_location('offset_commits', config)}/{SCRATCH_DIR}/{uuid.uuid4().hex}"
+        buckets = max(spark.sparkContext.defaultParallelism, -(-rows // ROWS_PER_BUCKET))
+        return cls(spark, scratch, listed.root, [f.path for f in files], spark_rows, buckets)
+
+    def findings(self, lineage_df: DataFrame, groups: DataFrame | None, *, tolerance_ms: int, fencing: bool = True,
+                 resets: bool = True) -> DataFrame:
+        """F2/F4 and S1/S2 findings, as :func:`.commit_pass.commit_findings` (runs the spill now; the
+        bucket pass runs when the frame is)."""
+        from pyspark.sql import functions as F
+
+        from jobs.fs import resolve
+
+        from ..ingest._spark import to_spark_schema
+
+        spilled_schema = to_spark_schema(_SPILLED)
+        want_pairs = resets and groups is not None
+        n = self.buckets
+        parts = [self.spark.range(len(self.files), numPartitions=max(1, min(len(self.files), 1000)))
+                 .mapInArrow(_spill_files_fn(self.scratch, self.root, self.files, n, pairs=want_pairs),
+                             spilled_schema)]  # fmt: skip
+        if self.spark_rows is not None:
+            parts.append(self.spark_rows.mapInArrow(
+                _spill_rows_fn(self.scratch, "commits", n, pairs=want_pairs, conform=True), spilled_schema))
+        from jobs.frames import union_all
+
+        written = [r.asDict() for r in union_all(parts).collect()]
+        side = lineage_df.withColumn("_k", F.lit(0))
+        pair_files = [w["path"] for w in written if w["kind"] == "pairs"]
+        if want_pairs and pair_files:
+            at = resolve(self.scratch).spark
+            pairs = self.spark.read.parquet(*[f"{at}/{p}" for p in pair_files]).select(*_PAIRS).distinct()
+            recs = pairs.join(group_records(groups), "group_id").withColumn("_k", F.lit(1))
+            side = side.unionByName(recs, allowMissingColumns=True)
+        side_written = [r.asDict() for r in side.mapInArrow(
+            _spill_rows_fn(self.scratch, "side", n, pairs=False, conform=False), spilled_schema).collect()]
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        rows, sides = _by_bucket(written), _by_bucket(side_written)
+        wanted = sorted(rows)
+        fn = _bucket_fn(self.scratch, wanted, rows, sides, to_arrow_schema(side.schema), tolerance_ms=tolerance_ms,
+                        fencing=fencing, resets=resets)  # fmt: skip
+        # a task per bucket, without a shuffle (spark.range's slices; AQE would merge a small shuffle's)
+        return (self.spark.range(len(wanted), numPartitions=max(1, len(wanted)))
+                .mapInArrow(fn, fr.findings_spark_schema()))
+
+    def close(self) -> None:
+        """Remove the scratch folder (best effort: a later run's folder is a different token)."""
+        from jobs.fs import filesystem
+
+        try:
+            fs, path = filesystem(self.scratch)
+            fs.delete_dir(path)
+        except Exception:  # noqa: BLE001, S110 - nothing to remove, or already gone
+            pass
+
+
+def _by_bucket(written: list[dict[str, Any]]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for w in written:
+        if w["kind"] == "rows":
+            out.setdefault(int(w["bucket"]), []).append(w["path"])
+    return out

@@ -1,0 +1,146 @@
+"""The commit pass over spilled Arrow buckets (:mod:`jobs.reports.commit_spill`) finds what Spark's cogroup
+finds: the same bucket in Python and in Spark, the same commits read from the files as Spark reads them, and
+the same findings in whole audits (a first run, a rerun whose lookback day is both in the table and in the
+run's inputs) — and leaves no scratch files behind."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pyarrow as pa
+import pytest
+
+pytestmark = pytest.mark.spark
+
+UTC = dt.timezone.utc
+
+
+def test_python_and_spark_put_a_partition_in_the_same_bucket(spark) -> None:
+    from jobs.reports.commit_spill import bucket_column, bucket_of
+
+    rng = random.Random(7)
+    topics = ["", "orders", "zählung-ü", "日本語", "a" * 249, None, "__consumer_offsets"]
+    rows = [(rng.choice(topics), rng.choice([None, 0, 1, 2**31 - 1, -1, rng.randrange(10_000)])) for _ in range(400)]
+    df = spark.createDataFrame(rows, "topic string, partition int")
+    for n in (1, 7, 10, 64):
+        spark_b = [r[0] for r in df.select(bucket_column(n)).collect()]
+        py_b = bucket_of(pa.array([t for t, _ in rows], pa.string()), pa.array([p for _, p in rows], pa.int32()), n)
+        assert py_b.tolist() == spark_b
+    assert len(set(spark_b)) > 10  # the hash spreads
+
+
+def _commit(i: int, **kw) -> dict:
+    base = dt.datetime(2024, 3, 3, 12, tzinfo=UTC)
+    row = {
+        "cluster": "c", "event_date": dt.date(2024, 3, 3), "group_id": f"g{i % 3}", "topic": "t", "partition": i % 2,
+        "committed_offset": 100 + i, "leader_epoch": i % 4, "commit_ts": base + dt.timedelta(microseconds=1500 * i),
+        "event_ts": None if i % 5 == 0 else base + dt.timedelta(seconds=i, microseconds=999), "is_tombstone": i == 7,
+        "txn_state": [None, "none", "committed", "aborted", "pending"][i % 5], "log_offset": i, "source": "s",
+        "position": 10 * i,
+    }  # fmt: skip
+    row.update(kw)
+    return row
+
+
+def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    from jobs import schemas
+    from jobs.config import default_config
+    from jobs.reports import commit_pass
+    from jobs.reports.commit_spill import ROWS_COLUMNS, _rows_schema, commit_file_rows
+    from jobs.sink import write_table
+    from jobs.sink._read import table_files
+
+    config = default_config().with_overrides(output_root=str(tmp_path), cluster="c")
+    # before 1970 (floored ms), sub-ms micros, every txn state, no event time, a tombstone without an offset
+    rows = [_commit(i) for i in range(40)]
+    rows.append(_commit(40, commit_ts=dt.datetime(1969, 12, 31, 23, 59, 59, 999_001, tzinfo=UTC), event_ts=None))
+    rows.append(_commit(41, committed_offset=None, is_tombstone=True, leader_epoch=None))
+    df = spark.createDataFrame(rows, schemas.spark_schema("offset_commits"))
+    window = (dt.date(2024, 3, 3), dt.date(2024, 3, 3))
+    write_table(df, "offset_commits", config=config, date_range=window, cluster="c")
+    want = commit_pass.commit_rows(commit_pass.read_commits(spark, config, "c", window)).collect()
+    want = sorted((tuple(r) for r in want), key=repr)
+
+    files = table_files("offset_commits", config, cluster="c", date_range=window)
+    tables = [pq.read_table(f"{files.root}/{f.path}") for f in files.files]
+    got = pa.concat_tables([commit_file_rows(t, _rows_schema()) for t in tables])
+    assert got.column_names == list(ROWS_COLUMNS)
+    assert sorted((tuple(r.values()) for r in got.to_pylist()), key=repr) == want
+    assert len(want) == 42 - 16  # aborted and pending left out
+    # a file of an older layout, without `position`: null, as Spark reads it in the table's schema
+    old = pa.concat_tables([commit_file_rows(t.drop_columns(["position"]), _rows_schema()) for t in tables])
+    assert sorted((tuple(r.values()) for r in old.to_pylist()), key=repr) == sorted(((*r[:-1], None) for r in want),
+                                                                                key=repr)
+
+
+@pytest.mark.slow
+def test_audits_with_the_spilled_pass_find_what_the_cogroup_finds(spark, tmp_path, monkeypatch) -> None:
+    sim_mod = pytest.importorskip("epochlib.sim")
+    from jobs.audit import run_audit
+    from jobs.config import parse_config
+    from jobs.reports import _frames as fr
+    from jobs.reports import commit_pass, commit_spill
+    from jobs.reports.fencing import lineage
+    from jobs.sink import read_table_arrow
+
+    d1, d2 = "2024-06-30", "2024-07-01"
+    sc = sim_mod.Scenario(name="spill", seed=13, start=f"{d1}T18:00:00", days=0.5, commits=2000,
+                          snapshot_interval_hours=2.0, retention_hours=3.0)  # fmt: skip
+    sim = sim_mod.simulate(sc, tmp_path / "sim")
+
+    def config(root: str):
+        return parse_config({
+            "cluster": "spill",
+            "inputs": {"offsets": str(sim.offsets), "logdirs": str(sim.logdirs), "metadata": str(sim.metadata)},
+            "output": {"root": str(tmp_path / root)},
+        })  # fmt: skip
+
+    def findings(cfg, day: str | None = None) -> list[dict]:
+        out = []
+        for table in ("fencing_violations", "spurious_offset_resets"):
+            out += [{k: v for k, v in r.items() if k != "run_id"} for r in read_table_arrow(table, cfg).to_pylist()
+                    if day is None or r["event_date"].isoformat() == day]  # fmt: skip
+        return sorted(out, key=lambda r: r["finding_id"])
+
+    planned: list[object] = []
+    plan = commit_spill.CommitSpill.plan.__func__
+
+    def spy(cls, *args, **kwargs):
+        spill = plan(cls, *args, **kwargs)
+        planned.append(spill)
+        return spill
+
+    cogroup, spilled = config("cogroup"), config("spilled")
+    run_audit(spark, cogroup, d1, d2, progress_interval=0)
+    assert planned == [], "a small run keeps the cogroup"
+    monkeypatch.setattr(commit_spill.CommitSpill, "plan", classmethod(spy))
+    monkeypatch.setattr(commit_spill, "MIN_ROWS", 0)
+    run_audit(spark, spilled, d1, d2, progress_interval=0)
+    want = findings(cogroup)
+    assert {r["rule"][:2] for r in want} >= {"F2", "F4", "S1"}
+    assert findings(spilled) == want
+    assert planned and all(p is not None for p in planned)
+    # a rerun of d2: d1's commits are in the table and in the run's inputs (counted once)
+    run_audit(spark, spilled, d2, d2, progress_interval=0)
+    assert planned[-1].spark_rows is not None
+    assert findings(spilled, d2) == findings(cogroup, d2)
+    scratch = tmp_path / "spilled" / "offset_commits" / commit_spill.SCRATCH_DIR
+    assert not scratch.exists() or not any(scratch.iterdir())
+
+    # each rule family alone, straight against the cogroup
+    window = (dt.date.fromisoformat(d1), dt.date.fromisoformat(d2))
+    lin = lineage(spark, spilled, "spill", window)
+    groups = fr.read_silver(spark, spilled, "group_metadata", "spill", window)
+    commits = commit_pass.read_commits(spark, spilled, "spill", window)
+    for fencing, resets in ((True, False), (False, True)):
+        spill = commit_spill.CommitSpill.plan(spark, spilled, "spill", window, min_rows=0)
+        try:
+            got = spill.findings(lin, groups, tolerance_ms=60_000, fencing=fencing, resets=resets).collect()
+        finally:
+            spill.close()
+        ref = commit_pass.commit_findings(commits, lin, groups, tolerance_ms=60_000, fencing=fencing, resets=resets)
+        assert sorted(map(repr, got)) == sorted(map(repr, ref.collect()))
+        assert {r["rule"][0] for r in got} == ({"F"} if fencing else {"S"})
