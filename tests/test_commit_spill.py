@@ -144,3 +144,20 @@ def test_audits_with_the_spilled_pass_find_what_the_cogroup_finds(spark, tmp_pat
         ref = commit_pass.commit_findings(commits, lin, groups, tolerance_ms=60_000, fencing=fencing, resets=resets)
         assert sorted(map(repr, got)) == sorted(map(repr, ref.collect()))
         assert {r["rule"][0] for r in got} == ({"F"} if fencing else {"S"})
+
+
+def test_a_dead_run_s_scratch_folder_is_swept_and_a_live_one_kept(tmp_path) -> None:
+    import os
+    import time
+
+    from jobs.reports.commit_spill import sweep_scratch
+
+    dead, live = tmp_path / "dead", tmp_path / "live"
+    for folder in (dead, live):
+        (folder / "commits" / "b=0").mkdir(parents=True)
+        (folder / "commits" / "b=0" / "x.arrow").write_bytes(b"x")
+    two_days_ago = time.time() - 2 * 86_400
+    os.utime(dead, (two_days_ago, two_days_ago))
+    assert sweep_scratch(str(tmp_path)) == [str(dead)]
+    assert not dead.exists() and live.exists()
+    assert sweep_scratch(str(tmp_path / "never-made")) == []

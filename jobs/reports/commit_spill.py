@@ -17,7 +17,8 @@ Parquet files the Delta log lists (the delta-rs sink), :class:`CommitSpill` runs
    (topic, partition) — no shuffle; the JVM holds none of the files' commits (only the lookback rows).
 
 The findings are those of the Spark cogroup (``tests/test_commit_spill.py``). The scratch folder stays until
-:meth:`CommitSpill.close`, after the run's writes (a re-read of the findings reads the files again).
+:meth:`CommitSpill.close`, after the run's writes (a re-read of the findings reads the files again); a killed
+run's folder is removed by a later run's :meth:`CommitSpill.plan` (:func:`sweep_scratch`).
 Small runs keep the cogroup (:data:`MIN_ROWS`): the spill's three Spark jobs cost more than they save there.
 """
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_column", "bucket_of"]
+__all__ = ["MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_column", "bucket_of", "sweep_scratch"]
 
 #: Below this many commits in the window's files the Spark cogroup runs (the demo, small incident runs).
 MIN_ROWS = 1 << 20
@@ -52,6 +53,8 @@ ROWS_PER_BUCKET = 1 << 20
 #: The columns a spilled commit has (:func:`.commit_pass.commit_rows`' order).
 ROWS_COLUMNS = ("topic", "partition", *COMMIT_COLUMNS)
 SCRATCH_DIR = "_commit_pass"
+#: A scratch folder this old is a dead run's (:func:`sweep_scratch`).
+SCRATCH_TTL = dt.timedelta(days=1)
 _PAIRS = ("group_id", "topic", "partition")
 _READ = ("topic", "partition", "group_id", "committed_offset", "leader_epoch", "commit_ts", "event_ts",
          "is_tombstone", "txn_state", "log_offset", "source", "position")  # fmt: skip
@@ -316,7 +319,9 @@ class CommitSpill:
         if early:  # what read_silver gives for the lookback days: earlier runs' rows and the run's own, once
             last = state.before - dt.timedelta(days=1)
             spark_rows = commit_rows(read_commits(spark, config, cluster, (window[0], last), state))
-        scratch = f"{table_location('offset_commits', config)}/{SCRATCH_DIR}/{uuid.uuid4().hex}"
+        parent = f"{table_location('offset_commits', config)}/{SCRATCH_DIR}"
+        sweep_scratch(parent)
+        scratch = f"{parent}/{uuid.uuid4().hex}"
         buckets = max(spark.sparkContext.defaultParallelism, -(-rows // ROWS_PER_BUCKET))
         return cls(spark, scratch, listed.root, [f.path for f in files], spark_rows, buckets)
 
@@ -370,6 +375,33 @@ class CommitSpill:
             fs.delete_dir(path)
         except Exception:  # noqa: BLE001, S110 - nothing to remove, or already gone
             pass
+
+
+def sweep_scratch(parent: str, *, older_than: dt.timedelta = SCRATCH_TTL) -> list[str]:
+    """Remove the scratch folders under ``parent`` last written more than ``older_than`` ago (a run killed
+    before :meth:`CommitSpill.close`; a live run's folder is younger). Best effort; the removed paths."""
+    import pyarrow.fs as pafs
+
+    from jobs.fs import filesystem
+
+    removed = []
+    try:
+        fs, path = filesystem(parent)
+        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    except Exception:  # noqa: BLE001 - nothing to sweep
+        return removed
+    cutoff = dt.datetime.now(dt.timezone.utc) - older_than
+    for info in infos:
+        mtime = info.mtime
+        if info.type == pafs.FileType.Directory and mtime is not None:
+            mtime = mtime if mtime.tzinfo is not None else mtime.replace(tzinfo=dt.timezone.utc)
+            if mtime < cutoff:
+                try:
+                    fs.delete_dir(info.path)
+                    removed.append(info.path)
+                except Exception:  # noqa: BLE001, S112 - another run removed it, or it is not ours to remove
+                    continue
+    return removed
 
 
 def _by_bucket(written: list[dict[str, Any]]) -> dict[int, list[str]]:
