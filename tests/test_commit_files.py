@@ -29,17 +29,14 @@ def _rows(root: Path, table: str, drop: tuple[str, ...] = ()) -> list[str]:
     return sorted(map(str, t.drop_columns([c for c in drop if c in t.column_names]).to_pylist()))
 
 
-def test_one_pass_writes_what_spark_writes_from_two_passes(spark, tmp_path, monkeypatch):
-    """Every input form (segments of every codec, transactions, dumps, tool text dumps, bad units), over a
-    range with a lookback day: the same commits (transactional ones with their txn_state), groups,
-    quarantine, counts and lookback state whether the pass writes the commits or Spark does."""
-    paths, ex = build_inputs(tmp_path / "in")
+def _both_ways(spark, tmp_path: Path, monkeypatch, inputs: Inputs, tables: tuple[str, ...]) -> dict[str, tuple]:
+    """Ingest day 2 (lookback 1 day) with the passes writing their files ("one"), then with Spark writing them
+    ("two"): per way, the ``tables``' rows, the counts, the lookback state and the notes."""
     out = {}
     for how in ("one", "two"):
         if how == "two":
             monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)
-        cfg = Config(cluster="test", inputs=Inputs(**paths), output=Output(root=str(tmp_path / how)),
-                     rules=Rules(lookback_days=1))
+        cfg = Config(cluster="test", inputs=inputs, output=Output(root=str(tmp_path / how)), rules=Rules(lookback_days=1))
         res = run_ingestion(spark, cfg, DAY2, DAY2)
         try:
             # (key order aside: a held-back state has the table's column order, a cached one the frame's)
@@ -47,10 +44,18 @@ def test_one_pass_writes_what_spark_writes_from_two_passes(spark, tmp_path, monk
                      for t, df in res.lookback.items()}
         finally:
             res.release()
-        out[how] = ({t: _rows(tmp_path / how, t, ("run_id",)) for t in ("offset_commits", "group_metadata",
-                                                                       "quarantine")},
-                    sorted((c.source_kind, c.unit, c.units_read, c.units_quarantined, c.records_decoded)
-                           for c in res.counts), state)
+        out[how] = ({t: _rows(tmp_path / how, t, ("run_id",)) for t in tables},
+                    sorted((c.source_kind, c.unit, c.units_read, c.units_quarantined, c.records_decoded,
+                            c.units_unpaired) for c in res.counts), state, sorted(res.infos))
+    return out
+
+
+def test_one_pass_writes_what_spark_writes_from_two_passes(spark, tmp_path, monkeypatch):
+    """Every input form (segments of every codec, transactions, dumps, tool text dumps, bad units), over a
+    range with a lookback day: the same commits (transactional ones with their txn_state), groups,
+    quarantine, counts and lookback state whether the pass writes the commits or Spark does."""
+    paths, ex = build_inputs(tmp_path / "in")
+    out = _both_ways(spark, tmp_path, monkeypatch, Inputs(**paths), ("offset_commits", "group_metadata", "quarantine"))
     one, two = out["one"], out["two"]
     # something in each table, and in the lookback day's state
     assert one[0]["offset_commits"] and one[2]["offset_commits"] and one[2]["group_metadata"]
@@ -191,21 +196,8 @@ def test_capture_pass_writes_what_spark_writes(spark, tmp_path, monkeypatch):
               capture_line(T1, "client-c", "b1:9092", 12, b"\x00", metadata_token="x"),
               "not json"]
     (root / "day2.jsonl").write_text("\n".join(lines) + "\n")
-    out = {}
-    for how in ("one", "two"):
-        if how == "two":
-            monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)
-        cfg = Config(cluster="test", inputs=Inputs(metadata=str(root)), output=Output(root=str(tmp_path / how)),
-                     rules=Rules(lookback_days=1))
-        res = run_ingestion(spark, cfg, DAY2, DAY2)
-        try:
-            state = {t: sorted(str(sorted(r.items())) for r in df.toArrow().to_pylist())
-                     for t, df in res.lookback.items()}
-        finally:
-            res.release()
-        out[how] = ({t: _rows(tmp_path / how, t, ("run_id",)) for t in ("metadata_observations", "quarantine")},
-                    sorted((c.source_kind, c.unit, c.units_read, c.units_quarantined, c.records_decoded,
-                            c.units_unpaired) for c in res.counts), state, sorted(res.infos))
+    out = _both_ways(spark, tmp_path, monkeypatch, Inputs(metadata=str(root)), ("metadata_observations", "quarantine"))
+    for how in out:
         staging = tmp_path / how / "metadata_observations" / jobs.sink.STAGING_DIR
         assert not [p for p in staging.rglob("*") if p.is_file()]  # released: nothing left behind
     one, two = out["one"], out["two"]
