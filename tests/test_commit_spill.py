@@ -130,6 +130,11 @@ def test_audits_with_the_spilled_pass_find_what_the_cogroup_finds(spark, tmp_pat
     scratch = tmp_path / "spilled" / "offset_commits" / commit_spill.SCRATCH_DIR
     assert not scratch.exists() or not any(scratch.iterdir())
 
+    # too many commits for small files: the cogroup again
+    monkeypatch.setattr(commit_spill, "MAX_ROWS", 100)
+    assert commit_spill.CommitSpill.plan(spark, spilled, "spill", (dt.date(2024, 6, 30), dt.date(2024, 7, 1))) is None
+    monkeypatch.undo()
+
     # each rule family alone, straight against the cogroup
     window = (dt.date.fromisoformat(d1), dt.date.fromisoformat(d2))
     lin = lineage(spark, spilled, "spill", window)

@@ -19,7 +19,8 @@ Parquet files the Delta log lists (the delta-rs sink), :class:`CommitSpill` runs
 The findings are those of the Spark cogroup (``tests/test_commit_spill.py``). The scratch folder stays until
 :meth:`CommitSpill.close`, after the run's writes (a re-read of the findings reads the files again); a killed
 run's folder is removed by a later run's :meth:`CommitSpill.plan` (:func:`sweep_scratch`).
-Small runs keep the cogroup (:data:`MIN_ROWS`): the spill's three Spark jobs cost more than they save there.
+Small runs keep the cogroup (:data:`MIN_ROWS`): the spill's three Spark jobs cost more than they save there;
+so do very large ones (:data:`MAX_ROWS`), whose spill would be too many small files.
 """
 
 from __future__ import annotations
@@ -44,10 +45,13 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_column", "bucket_of", "sweep_scratch"]
+__all__ = ["MAX_ROWS", "MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_column", "bucket_of", "sweep_scratch"]
 
 #: Below this many commits in the window's files the Spark cogroup runs (the demo, small incident runs).
 MIN_ROWS = 1 << 20
+#: Above this many the Spark cogroup runs again: the spill writes (data files x buckets) small files — ~15 k at
+#: this size, slow on an object store — and its driver gathers their names, where Spark's shuffle scales out.
+MAX_ROWS = 1 << 26
 #: Commits per bucket aimed at (a bucket task holds its bucket in memory: ~100 bytes a commit).
 ROWS_PER_BUCKET = 1 << 20
 #: The columns a spilled commit has (:func:`.commit_pass.commit_rows`' order).
@@ -298,7 +302,8 @@ class CommitSpill:
     def plan(cls, spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
              state: fr.InputState | None = None, *, min_rows: int | None = None) -> CommitSpill | None:
         """The spill of the window's commits, or None where the Spark cogroup runs: the delta-spark back end,
-        a catalog table, escaped file names, or fewer than :data:`MIN_ROWS` commits in the files."""
+        a catalog table, escaped file names, or fewer than :data:`MIN_ROWS` (more than :data:`MAX_ROWS`)
+        commits in the files."""
         from ..errors import SinkError
         from ..sink import adopts_files, table_location
         from ..sink._read import table_files
@@ -313,7 +318,7 @@ class CommitSpill:
         early = extra is not None and window[0] < state.before
         files = [f for f in listed.files if not (early and f.values.get("event_date", window[0]) < state.before)]
         rows = sum(f.rows for f in files)
-        if rows < (MIN_ROWS if min_rows is None else min_rows) or any("%" in f.path for f in files):
+        if not (MIN_ROWS if min_rows is None else min_rows) <= rows <= MAX_ROWS or any("%" in f.path for f in files):
             return None
         spark_rows = None
         if early:  # what read_silver gives for the lookback days: earlier runs' rows and the run's own, once
