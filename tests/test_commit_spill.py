@@ -130,9 +130,15 @@ def test_audits_with_the_spilled_pass_find_what_the_cogroup_finds(spark, tmp_pat
     scratch = tmp_path / "spilled" / "offset_commits" / commit_spill.SCRATCH_DIR
     assert not scratch.exists() or not any(scratch.iterdir())
 
-    # too many commits for small files: the cogroup again
+    # too many commits for small files, or a sink that does not stage files (delta-spark): the cogroup again
+    import jobs.sink
+
+    whole = (dt.date(2024, 6, 30), dt.date(2024, 7, 1))
     monkeypatch.setattr(commit_spill, "MAX_ROWS", 100)
-    assert commit_spill.CommitSpill.plan(spark, spilled, "spill", (dt.date(2024, 6, 30), dt.date(2024, 7, 1))) is None
+    assert commit_spill.CommitSpill.plan(spark, spilled, "spill", whole) is None
+    monkeypatch.undo()
+    monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)
+    assert commit_spill.CommitSpill.plan(spark, spilled, "spill", whole, min_rows=0) is None
     monkeypatch.undo()
 
     # each rule family alone, straight against the cogroup
