@@ -6,7 +6,11 @@ run's inputs) — and leaves no scratch files behind."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import random
+import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
@@ -16,18 +20,29 @@ pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
 
 
-def test_python_and_spark_put_a_partition_in_the_same_bucket(spark) -> None:
-    from jobs.reports.commit_spill import bucket_column, bucket_of
+def test_a_partition_has_one_bucket_in_every_process_and_arrow_layout() -> None:
+    """File rows (pyarrow: string) and Spark rows (maybe large_string, any chunking) of one partition must meet
+    in one bucket, in every executor process (no per-process string hash)."""
+    from jobs.reports.commit_spill import bucket_of
 
     rng = random.Random(7)
     topics = ["", "orders", "zählung-ü", "日本語", "a" * 249, None, "__consumer_offsets"]
     rows = [(rng.choice(topics), rng.choice([None, 0, 1, 2**31 - 1, -1, rng.randrange(10_000)])) for _ in range(400)]
-    df = spark.createDataFrame(rows, "topic string, partition int")
-    for n in (1, 7, 10, 64):
-        spark_b = [r[0] for r in df.select(bucket_column(n)).collect()]
-        py_b = bucket_of(pa.array([t for t, _ in rows], pa.string()), pa.array([p for _, p in rows], pa.int32()), n)
-        assert py_b.tolist() == spark_b
-    assert len(set(spark_b)) > 10  # the hash spreads
+    topic, part = pa.array([t for t, _ in rows], pa.string()), pa.array([p for _, p in rows], pa.int32())
+    want = bucket_of(topic, part, 10).tolist()
+    assert len(set(want)) == 10  # it spreads
+    chunked = pa.chunked_array([topic.slice(0, 100), topic.slice(100)]).cast(pa.large_string())
+    assert bucket_of(chunked, pa.chunked_array([part.slice(0, 250), part.slice(250)]), 10).tolist() == want
+    # a null topic is "", a null partition 0
+    nulls = bucket_of(pa.array([None, "", "x"]), pa.array([0, None, None], pa.int32()), 1000).tolist()
+    assert nulls[0] == nulls[1] == bucket_of(pa.array([""]), pa.array([0], pa.int32()), 1000)[0] != nulls[2]
+    code = ("import pyarrow as pa, json, sys; from jobs.reports.commit_spill import bucket_of; r = json.load(sys.stdin); "
+            "print(json.dumps(bucket_of(pa.array([t for t, _ in r], pa.string()), "
+            "pa.array([p for _, p in r], pa.int32()), 10).tolist()))")  # fmt: skip
+    for seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code], input=json.dumps(rows), capture_output=True, text=True,
+                             check=True, env={**os.environ, "PYTHONHASHSEED": seed})  # fmt: skip
+        assert json.loads(out.stdout) == want
 
 
 def _commit(i: int, **kw) -> dict:
@@ -58,6 +73,10 @@ def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) ->
     rows = [_commit(i) for i in range(40)]
     rows.append(_commit(40, commit_ts=dt.datetime(1969, 12, 31, 23, 59, 59, 999_001, tzinfo=UTC), event_ts=None))
     rows.append(_commit(41, committed_offset=None, is_tombstone=True, leader_epoch=None))
+    # a commit without a group, two without a topic: their own groups
+    rows += [_commit(42, group_id=None, txn_state=None)]
+    rows += [_commit(i, topic=None, partition=0, group_id="gx", leader_epoch=ep, txn_state=None)
+             for i, ep in ((43, 3), (44, 0))]  # an epoch drop: F4
     df = spark.createDataFrame(rows, schemas.spark_schema("offset_commits"))
     window = (dt.date(2024, 3, 3), dt.date(2024, 3, 3))
     write_table(df, "offset_commits", config=config, date_range=window, cluster="c")
@@ -69,11 +88,28 @@ def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) ->
     got = pa.concat_tables([commit_file_rows(t, _rows_schema()) for t in tables])
     assert got.column_names == list(ROWS_COLUMNS)
     assert sorted((tuple(r.values()) for r in got.to_pylist()), key=repr) == want
-    assert len(want) == 42 - 16  # aborted and pending left out
+    assert len(want) == 45 - 16  # aborted and pending left out
     # a file of an older layout, without `position`: null, as Spark reads it in the table's schema
     old = pa.concat_tables([commit_file_rows(t.drop_columns(["position"]), _rows_schema()) for t in tables])
     assert sorted((tuple(r.values()) for r in old.to_pylist()), key=repr) == sorted(((*r[:-1], None) for r in want),
                                                                                 key=repr)
+
+    # the whole spilled pass over these files (no lineage, so no bucket has side rows) finds what the cogroup does
+    from jobs.reports.commit_spill import CommitSpill
+    from jobs.reports.fencing import lineage
+
+    lin = lineage(spark, config, "c", window)
+    spill = CommitSpill.plan(spark, config, "c", window, min_rows=0)
+    try:
+        found = spill.findings(lin, None, tolerance_ms=0, resets=False).collect()
+        assert spill.rows_spilled == len(want)
+    finally:
+        spill.close()
+    ref = commit_pass.commit_findings(commit_pass.read_commits(spark, config, "c", window), lin, None, tolerance_ms=0,
+                                      resets=False).collect()  # fmt: skip
+    assert sorted(map(repr, found)) == sorted(map(repr, ref))
+    assert {r["group_id"] for r in found} >= {"g0", "g1", "g2", "gx"}
+    assert [r["rule"] for r in found if r["group_id"] == "gx"] == ["F4"]
 
 
 @pytest.mark.slow
@@ -106,11 +142,13 @@ def test_audits_with_the_spilled_pass_find_what_the_cogroup_finds(spark, tmp_pat
         return sorted(out, key=lambda r: r["finding_id"])
 
     planned: list[object] = []
+    spied: list[tuple[dt.date, dt.date]] = []  # the windows planned
     plan = commit_spill.CommitSpill.plan.__func__
 
     def spy(cls, *args, **kwargs):
         spill = plan(cls, *args, **kwargs)
         planned.append(spill)
+        spied.append(args[3])
         return spill
 
     cogroup, spilled = config("cogroup"), config("spilled")
@@ -126,6 +164,10 @@ def test_audits_with_the_spilled_pass_find_what_the_cogroup_finds(spark, tmp_pat
     # a rerun of d2: d1's commits are in the table and in the run's inputs (counted once)
     run_audit(spark, spilled, d2, d2, progress_interval=0)
     assert planned[-1].spark_rows is not None
+    # d1's commits were spilled once (the table's and the run's own are the same records), d2's from the files
+    rerun_window = spied[-1]
+    assert planned[-1].rows_spilled == commit_pass.commit_rows(
+        commit_pass.read_commits(spark, spilled, "spill", rerun_window)).count()
     assert findings(spilled, d2) == findings(cogroup, d2)
     scratch = tmp_path / "spilled" / "offset_commits" / commit_spill.SCRATCH_DIR
     assert not scratch.exists() or not any(scratch.iterdir())
@@ -158,17 +200,17 @@ def test_audits_with_the_spilled_pass_find_what_the_cogroup_finds(spark, tmp_pat
 
 
 def test_a_dead_run_s_scratch_folder_is_swept_and_a_live_one_kept(tmp_path) -> None:
-    import os
-    import time
+    """By the time in the folder's name (S3 and GCS list folders without one), not the folder's own time."""
+    from jobs.reports.commit_spill import _STAMP, sweep_scratch
 
-    from jobs.reports.commit_spill import sweep_scratch
-
-    dead, live = tmp_path / "dead", tmp_path / "live"
-    for folder in (dead, live):
+    now = dt.datetime.now(UTC)
+    dead = tmp_path / f"{(now - dt.timedelta(days=2)).strftime(_STAMP)}-0a1b"
+    live = tmp_path / f"{(now - dt.timedelta(hours=2)).strftime(_STAMP)}-2c3d"
+    other = tmp_path / "not-a-scratch-folder"
+    for folder in (dead, live, other):
         (folder / "commits" / "b=0").mkdir(parents=True)
         (folder / "commits" / "b=0" / "x.arrow").write_bytes(b"x")
-    two_days_ago = time.time() - 2 * 86_400
-    os.utime(dead, (two_days_ago, two_days_ago))
+        os.utime(folder, (0, 0))  # a folder's own time says nothing
     assert sweep_scratch(str(tmp_path)) == [str(dead)]
-    assert not dead.exists() and live.exists()
+    assert not dead.exists() and live.exists() and other.exists()
     assert sweep_scratch(str(tmp_path / "never-made")) == []

@@ -11,8 +11,8 @@ Parquet files the Delta log lists (the delta-rs sink), :class:`CommitSpill` runs
    (``<offset_commits>/_commit_pass/<token>/``), plus its distinct (group, topic, partition) for the
    resets' group records. The rows the run decoded itself for the lookback days
    (:class:`~._frames.InputState`, with what earlier runs wrote for them) come from Spark the same way.
-   Then the side table (lineage, group records) is spilled into the same buckets (:func:`bucket_column`
-   is the same hash in Spark);
+   Then the side table (lineage, group records) is spilled from Spark into the same buckets (the same
+   :func:`bucket_of`);
 2. **buckets**: a task per bucket reads its files and runs :func:`.commit_pass.run_commit_pass` on each
    (topic, partition) — no shuffle; the JVM holds none of the files' commits (only the lookback rows).
 
@@ -41,11 +41,11 @@ from . import _frames as fr
 from .commit_pass import commit_rows, group_records, read_commits, run_commit_pass
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from ..config import Config
 
-__all__ = ["MAX_ROWS", "MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_column", "bucket_of", "sweep_scratch"]
+__all__ = ["MAX_ROWS", "MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_of", "sweep_scratch"]
 
 #: Below this many commits in the window's files the Spark cogroup runs (the demo, small incident runs).
 MIN_ROWS = 1 << 20
@@ -59,6 +59,7 @@ ROWS_COLUMNS = ("topic", "partition", *COMMIT_COLUMNS)
 SCRATCH_DIR = "_commit_pass"
 #: A scratch folder this old is a dead run's (:func:`sweep_scratch`).
 SCRATCH_TTL = dt.timedelta(days=1)
+_STAMP = "%Y%m%dT%H%M%SZ"  # a scratch folder's name starts with its creation time (object stores list no times)
 _PAIRS = ("group_id", "topic", "partition")
 _READ = ("topic", "partition", "group_id", "committed_offset", "leader_epoch", "commit_ts", "event_ts",
          "is_tombstone", "txn_state", "log_offset", "source", "position")  # fmt: skip
@@ -70,22 +71,13 @@ _MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 
 def bucket_of(topic: pa.Array | pa.ChunkedArray, partition: pa.Array | pa.ChunkedArray, n: int) -> np.ndarray:
     """Bucket (0 … n-1) of each (topic, partition): ``(crc32(utf-8 topic) * 31 + partition) mod n``, null as
-    "" and 0 — what :func:`bucket_column` computes in Spark."""
+    "" and 0; the same for any Arrow string type or chunking (file rows and Spark rows meet in one bucket)."""
     enc = pc.dictionary_encode(pc.fill_null(topic, ""))
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks() if enc.num_chunks else pa.array([], pa.string()).dictionary_encode()
     crc = np.array([zlib.crc32(s.encode()) for s in enc.dictionary.to_pylist()], dtype=np.int64)
     part = pc.fill_null(partition, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     return np.mod(crc[enc.indices.to_numpy(zero_copy_only=False)] * 31 + part, n)
-
-
-def bucket_column(n: int) -> Column:
-    """:func:`bucket_of` as a Spark column (``crc32`` is CRC-32 of the same bytes in both)."""
-    from pyspark.sql import functions as F
-
-    topic = F.crc32(F.coalesce(F.col("topic"), F.lit("")).cast("binary"))
-    part = F.coalesce(F.col("partition"), F.lit(0)).cast("long")
-    return F.pmod(topic * F.lit(31) + part, F.lit(n)).cast("int")
 
 
 # ------------------------------------------------------------------------------------ executor side
@@ -127,7 +119,9 @@ def commit_file_rows(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 class _BucketFiles:
     """One task's spill: an IPC file per bucket it has rows of, and (``pairs``) a Parquet file of its
-    distinct (group, topic, partition); temporary names until :meth:`close`."""
+    distinct (group, topic, partition). Names are unique per task attempt and only the files of the attempts
+    that finished reach the driver (:meth:`close`'s rows), so a failed attempt's files are never read (no
+    rename: an object store, or Azure without a namespace, has none)."""
 
     def __init__(self, fs: Any, base: str, folder: str, n: int, *, pairs: bool) -> None:
         from pyspark import TaskContext
@@ -136,8 +130,8 @@ class _BucketFiles:
         task = f"{ctx.partitionId()}-{ctx.attemptNumber()}" if ctx is not None else "driver"
         self.fs, self.base, self.folder, self.n, self.want_pairs = fs, base, folder, n, pairs
         self.tag = f"{task}-{uuid.uuid4().hex[:12]}"
-        # bucket -> writer, stream, temporary path, final path, path relative to the scratch folder
-        self.writers: dict[int, tuple[Any, Any, str, str, str]] = {}
+        # bucket -> writer, stream, path relative to the scratch folder
+        self.writers: dict[int, tuple[Any, Any, str]] = {}
         self.rows: dict[int, int] = {}
         self.pairs: list[pa.Table] = []
 
@@ -157,32 +151,28 @@ class _BucketFiles:
             if k not in self.writers:
                 folder = f"{self.base}/{self.folder}/b={k}"
                 self.fs.create_dir(folder, recursive=True)
-                final, tmp = f"{folder}/{self.tag}.arrow", f"{folder}/.{self.tag}.tmp"
                 rel = f"{self.folder}/b={k}/{self.tag}.arrow"
-                stream = self.fs.open_output_stream(tmp)
+                stream = self.fs.open_output_stream(f"{self.base}/{rel}")
                 opts = ipc.IpcWriteOptions(compression="lz4")
-                self.writers[k] = (ipc.new_file(stream, rows.schema, options=opts), stream, tmp, final, rel)
+                self.writers[k] = (ipc.new_file(stream, rows.schema, options=opts), stream, rel)
                 self.rows[k] = 0
             self.writers[k][0].write_table(rows.slice(lo, hi - lo))
             self.rows[k] += hi - lo
 
     def close(self) -> pa.RecordBatch:
-        """Close and rename the files; one :data:`_SPILLED` row each."""
+        """Close the files; one :data:`_SPILLED` row each."""
         import pyarrow.parquet as pq
 
         kinds, buckets, paths, counts = [], [], [], []
-        for k, (writer, stream, tmp, final, rel) in sorted(self.writers.items()):
+        for k, (writer, stream, rel) in sorted(self.writers.items()):
             writer.close()
             stream.close()
-            self.fs.move(tmp, final)
             kinds.append("rows"), buckets.append(k), paths.append(rel), counts.append(self.rows[k])
         if self.pairs:
             pairs = pa.concat_tables(self.pairs).group_by(list(_PAIRS)).aggregate([])
             folder = f"{self.base}/{self.folder}/pairs"
             self.fs.create_dir(folder, recursive=True)
-            final, tmp = f"{folder}/{self.tag}.parquet", f"{folder}/.{self.tag}.tmp"
-            pq.write_table(pairs, tmp, filesystem=self.fs)
-            self.fs.move(tmp, final)
+            pq.write_table(pairs, f"{folder}/{self.tag}.parquet", filesystem=self.fs)
             kinds.append("pairs"), buckets.append(-1), paths.append(f"{self.folder}/pairs/{self.tag}.parquet")
             counts.append(pairs.num_rows)
         self.writers = {}
@@ -297,6 +287,7 @@ class CommitSpill:
                  buckets: int) -> None:
         self.spark, self.scratch, self.root, self.files = spark, scratch, root, files
         self.spark_rows, self.buckets = spark_rows, buckets
+        self.rows_spilled: int | None = None  # the live commits spilled (once :meth:`findings` ran)
 
     @classmethod
     def plan(cls, spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
@@ -326,7 +317,8 @@ class CommitSpill:
             spark_rows = commit_rows(read_commits(spark, config, cluster, (window[0], last), state))
         parent = f"{table_location('offset_commits', config)}/{SCRATCH_DIR}"
         sweep_scratch(parent)
-        scratch = f"{parent}/{uuid.uuid4().hex}"
+        stamp = dt.datetime.now(dt.timezone.utc).strftime(_STAMP)
+        scratch = f"{parent}/{stamp}-{uuid.uuid4().hex}"
         buckets = max(spark.sparkContext.defaultParallelism, -(-rows // ROWS_PER_BUCKET))
         return cls(spark, scratch, listed.root, [f.path for f in files], spark_rows, buckets)
 
@@ -352,6 +344,7 @@ class CommitSpill:
         from jobs.frames import union_all
 
         written = [r.asDict() for r in union_all(parts).collect()]
+        self.rows_spilled = sum(w["rows"] for w in written if w["kind"] == "rows")
         side = lineage_df.withColumn("_k", F.lit(0))
         pair_files = [w["path"] for w in written if w["kind"] == "pairs"]
         if want_pairs and pair_files:
@@ -383,13 +376,14 @@ class CommitSpill:
 
 
 def sweep_scratch(parent: str, *, older_than: dt.timedelta = SCRATCH_TTL) -> list[str]:
-    """Remove the scratch folders under ``parent`` last written more than ``older_than`` ago (a run killed
-    before :meth:`CommitSpill.close`; a live run's folder is younger). Best effort; the removed paths."""
+    """Remove the scratch folders under ``parent`` created more than ``older_than`` ago (a run killed before
+    :meth:`CommitSpill.close`; a live run's folder is younger). The time is the one in the folder's name (S3
+    and GCS list folders without one). Best effort; the removed paths."""
     import pyarrow.fs as pafs
 
     from jobs.fs import filesystem
 
-    removed = []
+    removed: list[str] = []
     try:
         fs, path = filesystem(parent)
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
@@ -397,15 +391,18 @@ def sweep_scratch(parent: str, *, older_than: dt.timedelta = SCRATCH_TTL) -> lis
         return removed
     cutoff = dt.datetime.now(dt.timezone.utc) - older_than
     for info in infos:
-        mtime = info.mtime
-        if info.type == pafs.FileType.Directory and mtime is not None:
-            mtime = mtime if mtime.tzinfo is not None else mtime.replace(tzinfo=dt.timezone.utc)
-            if mtime < cutoff:
-                try:
-                    fs.delete_dir(info.path)
-                    removed.append(info.path)
-                except Exception:  # noqa: BLE001, S112 - another run removed it, or it is not ours to remove
-                    continue
+        if info.type != pafs.FileType.Directory:
+            continue
+        try:
+            made = dt.datetime.strptime(info.base_name.split("-", 1)[0], _STAMP).replace(tzinfo=dt.timezone.utc)
+        except ValueError:  # not a folder this module names
+            continue
+        if made < cutoff:
+            try:
+                fs.delete_dir(info.path)
+                removed.append(info.path)
+            except Exception:  # noqa: BLE001, S112 - another run removed it
+                continue
     return removed
 
 
