@@ -327,7 +327,9 @@ class CommitSpill:
         """F2/F4 and S1/S2 findings, as :func:`.commit_pass.commit_findings` (runs the spill now; the
         bucket pass runs when the frame is)."""
         from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import to_arrow_schema
 
+        from jobs.frames import union_all
         from jobs.fs import resolve
 
         from ..ingest._spark import to_spark_schema
@@ -341,8 +343,6 @@ class CommitSpill:
         if self.spark_rows is not None:
             parts.append(self.spark_rows.mapInArrow(
                 _spill_rows_fn(self.scratch, "commits", n, pairs=want_pairs, conform=True), spilled_schema))
-        from jobs.frames import union_all
-
         written = [r.asDict() for r in union_all(parts).collect()]
         self.rows_spilled = sum(w["rows"] for w in written if w["kind"] == "rows")
         side = lineage_df.withColumn("_k", F.lit(0))
@@ -354,8 +354,6 @@ class CommitSpill:
             side = side.unionByName(recs, allowMissingColumns=True)
         side_written = [r.asDict() for r in side.mapInArrow(
             _spill_rows_fn(self.scratch, "side", n, pairs=False, conform=False), spilled_schema).collect()]
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         rows, sides = _by_bucket(written), _by_bucket(side_written)
         wanted = sorted(rows)
         fn = _bucket_fn(self.scratch, wanted, rows, sides, to_arrow_schema(side.schema), tolerance_ms=tolerance_ms,
