@@ -242,7 +242,10 @@ def run_reports(
         if want_f:
             found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commit_findings_df=commit_found,
                                              state=inputs)
-            found = kraft.add_causes(found.unionByName(kraft_found), kraft_found if ev.present else None)
+            found = found.unionByName(kraft_found)
+            if ev.present:  # add_causes reads the findings twice (its candidates, and the rows it joins them to)
+                found = keep(found)
+            found = kraft.add_causes(found, kraft_found if ev.present else None)
             write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations")
         if want_s:
             found = resets.resets_in_range(
