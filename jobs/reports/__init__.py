@@ -254,7 +254,7 @@ def run_reports(
                 rng,
                 window_ms=int(config.rules.correlation_window_minutes) * 60_000,
             )
-            found = kraft.add_causes(found, kraft_found if ev.present else None)
+            found = kraft.add_causes(keep(found) if ev.present else found, kraft_found if ev.present else None)
             write(resets.resets_frame(found, rng, cluster, run.run_id), "spurious_offset_resets")
         for table, (written, kinds, count, seconds) in run_concurrently(spark, writes).items():
             result.tables[table] = written
