@@ -65,8 +65,7 @@ def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) ->
     from jobs.config import default_config
     from jobs.reports import commit_pass
     from jobs.reports.commit_spill import ROWS_COLUMNS, _rows_schema, commit_file_rows
-    from jobs.sink import write_table
-    from jobs.sink._read import table_files
+    from jobs.sink import table_files, write_table
 
     config = default_config().with_overrides(output_root=str(tmp_path), cluster="c")
     # before 1970 (floored ms), sub-ms micros, every txn state, no event time, a tombstone without an offset

@@ -242,10 +242,7 @@ def run_reports(
         if want_f:
             found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commit_findings_df=commit_found,
                                              state=inputs)
-            found = found.unionByName(kraft_found)
-            if ev.present:  # add_causes reads the findings twice (its candidates, and the rows it joins them to)
-                found = keep(found)
-            found = kraft.add_causes(found, kraft_found if ev.present else None)
+            found = kraft.add_causes(found.unionByName(kraft_found), kraft_found if ev.present else None, keep=keep)
             write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations")
         if want_s:
             found = resets.resets_in_range(
@@ -254,7 +251,7 @@ def run_reports(
                 rng,
                 window_ms=int(config.rules.correlation_window_minutes) * 60_000,
             )
-            found = kraft.add_causes(keep(found) if ev.present else found, kraft_found if ev.present else None)
+            found = kraft.add_causes(found, kraft_found if ev.present else None, keep=keep)
             write(resets.resets_frame(found, rng, cluster, run.run_id), "spurious_offset_resets")
         for table, (written, kinds, count, seconds) in run_concurrently(spark, writes).items():
             result.tables[table] = written

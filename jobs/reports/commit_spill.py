@@ -66,7 +66,6 @@ _READ = ("topic", "partition", "group_id", "committed_offset", "leader_epoch", "
 #: One row per file a spill task wrote: ``kind`` rows (a bucket's) or pairs; ``path`` relative to the scratch.
 _SPILLED = pa.schema([pa.field("kind", pa.string()), pa.field("bucket", pa.int32()), pa.field("path", pa.string()),
                       pa.field("rows", pa.int64())])
-_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 
 
 def bucket_of(topic: pa.Array | pa.ChunkedArray, partition: pa.Array | pa.ChunkedArray, n: int) -> np.ndarray:
@@ -90,14 +89,10 @@ def _rows_schema() -> pa.Schema:
     return pa.schema([pa.field("ts", pa.int64()) if c == "ts" else table.field(c) for c in ROWS_COLUMNS])
 
 
-def _epoch_ms(col: pa.ChunkedArray) -> pa.Array:
-    """Timestamps as epoch ms, floored (Spark's ``unix_millis``)."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if not pa.types.is_timestamp(col.type):
-        return col.cast(pa.int64())
-    mul, div = _MS[col.type.unit]
+def _epoch_ms(col: pa.Array) -> pa.Array:
+    """Microsecond timestamps as epoch ms, floored (Spark's ``unix_millis``)."""
     raw = col.cast(pa.int64())
-    vals = np.floor_divide(pc.fill_null(raw, 0).to_numpy(zero_copy_only=False) * mul, div)
+    vals = np.floor_divide(pc.fill_null(raw, 0).to_numpy(zero_copy_only=False), 1000)
     return pa.array(vals, pa.int64(), mask=pc.is_null(raw).to_numpy(zero_copy_only=False))
 
 
@@ -187,16 +182,13 @@ def _spill_files_fn(scratch: str, root: str, files: list[str], n: int, *, pairs:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
 
-        from jobs.fs import filesystem
-
-        fs, base = filesystem(scratch)
-        base = base.rstrip("/")
-        rfs, rbase = filesystem(root)
+        fs, base = _fs_path(scratch)
+        rfs, rbase = _fs_path(root)
         schema = _rows_schema()
         out = _BucketFiles(fs, base, "commits", n, pairs=pairs)
         for rb in batches:
             for i in rb.column(0).to_pylist():
-                pf = pq.ParquetFile(rfs.open_input_file(f"{rbase.rstrip('/')}/{files[i]}"))
+                pf = pq.ParquetFile(rfs.open_input_file(f"{rbase}/{files[i]}"))
                 cols = [c for c in _READ if c in pf.schema_arrow.names]
                 for g in range(pf.num_row_groups):
                     out.add(commit_file_rows(pf.read_row_group(g, columns=cols, use_threads=False), schema))
@@ -209,10 +201,7 @@ def _spill_rows_fn(scratch: str, folder: str, n: int, *, pairs: bool, conform: b
     """``mapInArrow`` over Spark rows (the lookback commits, or the side table) into ``folder``'s buckets."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from jobs.fs import filesystem
-
-        fs, base = filesystem(scratch)
-        base = base.rstrip("/")
+        fs, base = _fs_path(scratch)
         schema = _rows_schema() if conform else None
         out = _BucketFiles(fs, base, folder, n, pairs=pairs)
         for rb in batches:
@@ -221,6 +210,14 @@ def _spill_rows_fn(scratch: str, folder: str, n: int, *, pairs: bool, conform: b
         yield out.close()
 
     return run
+
+
+def _fs_path(location: str) -> tuple[Any, str]:
+    """A location's pyarrow filesystem and its path there (no trailing ``/``)."""
+    from jobs.fs import filesystem
+
+    fs, path = filesystem(location)
+    return fs, path.rstrip("/")
 
 
 def _read_ipc(fs: Any, base: str, paths: Iterable[str]) -> pa.Table | None:
@@ -249,10 +246,7 @@ def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], sid
     """``mapInArrow`` over ``spark.range`` ids: the findings of bucket ``buckets[id]``'s (topic, partition)s."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from jobs.fs import filesystem
-
-        fs, base = filesystem(scratch)
-        base = base.rstrip("/")
+        fs, base = _fs_path(scratch)
         for rb in batches:
             for i in rb.column(0).to_pylist():
                 k = buckets[i]
@@ -296,8 +290,7 @@ class CommitSpill:
         a catalog table, escaped file names, or fewer than :data:`MIN_ROWS` (more than :data:`MAX_ROWS`)
         commits in the files."""
         from ..errors import SinkError
-        from ..sink import adopts_files, table_location
-        from ..sink._read import table_files
+        from ..sink import adopts_files, table_files, table_location
 
         if not adopts_files(spark, "offset_commits", config):
             return None
@@ -364,10 +357,8 @@ class CommitSpill:
 
     def close(self) -> None:
         """Remove the scratch folder (best effort: a later run's folder is a different token)."""
-        from jobs.fs import filesystem
-
         try:
-            fs, path = filesystem(self.scratch)
+            fs, path = _fs_path(self.scratch)
             fs.delete_dir(path)
         except Exception:  # noqa: BLE001, S110 - nothing to remove, or already gone
             pass
@@ -379,11 +370,9 @@ def sweep_scratch(parent: str, *, older_than: dt.timedelta = SCRATCH_TTL) -> lis
     and GCS list folders without one). Best effort; the removed paths."""
     import pyarrow.fs as pafs
 
-    from jobs.fs import filesystem
-
     removed: list[str] = []
     try:
-        fs, path = filesystem(parent)
+        fs, path = _fs_path(parent)
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     except Exception:  # noqa: BLE001 - nothing to sweep
         return removed

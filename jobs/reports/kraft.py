@@ -223,13 +223,16 @@ def _causes(found: pa.Table, elections: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=CAUSES)
 
 
-def add_causes(findings: DataFrame, elections: DataFrame | None) -> DataFrame:
+def add_causes(findings: DataFrame, elections: DataFrame | None,
+               keep: Callable[[DataFrame], DataFrame] = lambda df: df) -> DataFrame:
     """``findings`` with ``cause_finding_id``: the K2 finding (of ``elections``) that explains each F2, L5 or
-    S1 truncation finding, null elsewhere."""
+    S1 truncation finding, null elsewhere. With elections the findings are read twice (the candidates, and
+    the rows the causes join to): ``keep`` persists them (the caller unpersists them)."""
     from pyspark.sql import functions as F
 
     if elections is None:
         return findings.withColumn("cause_finding_id", F.lit(None).cast("string"))
+    findings = keep(findings)
     k2 = elections.where(F.col("kind") == "unclean_leader_election")
     cand = findings.where(F.col("kind").isin(*sorted(CAUSE_KINDS)))
     causes = (cand.groupBy("topic", "partition").cogroup(k2.groupBy("topic", "partition"))

@@ -73,7 +73,7 @@ staging folder), :mod:`._read`, :mod:`._fit` (schema fitting); locations go thro
 from __future__ import annotations
 
 from ._lease import running_as
-from ._read import read_table, read_table_arrow
+from ._read import read_table, read_table_arrow, table_files
 from ._staged import STAGING_DIR
 from ._target import Backend, FileSource, HeldRows, Mode, SinkOptions, SinkResult, table_location
 from ._write import adopts_files, write_small, write_table
@@ -89,6 +89,7 @@ __all__ = [
     "SinkResult",
     "read_table",
     "read_table_arrow",
+    "table_files",
     "adopts_files",
     "table_location",
     "write_small",

@@ -64,7 +64,6 @@ class DataFile:
     """One live data file of a table: ``path`` relative to the table, as the Delta log names it."""
 
     path: str
-    size: int
     rows: int  # the log's numRecords (0 when it has none)
     values: dict[str, Any]  # the partition values, in the table's partition column order
 
@@ -113,7 +112,7 @@ def _table_files(tgt: Target, cluster: str | None, drange: tuple[dt.date, dt.dat
             d = pv["event_date"]
             if d is None or not drange[0] <= d <= drange[1]:
                 continue
-        files.append(DataFile(str(row["path"]), int(row.get("size_bytes") or 0), int(row.get("num_records") or 0), pv))
+        files.append(DataFile(str(row["path"]), int(row.get("num_records") or 0), pv))
     return TableFiles(tgt.native, pa.schema(dtable.schema().to_arrow()), part_cols, files)
 
 
