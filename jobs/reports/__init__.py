@@ -161,7 +161,7 @@ def run_reports(
     from ..session import run_concurrently
     from ..sink import write_table
     from . import _frames as fr
-    from . import commit_pass, fencing, kraft, resets, stale_metadata
+    from . import commit_pass, fencing, kraft, metadata_pass, resets, stale_metadata
     from .commit_spill import CommitSpill
 
     if run is None:
@@ -213,12 +213,17 @@ def run_reports(
         # id-filled once (the fill is Python over every id-less response), not once per reader
         obs = keep(kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs), ev))
         if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
-            meta_findings = keep(kraft.metadata_findings(
-                obs, stale_metadata.metadata_findings(obs, grace), ev, grace, keep=keep))
+            # every M-finding (and the lag per response) in one Python task when the observations fit one
+            one = metadata_pass.metadata_pass(obs, grace, ev.index if ev.present else None, keep)
+            if one is not None:
+                meta_findings = one.findings
+            else:
+                meta_findings = keep(kraft.metadata_findings(
+                    obs, stale_metadata.metadata_findings(obs, grace), ev, grace, keep=keep))
             if "stale_metadata" in wanted:
                 write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata")
-                write(kraft.add_lag(stale_metadata.stale_rates_frame(obs, meta_findings, rng, cluster), obs, ev, grace),
-                      RATES_TABLE)
+                write(kraft.add_lag(stale_metadata.stale_rates_frame(obs, meta_findings, rng, cluster), obs, ev, grace,
+                                    lags=one.lags if one is not None else None), RATES_TABLE)
         want_f, want_s = "fencing_violations" in wanted, "spurious_offset_resets" in wanted
         commit_found = kraft_found = None
         if want_f or want_s:

@@ -361,20 +361,23 @@ def _row_lags(batches, index: SpanIndex, grace_ms: int):
             [*_RESPONSE, "lag_ms"]).to_batches()
 
 
-def add_lag(rates: DataFrame, obs: DataFrame, ev: KraftEvidence, grace_ms: int) -> DataFrame:
+def add_lag(rates: DataFrame, obs: DataFrame, ev: KraftEvidence, grace_ms: int,
+            lags: DataFrame | None = None) -> DataFrame:
     """The rates with ``metadata_lag_median_ms`` / ``metadata_lag_max_ms`` on the broker rows (null without a
-    log, on client rows, and for days the log does not cover)."""
+    log, on client rows, and for days the log does not cover). ``lags``: the lag per response
+    (:mod:`.metadata_pass` found them already), else a pass over ``obs`` finds them."""
     from pyspark.sql import functions as F
 
     if not ev.present:
         return (rates.withColumn("metadata_lag_median_ms", F.lit(None).cast("long"))
                 .withColumn("metadata_lag_max_ms", F.lit(None).cast("long")))
-    rows = obs.select(*_RESPONSE, "topic", "topic_id", "partition", "leader_epoch")
-    per_response = _spark_schema(pa.schema([
-        pa.field("broker", pa.string()), pa.field("client_id", pa.string()), pa.field("source", pa.string()),
-        pa.field("position", pa.int64()), pa.field("capture_ts", pa.int64()), pa.field("lag_ms", pa.int64())]))
-    lags = (rows.mapInArrow(partial(_row_lags, index=ev.index, grace_ms=grace_ms), per_response)
-            .groupBy(*_RESPONSE).agg(F.max("lag_ms").alias("lag_ms")))
+    if lags is None:
+        rows = obs.select(*_RESPONSE, "topic", "topic_id", "partition", "leader_epoch")
+        per_response = _spark_schema(pa.schema([
+            pa.field("broker", pa.string()), pa.field("client_id", pa.string()), pa.field("source", pa.string()),
+            pa.field("position", pa.int64()), pa.field("capture_ts", pa.int64()), pa.field("lag_ms", pa.int64())]))
+        lags = (rows.mapInArrow(partial(_row_lags, index=ev.index, grace_ms=grace_ms), per_response)
+                .groupBy(*_RESPONSE).agg(F.max("lag_ms").alias("lag_ms")))
     per = (lags.groupBy(fr.date_of_ms(F.col("capture_ts")).alias("_date"), F.col("broker").alias("_subject"))
            .agg(F.percentile_approx("lag_ms", 0.5).cast("long").alias("metadata_lag_median_ms"),
                 F.max("lag_ms").cast("long").alias("metadata_lag_max_ms"))

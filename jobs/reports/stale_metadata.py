@@ -1,5 +1,9 @@
 """The ``stale_metadata`` report (M1, M2, M3) and its ``stale_metadata_rates`` companion.
 
+A run whose observations fit one Python task finds M1/M2/M3 (and the log's M5 and M2) there
+(:mod:`.metadata_pass`: the same groups, pre-filters and rule calls as below, columnar); a larger run takes the
+Spark stages below.
+
 How it runs (no driver loops; every rule call is a grouped Arrow function on the executors):
 
 - ``metadata_observations`` of ``[from - lookback, to]``, timestamps as epoch ms, the all-zero topic id
@@ -42,7 +46,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from epochlib.rules import capture_pointer, check_broker_staleness, check_client_metadata
+from epochlib.rules import Finding, capture_pointer, check_broker_staleness, check_client_metadata
 from epochlib.rules.metadata import TokenSighting, token_frontier
 
 from . import _frames as fr
@@ -52,10 +56,11 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["metadata_findings", "observations", "stale_rates_frame", "stale_metadata_frame", "token_frontier_of"]
+__all__ = ["OBS_COLUMNS", "client_group_findings", "metadata_findings", "observations", "partition_group_findings",
+           "stale_rates_frame", "stale_metadata_frame", "token_frontier_of"]
 
 _ZERO_IDS = ("AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000", "")
-_OBS_COLUMNS = (
+OBS_COLUMNS = (
     "capture_ts", "client_id", "broker", "api_version", "correlation_id", "topic", "topic_id", "partition",
     "leader_id", "leader_epoch", "replicas", "isr", "topic_error", "partition_error", "metadata_token", "source",
     "position", "event_ts",
@@ -73,7 +78,7 @@ def observations(
     df = fr.read_silver(spark, config, "metadata_observations", cluster, window, state)
     if "metadata_token" not in df.columns:  # a table written before the column existed
         df = df.withColumn("metadata_token", F.lit(None).cast("long"))
-    df = fr.ms_columns(df.select(*_OBS_COLUMNS), ("capture_ts", "event_ts"))
+    df = fr.ms_columns(df.select(*OBS_COLUMNS), ("capture_ts", "event_ts"))
     tid = topic_id_col()
     return (
         df.where(F.col("partition").isNotNull())
@@ -95,11 +100,13 @@ def _sorted_obs(table: pa.Table):
     return obs
 
 
-def _m13(table: pa.Table):
+def client_group_findings(table: pa.Table) -> list[Finding]:
+    """M1 + M3 over one ``(client_id, topic_key)`` group of observations."""
     return check_client_metadata(_sorted_obs(table))
 
 
-def _m2(table: pa.Table, grace_ms: int, frontier: list[TokenSighting]):
+def partition_group_findings(table: pa.Table, grace_ms: int, frontier: list[TokenSighting]) -> list[Finding]:
+    """M2 over one ``(partition_key, partition)`` group of observations."""
     return check_broker_staleness(_sorted_obs(table), grace_ms=grace_ms, frontier=frontier)
 
 
@@ -140,7 +147,7 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     keyed = obs.join(F.broadcast(names), obs["tid"] == names["_tid"], "left").withColumn(
         "topic_key", F.coalesce(F.col("topic"), F.col("_name"), F.col("tid"))
     )
-    cols = [*_OBS_COLUMNS]
+    cols = [*OBS_COLUMNS]
     # Only groups that can hold a finding go to the Python rules (on a healthy day, few). Every M1 regression
     # and M3 re-creation is an epoch (>= 0) below one the client saw for the partition strictly earlier;
     # every M3 id regression needs two ids of one name; every M2 finding an epoch below one seen for the
@@ -163,7 +170,7 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     m13 = (
         _semi(keyed.select(*cols, "topic_key"), kept13, ("client_id", "topic_key"))
         .groupBy("client_id", "topic_key")
-        .applyInArrow(fr.arrow_group_fn(_m13), schema)
+        .applyInArrow(fr.arrow_group_fn(client_group_findings), schema)
     )
     pkey = F.coalesce(F.concat(F.lit("id:"), F.col("tid")), F.concat(F.lit("name:"), F.col("topic")))
     frontier = token_frontier_of(obs)
@@ -188,7 +195,7 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     m2 = (
         _semi(keyed2, kept2, ("partition_key", "partition"))
         .groupBy("partition_key", "partition")
-        .applyInArrow(fr.arrow_group_fn(partial(_m2, grace_ms=grace_ms, frontier=frontier)), schema)
+        .applyInArrow(fr.arrow_group_fn(partial(partition_group_findings, grace_ms=grace_ms, frontier=frontier)), schema)
     )
     return m13.unionByName(m2)
 

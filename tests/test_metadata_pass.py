@@ -1,0 +1,172 @@
+"""The stale-metadata findings in one task (``jobs.reports.metadata_pass``) equal the Spark stages' findings.
+
+The one task is what every run with up to ``MAX_ROWS`` observations takes; the Spark stages are what larger
+runs take. Both run here over the same observation rows: random ones full of the awkward cases (ties in time,
+null clients, topics and ids, one name with two ids, negative epochs, tokens, text and binary captures) and
+the demo simulation's, whose metadata log adds M5, M2 timed from the log and the lag per response.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs.reports import metadata_pass as mp
+
+# ------------------------------------------------------------------------------------ the pre-filters
+
+
+def _earlier_oracle(group, ts, ep):
+    out = []
+    for i in range(len(group)):
+        prior = [ep[j] for j in range(len(group)) if group[j] == group[i] and ts[j] < ts[i] and ep[j] >= 0]
+        out.append(ep[i] >= 0 and bool(prior) and ep[i] < max(prior))
+    return out
+
+
+def _cutoff_oracle(group, ts, ep, grace):
+    out = []
+    for i in range(len(group)):
+        prior = [ep[j] for j in range(len(group)) if group[j] == group[i] and ep[j] >= 0
+                 and (grace < 0 or ts[j] <= ts[i] - grace - 1)]
+        out.append(ep[i] >= 0 and bool(prior) and ep[i] < max(prior))
+    return out
+
+
+rows = st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 12), st.integers(-1, 6)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows, st.integers(-4, 6))
+def test_the_prefilters_flag_exactly_the_rows_a_brute_force_oracle_flags(data, grace) -> None:
+    group = np.array([r[0] for r in data], np.int64)
+    ts = np.array([r[1] for r in data], np.int64) * 1000
+    ep = np.array([r[2] for r in data], np.int64)
+    assert mp._below_earlier(group, ts, ep).tolist() == _earlier_oracle(group, ts, ep)
+    g = grace * 1000
+    assert mp._below_before_cutoff(group, ts, ep, g).tolist() == _cutoff_oracle(group, ts, ep, g)
+
+
+# ------------------------------------------------------------------------------------ against Spark's stages
+
+
+_TYPES = {
+    "capture_ts": pa.int64(), "client_id": pa.string(), "broker": pa.string(), "api_version": pa.int16(),
+    "correlation_id": pa.int32(), "topic": pa.string(), "topic_id": pa.string(), "partition": pa.int32(),
+    "leader_id": pa.int32(), "leader_epoch": pa.int32(), "replicas": pa.list_(pa.int32()),
+    "isr": pa.list_(pa.int32()), "topic_error": pa.int16(), "partition_error": pa.int16(),
+    "metadata_token": pa.int64(), "source": pa.string(), "position": pa.int64(), "event_ts": pa.int64(),
+    "tid": pa.string(),
+}  # fmt: skip
+
+
+def _random_observations(seed: int, n: int = 600) -> pa.Table:
+    """Responses of a few clients and brokers over a few topics: epochs that go back, ties in capture time,
+    null clients and topics, a name re-created with a second id, ids without names, tokens on some."""
+    rnd = random.Random(seed)
+    ids = {"orders": ["id-orders-1", "id-orders-2"], "clicks": ["id-clicks"], None: ["id-anon"]}
+    rows = []
+    for r in range(n // 3):
+        ts = 1_700_000_000_000 + rnd.randrange(0, 40) * 500  # many ties
+        client = rnd.choice(["c1", "c2", "c3", None])
+        src = rnd.choice(["cap-a.jsonl", "cap-b.pcap", None])
+        token = rnd.choice([None, None, rnd.randrange(100, 110)])
+        for p in range(rnd.randrange(1, 4)):
+            topic = rnd.choice(["orders", "clicks", None])
+            tid = rnd.choice(ids[topic] + [None])
+            rows.append({
+                "capture_ts": ts, "client_id": client, "broker": rnd.choice(["1", "2", None]), "api_version": 12,
+                "correlation_id": r, "topic": topic if tid is None or rnd.random() < 0.8 else None,
+                "topic_id": tid, "partition": p, "leader_id": rnd.choice([1, 2]),
+                "leader_epoch": rnd.choice([-1, 0, 1, 2, 3, 3, 4]), "replicas": [1, 2], "isr": [1, 2],
+                "topic_error": 0, "partition_error": 0, "metadata_token": token, "source": src,
+                "position": rnd.choice([r, None]) if src else r, "event_ts": ts, "tid": tid,
+            })  # fmt: skip
+    # one client whose epochs never go back but whose "orders" id does (M3 alone must keep its group)
+    for i, tid in enumerate(["id-orders-1", "id-orders-2", "id-orders-1"]):
+        ts = 1_700_000_100_000 + i * 1000
+        rows.append({**rows[0], "capture_ts": ts, "event_ts": ts, "client_id": "c-steady", "topic": "orders",
+                     "topic_id": tid, "tid": tid, "partition": 0, "leader_epoch": i, "metadata_token": None,
+                     "source": "steady.jsonl", "position": i})
+    return pa.Table.from_pylist(rows, schema=pa.schema([pa.field(k, v) for k, v in _TYPES.items()]))
+
+
+def _canon(df_or_rows) -> list[str]:
+    rows = df_or_rows.collect() if hasattr(df_or_rows, "collect") else df_or_rows
+    return sorted(repr(r.asDict() if hasattr(r, "asDict") else r) for r in rows)
+
+
+@pytest.mark.parametrize("grace", [1000, 0, -1500])
+def test_one_task_finds_what_the_spark_stages_find_over_awkward_captures(spark, grace) -> None:
+    from jobs.reports import stale_metadata
+
+    obs = spark.createDataFrame(_random_observations(seed=grace))
+    want = _canon(stale_metadata.metadata_findings(obs, grace))
+    assert {r.split("'rule': '")[1][:2] for r in want} >= {"M1", "M2", "M3"}, "the rows must exercise M1-M3"
+    assert any("'rule': 'M3'" in r and "c-steady" in r for r in want)
+    got = mp.metadata_pass(obs, grace, None, keep=lambda df: df)
+    assert got is not None and got.lags is None
+    assert _canon(got.findings) == want
+
+
+@pytest.fixture(scope="module")
+def demo_obs(spark, tmp_path_factory):
+    """The demo simulation ingested (no reports): its observations with the log's ids, and the log."""
+    from epochlib.sim import preset, simulate
+    from jobs.audit import run_audit
+    from jobs.config import parse_config
+    from jobs.reports import kraft, stale_metadata
+
+    root = tmp_path_factory.mktemp("metadata-pass")
+    res = simulate(preset("demo"), root / "in")
+    cfg = parse_config({"cluster": "demo", "inputs": {
+        "metadata": str(res.metadata), "cluster_metadata": str(res.cluster_metadata)},
+        "output": {"root": str(root / "tables")}})  # fmt: skip
+    start, end = res.date_range
+    run_audit(spark, cfg, start, end, reports=(), progress_interval=0)
+    window = (dt.date.fromisoformat(start) - dt.timedelta(days=7), dt.date.fromisoformat(end))
+    ev = kraft.load(spark, cfg, "demo", window)
+    obs = kraft.with_topic_ids(stale_metadata.observations(spark, cfg, "demo", window), ev).cache()
+    yield obs, ev
+    obs.unpersist()
+
+
+def test_with_a_metadata_log_the_findings_and_the_lags_equal_the_spark_stages(spark, demo_obs) -> None:
+    from functools import partial
+
+    from pyspark.sql import functions as F
+
+    from jobs.reports import kraft, stale_metadata
+
+    obs, ev = demo_obs
+    assert ev.present
+    grace = 1000
+    want = _canon(kraft.metadata_findings(obs, stale_metadata.metadata_findings(obs, grace), ev, grace))
+    assert {r.split("'rule': '")[1][:2] for r in want} >= {"M1", "M2", "M3", "M5"}
+    got = mp.metadata_pass(obs, grace, ev.index, keep=lambda df: df.cache())
+    assert got is not None and _canon(got.findings) == want
+    per_response = kraft._spark_schema(pa.schema([
+        pa.field(c, pa.int64() if c in ("position", "capture_ts", "lag_ms") else pa.string())
+        for c in (*kraft._RESPONSE, "lag_ms")]))  # fmt: skip
+    lags = (obs.select(*kraft._RESPONSE, "topic", "topic_id", "partition", "leader_epoch")
+            .mapInArrow(partial(kraft._row_lags, index=ev.index, grace_ms=grace), per_response)
+            .groupBy(*kraft._RESPONSE).agg(F.max("lag_ms").alias("lag_ms")))
+    got_lags = _canon(got.lags.select(*kraft._RESPONSE, "lag_ms"))
+    assert len(got_lags) > 100 and got_lags == _canon(lags)
+
+
+def test_too_many_observations_or_one_without_a_time_keep_the_spark_stages(spark, demo_obs, monkeypatch) -> None:
+    from pyspark.sql import functions as F
+
+    obs, ev = demo_obs
+    monkeypatch.setattr(mp, "MAX_ROWS", obs.count() - 1)
+    assert mp.metadata_pass(obs, 1000, ev.index, keep=lambda df: df) is None
+    monkeypatch.undo()
+    timeless = obs.withColumn("capture_ts", F.when(F.col("correlation_id") == 1, None).otherwise(F.col("capture_ts")))
+    assert mp.metadata_pass(timeless, 1000, ev.index, keep=lambda df: df) is None
