@@ -130,10 +130,14 @@ def _below_before_cutoff(group: np.ndarray, ts: np.ndarray, ep: np.ndarray, grac
         out = np.zeros(len(g), bool)
         out[order] = (e >= 0) & (e < top)
         return out
-    base = t.min() if len(t) else 0
-    span = np.int64(1) << np.int64(42)
-    key = g * (span * 2) + (t - base + span)
-    cut = g * (span * 2) + np.maximum(t - base - (grace_ms + 1) + span, 0)
+    # times as ranks among the distinct times (a key of group and rank cannot overflow, whatever the times)
+    times = np.unique(t)
+    width = len(times) + 1
+    if not len(times):
+        return np.zeros(0, bool)
+    grace = min(grace_ms, int(times[-1] - times[0]) + 1)  # a cut-off below every time, without overflow
+    key = g * width + np.searchsorted(times, t) + 1
+    cut = g * width + np.searchsorted(times, t - (grace + 1), side="right")
     last = np.searchsorted(key, cut, side="right") - 1  # the group's last row at or before the cut-off
     upto = _running_max(g, e)
     ok = (last >= 0) & (g[np.maximum(last, 0)] == g)
@@ -184,8 +188,10 @@ def _frontier(table: pa.Table) -> list[tuple[int, int, str]]:
     keys = pa.table({
         "ts": rows.column("capture_ts"), "src": pc.fill_null(rows.column("source"), ""),
         "pos": pc.fill_null(rows.column("position"), 0), "partition": rows.column("partition")})
-    order = pc.sort_indices(keys, sort_keys=[("ts", "ascending"), ("src", "ascending"), ("pos", "ascending"),
-                                             ("partition", "ascending")]).to_numpy()
+    keys = keys.append_column("src_raw", rows.column("source")).append_column("pos_raw", rows.column("position"))
+    # Spark's min over the struct (ts, source or "", position or 0, partition, source, position): nulls first
+    order = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names],
+                            null_placement="at_start").to_numpy()
     tok = rows.column("metadata_token").to_numpy()[order]
     _, first = np.unique(tok, return_index=True)
     pick = rows.take(pa.array(order[first]))
@@ -230,10 +236,17 @@ def _capture_findings(table: pa.Table, grace_ms: int) -> list[Any]:
     return found
 
 
+def _finding_key(f: Any) -> str | None:
+    """The observation key a capture-only M2 finding names (:func:`kraft.metadata_findings` builds it in Spark:
+    null, matching nothing, without evidence or without a topic id and name)."""
+    if not f.evidence or f.evidence[0] is None or (f.topic_id or f.topic) is None or f.partition is None:
+        return None
+    return f"{f.evidence[0]}#{f.topic_id or f.topic}-{f.partition}"
+
+
 def _judged_keys(table: pa.Table, found: list[Any], index: SpanIndex, grace_ms: int) -> set[str]:
     """The observation keys of the capture-only M2 findings whose observation the log judges."""
-    names = {f"{f.evidence[0]}#{f.topic_id or f.topic}-{f.partition}" for f in found
-             if f.rule == "M2" and f.evidence}
+    names = {_finding_key(f) for f in found if f.rule == "M2"} - {None}
     if not names:
         return set()
     pointers = {n.split("#", 1)[0] for n in names}
@@ -269,8 +282,7 @@ def pass_table(table: pa.Table, grace_ms: int, index: SpanIndex | None) -> pa.Ta
     lags = None
     if index is not None:
         dropped = _judged_keys(table, found, index, grace_ms)
-        found = [f for f in found if f.rule != "M2" or not f.evidence
-                 or f"{f.evidence[0]}#{f.topic_id or f.topic}-{f.partition}" not in dropped]
+        found = [f for f in found if f.rule != "M2" or _finding_key(f) is None or _finding_key(f) not in dropped]
         found += logged_staleness(index, table, grace_ms)
         m5 = table.select(list(_M5_COLUMNS))
         for group in _groups(m5, _codes(m5.column("client_id"))):

@@ -219,7 +219,7 @@ def capture_pointer_col() -> Column:
     """Spark form of :func:`epochlib.rules.capture_pointer` (how M2 evidence names a response)."""
     from pyspark.sql import functions as F
 
-    src = F.coalesce(F.col("source"), F.lit("?"))
+    src = F.when(F.col("source").isNull() | (F.col("source") == ""), F.lit("?")).otherwise(F.col("source"))  # `source or "?"`
     low = F.lower(src)
     text = low.endswith(".jsonl") | low.endswith(".ndjson") | low.endswith(".json") | low.endswith(".txt")
     unit = F.when(text, F.lit("line")).otherwise(F.lit("frame"))
