@@ -19,7 +19,8 @@ them and through the same rule functions, on the same groups of rows, where Spar
   whose observation the log judges dropped, and per response the largest lag of its judged rows.
 
 The outcome equals the Spark path's (``tests/test_metadata_pass.py`` runs both over the same rows). A run
-takes this path when its observations number at most :data:`MAX_ROWS` (one Python worker holds them all) and every row has a capture time; otherwise the Spark stages run.
+takes this path when its observations number at most :data:`MAX_ROWS` (one Python worker holds them all) and
+every row has a capture time; otherwise the Spark stages run.
 """
 
 from __future__ import annotations
