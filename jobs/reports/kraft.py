@@ -347,18 +347,21 @@ def metadata_findings(obs: DataFrame, capture_findings: DataFrame, ev: KraftEvid
 _RESPONSE = ("broker", "client_id", "source", "position", "capture_ts")
 
 
+def response_lags_table(rows: pa.Table | pa.RecordBatch, index: SpanIndex, grace_ms: int) -> pa.Table:
+    """Per response of ``rows`` with a row the log judges, the largest lag of those rows (``_RESPONSE`` columns
+    and ``lag_ms``; :func:`~epochlib.rules.kraft_pass.row_lags`)."""
+    judged, lag = row_lags(index, rows, grace_ms)
+    mask = pa.array(judged)
+    t = pa.table({c: rows.column(c).filter(mask) for c in _RESPONSE})
+    t = t.append_column("lag_ms", pa.array(lag[judged], pa.int64()))
+    return t.group_by(list(_RESPONSE), use_threads=False).aggregate([("lag_ms", "max")]).rename_columns(
+        [*_RESPONSE, "lag_ms"])
+
+
 def _row_lags(batches, index: SpanIndex, grace_ms: int):
-    """``mapInArrow``: per response of the batch with a row the log judges, the largest lag of those rows
-    (:func:`~epochlib.rules.kraft_pass.row_lags`; a response split over batches is folded by Spark)."""
+    """``mapInArrow``: :func:`response_lags_table` per batch (a response split over batches is folded by Spark)."""
     for b in batches:
-        judged, lag = row_lags(index, b, grace_ms)
-        if not judged.any():
-            continue
-        mask = pa.array(judged)
-        t = pa.table({c: b.column(c).filter(mask) for c in _RESPONSE})
-        t = t.append_column("lag_ms", pa.array(lag[judged], pa.int64()))
-        yield from t.group_by(list(_RESPONSE), use_threads=False).aggregate([("lag_ms", "max")]).rename_columns(
-            [*_RESPONSE, "lag_ms"]).to_batches()
+        yield from response_lags_table(b, index, grace_ms).to_batches()
 
 
 def add_lag(rates: DataFrame, obs: DataFrame, ev: KraftEvidence, grace_ms: int,

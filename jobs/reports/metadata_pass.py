@@ -35,10 +35,11 @@ import pyarrow.compute as pc
 
 from epochlib.rules import capture_pointer
 from epochlib.rules.kraft import observation_key
-from epochlib.rules.kraft_pass import SpanIndex, judged_rows, logged_staleness, metadata_offsets, row_lags
+from epochlib.rules.kraft_pass import SpanIndex, judged_rows, logged_staleness, metadata_offsets
 from epochlib.rules.metadata import token_frontier
 
 from . import _frames as fr
+from .kraft import _M5_COLUMNS, _spark_schema, response_lags_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -54,9 +55,6 @@ MAX_ROWS = 2_000_000
 PASS_ARROW = pa.schema([*fr.FINDINGS_ARROW, pa.field("lag_source", pa.string()), pa.field("lag_position", pa.int64()),
                         pa.field("lag_capture_ts", pa.int64()), pa.field("lag_ms", pa.int64())])
 _LAG_COLUMNS = PASS_ARROW.names[len(fr.FINDINGS_ARROW):]
-_RESPONSE = ("broker", "client_id", "source", "position", "capture_ts")
-_M5_COLUMNS = ("capture_ts", "client_id", "broker", "correlation_id", "topic", "topic_id", "partition", "leader_epoch",
-               "source", "position")
 
 
 # ---------------------------------------------------------------------------------------------- columns
@@ -267,14 +265,6 @@ def _judged_keys(table: pa.Table, found: list[Any], index: SpanIndex, grace_ms: 
     return {observation_key(o) for o in fr.observations_from_arrow(rows.filter(pa.array(judged)))}
 
 
-def _lags(table: pa.Table, index: SpanIndex, grace_ms: int) -> pa.Table:
-    """Per response with a row the log judges: the largest lag of those rows (``_row_lags`` of :mod:`.kraft`)."""
-    judged, lag = row_lags(index, table, grace_ms)
-    t = pa.table({c: table.column(c).filter(pa.array(judged)) for c in _RESPONSE})
-    t = t.append_column("lag_ms", pa.array(lag[judged], pa.int64()))
-    return t.group_by(list(_RESPONSE), use_threads=False).aggregate([("lag_ms", "max")])
-
-
 def pass_table(table: pa.Table, grace_ms: int, index: SpanIndex | None) -> pa.Table:
     """Every stale-metadata finding over ``table`` (the observations of :func:`stale_metadata.observations`
     with the log's ids filled in), and with a log (``index``) the lag per response, in :data:`PASS_ARROW`."""
@@ -288,14 +278,14 @@ def pass_table(table: pa.Table, grace_ms: int, index: SpanIndex | None) -> pa.Ta
         m5 = table.select(list(_M5_COLUMNS))
         for group in _groups(m5, _codes(m5.column("client_id"))):
             found += metadata_offsets(index, group, kraft=True)
-        lags = _lags(table, index, grace_ms)
+        lags = response_lags_table(table, index, grace_ms)
     out = fr.findings_table(found)
     parts = [pa.table([*out.columns, *(pa.nulls(out.num_rows, PASS_ARROW.field(n).type) for n in _LAG_COLUMNS)],
                       schema=PASS_ARROW)]
     if lags is not None and lags.num_rows:
         cols = {"broker": lags.column("broker"), "client_id": lags.column("client_id"),
                 "lag_source": lags.column("source"), "lag_position": lags.column("position"),
-                "lag_capture_ts": lags.column("capture_ts"), "lag_ms": lags.column("lag_ms_max")}
+                "lag_capture_ts": lags.column("capture_ts"), "lag_ms": lags.column("lag_ms")}
         parts.append(pa.table([cols[f.name].cast(f.type) if f.name in cols else pa.nulls(lags.num_rows, f.type)
                                for f in PASS_ARROW], schema=PASS_ARROW))
     return pa.concat_tables(parts)
@@ -319,8 +309,6 @@ def metadata_pass(obs: DataFrame, grace_ms: int, index: SpanIndex | None,
     :data:`MAX_ROWS` rows or a row without a capture time (one small Spark job decides). ``keep`` persists the
     task's rows (read twice: findings and lags)."""
     from pyspark.sql import functions as F
-
-    from .kraft import _spark_schema
 
     size = obs.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("capture_ts").isNull(), 1)).alias("nulls")).first()
     if size is None or size["n"] > MAX_ROWS or size["nulls"]:
