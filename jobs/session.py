@@ -282,8 +282,17 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
 
     from pyspark import inheritable_thread_target
 
+    sc = spark.sparkContext
+    parent = sc.getLocalProperty("spark.job.description")
+
+    def named(name: str, step: Callable[[], T]) -> Callable[[], T]:
+        def run() -> T:  # the Spark UI and the event log name the step's jobs (e.g. "epoch-audit: reports: fencing")
+            sc.setJobDescription(f"{parent}: {name}" if parent else f"epoch-audit: {name}")
+            return step()
+        return run
+
     with ThreadPoolExecutor(min(workers, len(steps)), thread_name_prefix="epoch-audit-step") as pool:
-        futures = [(name, pool.submit(inheritable_thread_target(spark)(step))) for name, step in steps]
+        futures = [(name, pool.submit(inheritable_thread_target(spark)(named(name, step)))) for name, step in steps]
         try:
             wait([f for _, f in futures])
         except BaseException:

@@ -175,14 +175,19 @@ def test_concurrent_steps_all_run_in_order_of_results_and_the_first_failure_is_r
 
 
 @pytest.mark.spark
-def test_concurrent_steps_carry_the_callers_job_description(spark) -> None:
-    """The progress lines name the step through the job description: threads must inherit it."""
+def test_concurrent_steps_carry_the_callers_job_description_and_their_name(spark) -> None:
+    """The Spark UI and the event log name each step's jobs: the caller's description (inherited by the
+    threads) and the step, e.g. ``epoch-audit: reports: fencing_violations``; the caller's own stays."""
     from jobs.session import run_concurrently
 
     sc = spark.sparkContext
     sc.setJobDescription("epoch-audit: reports")
     try:
         seen = run_concurrently(spark, [(n, lambda: sc.getLocalProperty("spark.job.description")) for n in "ab"])
+        after = sc.getLocalProperty("spark.job.description")
     finally:
         sc.setJobDescription(None)
-    assert seen == {"a": "epoch-audit: reports", "b": "epoch-audit: reports"}
+    assert seen == {"a": "epoch-audit: reports: a", "b": "epoch-audit: reports: b"}
+    assert after == "epoch-audit: reports"
+    seen = run_concurrently(spark, [(n, lambda: sc.getLocalProperty("spark.job.description")) for n in "ab"])
+    assert seen == {"a": "epoch-audit: a", "b": "epoch-audit: b"}
