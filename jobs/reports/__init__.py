@@ -26,16 +26,16 @@ evidence): the same silver rows, range and settings give the same ids.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ..config import REPORTS, Config
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["ReportResult", "run_reports"]
 
 RATES_TABLE = "stale_metadata_rates"
+T = TypeVar("T")
 #: What one report table's write step returns: the sink's result, the rows per (rule, kind, severity) (None
 #: for the rates), the row count and the seconds it took.
 _Written = tuple["SinkResult", "dict[tuple, int] | None", int, float]
@@ -90,6 +91,29 @@ _READS = {
     "fencing_violations": ("epoch_lineage", "offset_commits"),
     "spurious_offset_resets": ("epoch_lineage", "offset_commits", "group_metadata", "metadata_observations"),
 }
+
+
+class _Once(Generic[T]):
+    """A value computed once, by the first caller of :meth:`get`; later callers (other write steps' threads)
+    wait for it and get the same value, or the same exception."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make, self._lock = make, threading.Lock()
+        self._done, self._value, self._error = False, None, None
+
+    def get(self) -> T:
+        with self._lock:
+            if not self._done:
+                try:
+                    self._value = self._make()
+                except BaseException as exc:
+                    self._error = exc
+                    raise
+                finally:
+                    self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def written_kinds(
@@ -184,12 +208,14 @@ def run_reports(
         cached.append(df)
         return df
 
-    def write(df: DataFrame, table: str) -> None:
-        # written straight from the plan (no persist, no count before the write: each was a Spark job of
-        # its own); the per-kind counts are read back from the few rows just written
+    def write(plan: Callable[[], DataFrame], table: str) -> None:
+        # the table's plan is built in its write step (a shared part, e.g. the commit pass, is computed by the
+        # first step that needs it while the other steps run theirs), then written straight from the plan (no
+        # persist, no count before the write: each was a Spark job of its own); the per-kind counts are read
+        # back from the few rows just written
         def step() -> _Written:
             started = time.perf_counter()
-            written = write_table(df, table, config=config, date_range=rng, cluster=cluster)
+            written = write_table(plan(), table, config=config, date_range=rng, cluster=cluster)
             kinds = None
             if table == RATES_TABLE:
                 count = (written.rows_written if written.rows_written is not None
@@ -201,63 +227,72 @@ def run_reports(
 
         writes.append((table, step))
 
-    # every report's plan is built first; then their writes run at once (jobs.session.run_concurrently),
-    # the findings they share (kept) computed by whichever write needs them first
+    # every report's write step starts at once (jobs.session.run_concurrently) and builds its plan there; the
+    # findings they share (kept) are computed once, by whichever step asks first (_Once), so the one-task
+    # metadata pass and the commit pass's spill run side by side instead of one after the other
     writes: list[tuple[str, Callable[[], _Written]]] = []
     try:
-        meta_findings = None
-        lin = commits = None
         grace = int(config.rules.stale_grace_ms)
         ev = kraft.load(spark, config, cluster, window)  # the replayed metadata log (small; empty without one)
         # read by M1/M2/M3, the token frontier, M5, M2 from the log, the rates, the lag and P1: decoded and
         # id-filled once (the fill is Python over every id-less response), not once per reader
         obs = keep(kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs), ev))
-        if "stale_metadata" in wanted or "spurious_offset_resets" in wanted:
+
+        def metadata() -> tuple[DataFrame, DataFrame | None]:
             # every M-finding (and the lag per response) in one Python task when the observations fit one
             one = metadata_pass.metadata_pass(obs, grace, ev.index if ev.present else None, keep)
             if one is not None:
-                meta_findings = one.findings
-            else:
-                meta_findings = keep(kraft.metadata_findings(
-                    obs, stale_metadata.metadata_findings(obs, grace), ev, grace, keep=keep))
-            if "stale_metadata" in wanted:
-                write(stale_metadata.stale_metadata_frame(meta_findings, rng, cluster, run.run_id), "stale_metadata")
-                write(kraft.add_lag(stale_metadata.stale_rates_frame(obs, meta_findings, rng, cluster), obs, ev, grace,
-                                    lags=one.lags if one is not None else None), RATES_TABLE)
+                return one.findings, one.lags
+            return keep(kraft.metadata_findings(obs, stale_metadata.metadata_findings(obs, grace), ev, grace,
+                                                keep=keep)), None
+
+        meta = _Once(metadata)
+        if "stale_metadata" in wanted:
+            write(lambda: stale_metadata.stale_metadata_frame(meta.get()[0], rng, cluster, run.run_id), "stale_metadata")
+            write(lambda: kraft.add_lag(stale_metadata.stale_rates_frame(obs, meta.get()[0], rng, cluster), obs, ev,
+                                        grace, lags=meta.get()[1]), RATES_TABLE)
         want_f, want_s = "fencing_violations" in wanted, "spurious_offset_resets" in wanted
-        commit_found = kraft_found = None
         if want_f or want_s:
-            t0 = time.perf_counter()
             tol = int(config.rules.snapshot_tolerance_seconds) * 1000
             lin = keep(fencing.lineage(spark, config, cluster, window, inputs))
-            commits = commit_pass.read_commits(spark, config, cluster, window, inputs)
-            groups = fr.read_silver(spark, config, "group_metadata", cluster, window, inputs) if want_s else None
-            # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
-            spill = CommitSpill.plan(spark, config, cluster, window, inputs)
-            if spill is not None:  # a large run on the delta-rs sink: the pass without Spark's row shuffle
-                spills.append(spill)
-                found = spill.findings(lin, groups, tolerance_ms=tol, fencing=want_f, resets=want_s)
-            else:
-                found = commit_pass.commit_findings(commits, lin, groups, tolerance_ms=tol, fencing=want_f,
-                                                    resets=want_s)
-            commit_found = keep(found)
-            result.seconds["commit_pass"] = time.perf_counter() - t0  # planning (and a spill's jobs): the pass runs with the first write
-            # K1, K2, P1 (the K2 rows also name the cause of later F2/L5/S1 findings)
-            kraft_found = keep(kraft.fencing_findings(spark, config, cluster, window, ev, lin, commits, obs, inputs))
-        if want_f:
-            found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin, commit_findings_df=commit_found,
-                                             state=inputs)
-            found = kraft.add_causes(found.unionByName(kraft_found), kraft_found if ev.present else None, keep=keep)
-            write(fencing.fencing_frame(found, rng, cluster, run.run_id), "fencing_violations")
-        if want_s:
-            found = resets.resets_in_range(
-                commit_found,
-                meta_findings,
-                rng,
-                window_ms=int(config.rules.correlation_window_minutes) * 60_000,
-            )
-            found = kraft.add_causes(found, kraft_found if ev.present else None, keep=keep)
-            write(resets.resets_frame(found, rng, cluster, run.run_id), "spurious_offset_resets")
+
+            def commit_side() -> tuple[DataFrame, DataFrame]:
+                t0 = time.perf_counter()
+                commits = commit_pass.read_commits(spark, config, cluster, window, inputs)
+                groups = fr.read_silver(spark, config, "group_metadata", cluster, window, inputs) if want_s else None
+                # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
+                spill = CommitSpill.plan(spark, config, cluster, window, inputs)
+                if spill is not None:  # a large run on the delta-rs sink: the pass without Spark's row shuffle
+                    spills.append(spill)
+                    found = spill.findings(lin, groups, tolerance_ms=tol, fencing=want_f, resets=want_s)
+                else:
+                    found = commit_pass.commit_findings(commits, lin, groups, tolerance_ms=tol, fencing=want_f,
+                                                        resets=want_s)
+                # planning (and a spill's jobs): the pass itself runs with the first write that reads it
+                result.seconds["commit_pass"] = time.perf_counter() - t0
+                # K1, K2, P1 (the K2 rows also name the cause of later F2/L5/S1 findings)
+                return keep(found), keep(kraft.fencing_findings(spark, config, cluster, window, ev, lin, commits,
+                                                                obs, inputs))
+
+            shared = _Once(commit_side)
+            causes = (lambda: shared.get()[1]) if ev.present else (lambda: None)
+            if want_f:
+                def fencing_plan() -> DataFrame:
+                    commit_found, kraft_found = shared.get()
+                    found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin,
+                                                     commit_findings_df=commit_found, state=inputs)
+                    found = kraft.add_causes(found.unionByName(kraft_found), causes(), keep=keep)
+                    return fencing.fencing_frame(found, rng, cluster, run.run_id)
+
+                write(fencing_plan, "fencing_violations")
+            if want_s:
+                def resets_plan() -> DataFrame:
+                    found = resets.resets_in_range(shared.get()[0], meta.get()[0], rng,
+                                                   window_ms=int(config.rules.correlation_window_minutes) * 60_000)
+                    found = kraft.add_causes(found, causes(), keep=keep)
+                    return resets.resets_frame(found, rng, cluster, run.run_id)
+
+                write(resets_plan, "spurious_offset_resets")
         for table, (written, kinds, count, seconds) in run_concurrently(spark, writes).items():
             result.tables[table] = written
             if kinds is not None:
