@@ -103,6 +103,13 @@ def write_pass(decode: Decode, staging: str, *, cluster: str, days: tuple[dt.dat
     return run
 
 
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns worth dictionary pages: not the 64-bit integers and times (offsets, positions, timestamps:
+    nearly all distinct, so the writer builds a dictionary only to drop it; 1 M commits write in ~0.15 s
+    instead of ~0.21 s, and the file is no larger)."""
+    return [f.name for f in schema if not (pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type))]
+
+
 class _RangeFiles:
     """The files of one input row: one table file per date, one side file; temporary until :meth:`close`."""
 
@@ -122,8 +129,10 @@ class _RangeFiles:
         if b.schema != self.schema:
             b = pa.Table.from_batches([b]).cast(self.schema).to_batches()[0]
         inside = (days >= lo) & (days <= hi)
-        for day in np.unique(days[inside]).tolist():
-            sel = b.filter(pa.array(days == day))
+        found = np.unique(days[inside]).tolist()
+        for day in found:
+            # a batch of one date (the usual case) is taken whole: a filter copies every column (~0.3 µs a row)
+            sel = b if len(found) == 1 and bool(inside.all()) else b.filter(pa.array(days == day))
             self.buffers.setdefault(day, []).append(sel)
             self.buffered[day] = self.buffered.get(day, 0) + sel.num_rows
             if self.buffered[day] >= ROW_GROUP:
@@ -157,7 +166,7 @@ class _RangeFiles:
             self.fs.create_dir(folder, recursive=True)
             tmp = f"{folder}/.{name}.{uuid.uuid4().hex}.tmp"
             self.writers[final] = (pq.ParquetWriter(self.fs.open_output_stream(tmp), table.schema,
-                                                    compression="snappy"), tmp)
+                                                    compression="snappy", use_dictionary=_dictionary_columns(table.schema)), tmp)
             self.rows[final] = 0
         self.writers[final][0].write_table(table, row_group_size=ROW_GROUP)
         self.rows[final] += table.num_rows
