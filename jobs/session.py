@@ -137,9 +137,7 @@ def get_or_create_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master)
         conf.update(LOCAL_DEFAULTS)
-        options = java_options_for_input(input_bytes)
-        if options:
-            conf[DRIVER_JAVA_OPTIONS] = options
+        conf[DRIVER_JAVA_OPTIONS] = java_options_for_input(input_bytes)
         if "pytest" in sys.modules:
             conf["spark.ui.enabled"] = "false"
     conf.update(UTC_CONF)
@@ -152,21 +150,25 @@ def get_or_create_session(
 
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
-#: Inputs up to this size (one shuffle partition's worth) run in a JVM that compiles with C1 only.
-SMALL_INPUT_BYTES = 64 * 2**20
-#: The JVM flags of a local session for a small input. Such a run is mostly JVM warm-up: Spark's planner,
-#: writers and shuffles run once or a few times each, first as profiled (tier-3) code, while the C2 compiler
-#: spends ~20 CPU-s of the demo's ~44 optimising code that is not run again. With C1 only, the code is fast
-#: sooner and the cores are free: the demo audit (16 MB) 22-23 s -> 17.5-18.7 s, a 53 MB input 29.4 -> 26.5 s;
-#: but a 290 MB input 59 -> 79 s, whence the bound (BENCHMARKS.md, "Issue 16, fourth round"). The code cache
-#: is raised from C1-only's 48 MB default, which a whole audit fills (the JIT then stops compiling).
-SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+#: Inputs up to this size run in a JVM that compiles with C1 only (:data:`SMALL_INPUT_JAVA_OPTIONS`).
+SMALL_INPUT_BYTES = 4 * 2**30
+#: The JVM flags of every local session we start: the throughput collector. A run is a batch job; G1's
+#: concurrent marking cost ~3-4 CPU-s of a 10 M-commit audit's ~100 and bought nothing (no pause matters).
+LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+#: ... and of one for an input up to :data:`SMALL_INPUT_BYTES`: C1 only. Most of a run's JVM work is Spark's
+#: planner, writers and shuffles running once or a few times each over rows that Python decodes and judges;
+#: the C2 compiler spent ~23 CPU-s of a 10 M-commit audit's ~104 optimising such code (the demo: ~20 of ~44).
+#: With C1 only the executor threads run ~50 % longer (21 -> 32 CPU-s at 10 M) but the total falls: 1 M
+#: commits 96 -> 67 CPU-s, 10 M 111 -> 84 CPU-s, the demo 22-23 s -> 17.5-18.7 s (BENCHMARKS.md, "Issue 16",
+#: fourth and ninth rounds). The code cache is raised from C1-only's 48 MB default, which a whole audit
+#: fills (the JIT then stops compiling).
+SMALL_INPUT_JAVA_OPTIONS = f"{LOCAL_JAVA_OPTIONS} -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 
 
-def java_options_for_input(input_bytes: int | None) -> str | None:
+def java_options_for_input(input_bytes: int | None) -> str:
     """The driver JVM flags for a new local session of a run reading ``input_bytes`` (None: unknown)."""
     if input_bytes is None or input_bytes > SMALL_INPUT_BYTES:
-        return None
+        return LOCAL_JAVA_OPTIONS
     return SMALL_INPUT_JAVA_OPTIONS
 
 

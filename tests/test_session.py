@@ -115,8 +115,9 @@ class _Builder:
 @pytest.mark.parametrize(("input_bytes", "extra", "expected"), [
     (16 * 2**20, {}, session_mod.SMALL_INPUT_JAVA_OPTIONS),  # the demo: C1 only, a larger code cache
     (session_mod.SMALL_INPUT_BYTES, {}, session_mod.SMALL_INPUT_JAVA_OPTIONS),
-    (session_mod.SMALL_INPUT_BYTES + 1, {}, None),  # a nightly input keeps the JVM's full JIT
-    (None, {}, None),  # size unknown (remote inputs, --reports-only)
+    # a larger input keeps the JVM's full JIT; every local session gets the throughput collector
+    (session_mod.SMALL_INPUT_BYTES + 1, {}, session_mod.LOCAL_JAVA_OPTIONS),
+    (None, {}, session_mod.LOCAL_JAVA_OPTIONS),  # size unknown (remote inputs, --reports-only)
     (1000, {"spark.driver.extraJavaOptions": "-Dmine=1"}, "-Dmine=1"),  # an explicit setting wins
 ])
 def test_a_new_local_session_for_a_small_input_compiles_with_c1_only(monkeypatch, input_bytes, extra,
