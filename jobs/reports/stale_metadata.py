@@ -60,9 +60,12 @@ __all__ = ["OBS_COLUMNS", "client_group_findings", "metadata_findings", "observa
            "stale_rates_frame", "stale_metadata_frame", "token_frontier_of"]
 
 _ZERO_IDS = ("AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000", "")
+#: What the stale-metadata rules (and the rates, the lag, P1) read of an observation. Not ``isr``: no rule
+#: reads it, and a list column makes every copy of the million rows (the cache, each Arrow round trip) dearer
+#: (``replicas`` stays: M3 tells a re-created topic without ids by its new replica set).
 OBS_COLUMNS = (
     "capture_ts", "client_id", "broker", "api_version", "correlation_id", "topic", "topic_id", "partition",
-    "leader_id", "leader_epoch", "replicas", "isr", "topic_error", "partition_error", "metadata_token", "source",
+    "leader_id", "leader_epoch", "replicas", "topic_error", "partition_error", "metadata_token", "source",
     "position", "event_ts",
 )  # fmt: skip
 
