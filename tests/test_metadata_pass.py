@@ -180,6 +180,17 @@ def test_with_a_metadata_log_the_findings_and_the_lags_equal_the_spark_stages(sp
     assert len(got_lags) > 100 and got_lags == _canon(lags)
 
 
+def test_no_observations_give_no_findings_and_no_lags(spark, demo_obs) -> None:
+    """A run without captures in its window (only commits, or a day nobody captured) still takes the one-task
+    path: its task gets no rows at all."""
+    obs, ev = demo_obs
+    none = obs.where("false")
+    for index in (None, ev.index):
+        got = mp.metadata_pass(none, 1000, index, keep=lambda df: df)
+        assert got is not None and got.findings.count() == 0
+        assert (got.lags is None) == (index is None) and (got.lags is None or got.lags.count() == 0)
+
+
 def test_too_many_observations_or_one_without_a_time_keep_the_spark_stages(spark, demo_obs, monkeypatch) -> None:
     from pyspark.sql import functions as F
 
