@@ -57,7 +57,17 @@ def oracle(rows: list[dict]):
     return check_client_metadata(o) + check_broker_staleness(o, grace_ms=1000), o
 
 
-def test_stale_metadata_findings_and_rates(spark, tmp_path) -> None:
+@pytest.mark.parametrize("one_task", [True, False], ids=["one-task", "spark-stages"])
+def test_stale_metadata_findings_and_rates(spark, tmp_path, monkeypatch, one_task) -> None:
+    """Both ways a run finds them (jobs.reports.metadata_pass within its limit; the Spark stages over the cached
+    observations above it) write these rows."""
+    from jobs.reports import metadata_pass, stale_metadata
+
+    spark_path: list[int] = []
+    real = stale_metadata.metadata_findings
+    monkeypatch.setattr(stale_metadata, "metadata_findings", lambda *a, **k: spark_path.append(1) or real(*a, **k))
+    if not one_task:
+        monkeypatch.setattr(metadata_pass, "MAX_ROWS", 0)
     silver = Silver(tmp_path)
     rows = scenario()
     silver.write("metadata_observations", rows)
@@ -81,6 +91,7 @@ def test_stale_metadata_findings_and_rates(spark, tmp_path) -> None:
     want = {f.id for f in found if f.event_ts >= ms(DAY)}
     assert {r["finding_id"] for r in got} == want
     assert res.counts["stale_metadata"] == 5
+    assert bool(spark_path) is not one_task
     assert res.by_kind["stale_metadata"][("M1", "client_epoch_regression", "warning")] == 1
 
     # rates: per broker and per client, for the range's dates only, as epochlib's stale_rates

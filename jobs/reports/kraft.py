@@ -268,18 +268,20 @@ def _fill_ids(batches, view: LogView):
         yield pa.RecordBatch.from_arrays([cols[n] for n in b.schema.names], schema=b.schema)
 
 
-def with_topic_ids(obs: DataFrame, ev: KraftEvidence) -> DataFrame:
+def with_topic_ids(obs: DataFrame, ev: KraftEvidence,
+                   keep: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
     """M3 with the log: ``tid``/``topic_id`` filled from the log's topic-id lifecycle for observations
     without an id whose capture time the log spans (:func:`~epochlib.rules.kraft.with_log_topic_ids`); every
-    stale-metadata rule then keys them by id. Unchanged without a log."""
+    stale-metadata rule then keys them by id. Unchanged without a log. ``keep`` persists the filled rows (so
+    several readers of the result fill them once)."""
     from pyspark.sql import functions as F
 
     if not ev.present:
         return obs
     # only the rows without an id make the round trip through Python (a v10+ capture's rows have one)
     missing = F.col("tid").isNull()
-    return obs.where(~missing).unionByName(
-        obs.where(missing).mapInArrow(partial(_fill_ids, view=ev.view), obs.schema))
+    filled = obs.where(missing).mapInArrow(partial(_fill_ids, view=ev.view), obs.schema)
+    return obs.where(~missing).unionByName(filled if keep is None else keep(filled))
 
 
 

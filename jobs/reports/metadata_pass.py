@@ -303,15 +303,23 @@ class MetadataPass:
     lags: DataFrame | None
 
 
-def metadata_pass(obs: DataFrame, grace_ms: int, index: SpanIndex | None,
-                  keep: Callable[[DataFrame], DataFrame]) -> MetadataPass | None:
-    """The stale-metadata findings of ``obs`` in one task, or None when ``obs`` holds more than
-    :data:`MAX_ROWS` rows or a row without a capture time (one small Spark job decides). ``keep`` persists the
-    task's rows (read twice: findings and lags)."""
+def fits_one_task(obs: DataFrame) -> bool:
+    """True when ``obs`` holds at most :data:`MAX_ROWS` rows and none without a capture time (one small Spark
+    job over the capture times decides)."""
     from pyspark.sql import functions as F
 
     size = obs.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("capture_ts").isNull(), 1)).alias("nulls")).first()
-    if size is None or size["n"] > MAX_ROWS or size["nulls"]:
+    return size is not None and size["n"] <= MAX_ROWS and not size["nulls"]
+
+
+def metadata_pass(obs: DataFrame, grace_ms: int, index: SpanIndex | None,
+                  keep: Callable[[DataFrame], DataFrame], *, fits: bool | None = None) -> MetadataPass | None:
+    """The stale-metadata findings of ``obs`` in one task, or None when it does not fit one
+    (:func:`fits_one_task`; ``fits``: its answer, when the caller has it). ``keep`` persists the task's rows
+    (read twice: findings and lags)."""
+    from pyspark.sql import functions as F
+
+    if not (fits_one_task(obs) if fits is None else fits):
         return None
 
     from pyspark.sql.pandas.types import to_arrow_schema
