@@ -181,7 +181,7 @@ try:
     config = load_config(sys.argv[1])
 except ConfigError as exc:
     sys.exit(f"bad config: {exc}")
-try:  # the size probe never fails the check: unknown means the JVM's defaults
+try:  # the size probe never fails the check: unknown means the flags of an input of unknown size
     from jobs.ingest.discover import local_input_bytes
     from jobs.session import SMALL_INPUT_BYTES, java_options_for_input
 
@@ -192,7 +192,7 @@ EOF
 )"; then
   die "$(printf '%s' "$err" | tail -n 1)"
 fi
-small_input_jvm="$(printf '%s\n' "$err" | sed -n 's/^java-options://p' | tail -n 1)"
+local_jvm="$(printf '%s\n' "$err" | sed -n 's/^java-options://p' | tail -n 1)"
 
 # ---------------------------------------------------------------------------------------- spark-submit
 if [[ -n "${SPARK_SUBMIT:-}" ]]; then
@@ -275,10 +275,11 @@ log4j="${EPOCH_AUDIT_LOG4J:-$src/jobs/log4j2.properties}"
 [[ -f "$log4j" ]] || die "log4j2 configuration not found: $log4j (set EPOCH_AUDIT_LOG4J=FILE)"
 log4j="$(cd "$(dirname "$log4j")" && pwd)/$(basename "$log4j")"
 # Before the pass-through options: a user's own --conf spark.driver.extraJavaOptions=... wins.
-# A local master auditing a small input also gets the small-input JIT flags (not with --reports-only).
+# A local master auditing the inputs also gets the local JVM flags for their size (the throughput collector,
+# and C1 only up to jobs.session.SMALL_INPUT_BYTES; not with --reports-only).
 driver_jvm="-Dlog4j2.configurationFile=file:$log4j"
-if [[ -n "$small_input_jvm" && $reports_only -eq 0 && ( -z "$master" || "$master" == local* ) ]]; then
-  driver_jvm="$driver_jvm $small_input_jvm"
+if [[ -n "$local_jvm" && $reports_only -eq 0 && ( -z "$master" || "$master" == local* ) ]]; then
+  driver_jvm="$driver_jvm $local_jvm"
 fi
 log_args=(--files "$log4j"
   --conf "spark.driver.extraJavaOptions=$driver_jvm"

@@ -104,9 +104,10 @@ def get_or_create_session(
         extra_conf: more Spark settings (values are stringified; booleans become ``true``/``false``).
             They override the local defaults. On a reused session only runtime-modifiable keys are set;
             the others are logged and skipped.
-        input_bytes: what the run will read, when known: a *new local* session for a small input gets
-            :data:`SMALL_INPUT_JAVA_OPTIONS` (:func:`java_options_for_input`) unless ``extra_conf`` sets
-            ``spark.driver.extraJavaOptions``.
+        input_bytes: what the run will read, when known: a *new local* session gets
+            :data:`LOCAL_JAVA_OPTIONS` (the throughput collector), and for an input up to
+            :data:`SMALL_INPUT_BYTES` :data:`SMALL_INPUT_JAVA_OPTIONS` (C1 only; :func:`java_options_for_input`),
+            unless ``extra_conf`` or ``spark-defaults.conf`` sets ``spark.driver.extraJavaOptions``.
 
     Returns:
         The session, with ``spark.sql.session.timeZone=UTC``.
@@ -137,7 +138,9 @@ def get_or_create_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master)
         conf.update(LOCAL_DEFAULTS)
-        conf[DRIVER_JAVA_OPTIONS] = java_options_for_input(input_bytes)
+        options = java_options_for_input(input_bytes)
+        if options and not _spark_defaults_set(DRIVER_JAVA_OPTIONS):  # spark-defaults.conf wins, as extra_conf does
+            conf[DRIVER_JAVA_OPTIONS] = options
         if "pytest" in sys.modules:
             conf["spark.ui.enabled"] = "false"
     conf.update(UTC_CONF)
@@ -166,10 +169,41 @@ SMALL_INPUT_JAVA_OPTIONS = f"{LOCAL_JAVA_OPTIONS} -XX:TieredStopAtLevel=1 -XX:Re
 
 
 def java_options_for_input(input_bytes: int | None) -> str:
-    """The driver JVM flags for a new local session of a run reading ``input_bytes`` (None: unknown)."""
-    if input_bytes is None or input_bytes > SMALL_INPUT_BYTES:
-        return LOCAL_JAVA_OPTIONS
-    return SMALL_INPUT_JAVA_OPTIONS
+    """The driver JVM flags for a new local session of a run reading ``input_bytes`` (None: unknown); without
+    the collector when the environment's Java options choose one (two collectors: the JVM would not start)."""
+    options = LOCAL_JAVA_OPTIONS if input_bytes is None or input_bytes > SMALL_INPUT_BYTES else SMALL_INPUT_JAVA_OPTIONS
+    if _gc_chosen_by_environment():
+        options = options.replace(LOCAL_JAVA_OPTIONS, "").strip()
+    return options
+
+
+def _gc_chosen_by_environment() -> bool:
+    """True when ``JAVA_TOOL_OPTIONS``, ``JDK_JAVA_OPTIONS`` or ``_JAVA_OPTIONS`` select a garbage collector."""
+    import re
+
+    text = " ".join(os.environ.get(k, "") for k in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"))
+    return re.search(r"-XX:\+Use\w*GC\b", text) is not None
+
+
+def _spark_defaults_set(key: str) -> bool:
+    """True when the ``spark-defaults.conf`` a new session reads (``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``,
+    else pyspark's own) sets ``key``."""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    if not folder:
+        home = os.environ.get("SPARK_HOME")
+        if not home:
+            try:
+                import pyspark
+
+                home = os.path.dirname(pyspark.__file__)
+            except Exception:
+                return False
+        folder = os.path.join(home, "conf")
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as fh:
+            return any(line.split(None, 1)[0] == key for line in fh if line.strip() and not line.lstrip().startswith("#"))
+    except (OSError, IndexError):
+        return False
 
 
 def _explicit(spark: SparkSession, key: str) -> str | None:
@@ -272,8 +306,9 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
     """Run independent steps (each a Spark action, e.g. one table's write) from up to ``workers`` driver
     threads at once, and return their results by name, in the order given.
 
-    Spark schedules jobs from several threads side by side (each thread gets the caller's job description
-    through :func:`pyspark.inheritable_thread_target`); the results are those of running the steps one by one.
+    Spark schedules jobs from several threads side by side (each thread inherits the caller's job description
+    through :func:`pyspark.inheritable_thread_target` and adds the step's name to it, so the Spark UI and the
+    event log say which step a job is for); the results are those of running the steps one by one.
     Every step runs to its end even when another fails; then the first failure, in the order given, is raised
     (so no write is left half-done behind an error). Interrupted (Ctrl-C) while waiting, the session's jobs
     are cancelled, the steps are waited for, and the interrupt is raised.
@@ -284,12 +319,16 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
 
     from pyspark import inheritable_thread_target
 
-    sc = spark.sparkContext
-    parent = sc.getLocalProperty("spark.job.description")
+    try:
+        sc = spark.sparkContext
+        parent = sc.getLocalProperty("spark.job.description")
+    except Exception:  # Spark Connect: no SparkContext, no job descriptions to set
+        sc = parent = None
 
     def named(name: str, step: Callable[[], T]) -> Callable[[], T]:
         def run() -> T:  # the Spark UI and the event log name the step's jobs (e.g. "epoch-audit: reports: fencing")
-            sc.setJobDescription(f"{parent}: {name}" if parent else f"epoch-audit: {name}")
+            if sc is not None:
+                sc.setJobDescription(f"{parent}: {name}" if parent else f"epoch-audit: {name}")
             return step()
         return run
 

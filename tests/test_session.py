@@ -129,6 +129,10 @@ def test_a_new_local_session_for_a_small_input_compiles_with_c1_only(monkeypatch
     monkeypatch.setattr(SparkSession, "builder", builder)
     monkeypatch.setattr(session_mod, "size_shuffles", lambda s: {})
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    monkeypatch.delenv("JDK_JAVA_OPTIONS", raising=False)
+    monkeypatch.delenv("_JAVA_OPTIONS", raising=False)
+    monkeypatch.setattr(session_mod, "_spark_defaults_set", lambda key: False)
     get_or_create_session(master="local[2]", extra_conf=extra, input_bytes=input_bytes)
     assert builder.conf.get("spark.driver.extraJavaOptions") == expected
     # under spark-submit the JVM already runs: nothing to choose (spark-submit.sh passes the flags itself)
@@ -192,3 +196,30 @@ def test_concurrent_steps_carry_the_callers_job_description_and_their_name(spark
     assert after == "epoch-audit: reports"
     seen = run_concurrently(spark, [(n, lambda: sc.getLocalProperty("spark.job.description")) for n in "ab"])
     assert seen == {"a": "epoch-audit: a", "b": "epoch-audit: b"}
+
+
+def test_the_local_jvm_flags_give_way_to_the_users_own(monkeypatch, tmp_path) -> None:
+    """A collector chosen in the environment's Java options (two collectors: the JVM would not start), or
+    driver options in ``spark-defaults.conf`` (the user's, as an explicit ``extra_conf``), are kept."""
+    from pyspark.sql import SparkSession
+
+    for k in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert "-XX:+UseParallelGC" in session_mod.java_options_for_input(None)
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss4m -XX:+UseG1GC")
+    assert session_mod.java_options_for_input(None) == ""
+    assert session_mod.java_options_for_input(1000) == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS")
+
+    builder = _Builder()
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    monkeypatch.setattr(SparkSession, "builder", builder)
+    monkeypatch.setattr(session_mod, "size_shuffles", lambda s: {})
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    get_or_create_session(master="local[2]", input_bytes=1000)
+    assert builder.conf["spark.driver.extraJavaOptions"] == session_mod.SMALL_INPUT_JAVA_OPTIONS
+    (tmp_path / "spark-defaults.conf").write_text("# mine\nspark.driver.extraJavaOptions  -Dhttp.proxyHost=p\n")
+    builder.conf.clear()
+    get_or_create_session(master="local[2]", input_bytes=1000)
+    assert "spark.driver.extraJavaOptions" not in builder.conf

@@ -229,7 +229,9 @@ def run_reports(
 
     # every report's write step starts at once (jobs.session.run_concurrently) and builds its plan there; the
     # findings they share (kept) are computed once, by whichever step asks first (_Once), so the one-task
-    # metadata pass and the commit pass's spill run side by side instead of one after the other
+    # metadata pass and the commit pass's spill run side by side instead of one after the other. A failure of
+    # a shared part fails every step that needs it; the others still write their tables (as when a write
+    # fails), and the run raises the first failure
     writes: list[tuple[str, Callable[[], _Written]]] = []
     try:
         grace = int(config.rules.stale_grace_ms)

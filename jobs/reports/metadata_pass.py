@@ -5,7 +5,7 @@ as ~25 Spark stages over the cached observations: two window pre-filters, the id
 frontier, three grouped rule calls, the log's M2 and the anti-join of the observations it judges, and the
 lag pass of the rates. Each stage turns the cached rows into rows or Arrow again; at 1 M observations that
 is ~30 CPU-s, while the rules themselves take ~1. Here every observation goes to one ``mapInArrow`` task
-(the cached partitions coalesced into one, no shuffle) and the same steps run there, columnar (numpy over the whole table) where Spark ran
+(the observations' partitions coalesced into one, no shuffle) and the same steps run there, columnar (numpy over the whole table) where Spark ran
 them and through the same rule functions, on the same groups of rows, where Spark called Python:
 
 - **M1 + M3**: groups ``(client_id, topic_key)``, ``topic_key`` = the topic, else the smallest name other
@@ -322,17 +322,14 @@ def metadata_pass(obs: DataFrame, grace_ms: int, index: SpanIndex | None,
     if not (fits_one_task(obs) if fits is None else fits):
         return None
 
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    schema = to_arrow_schema(obs.schema)
-
     def one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches), schema)
-        if table.num_rows:  # no observations: no findings, no lags
-            yield from pass_table(table, grace_ms, index).to_batches()
+        got = [b for b in batches if b.num_rows]
+        if got:  # no observations: no findings, no lags (the batches' own schema: Spark's Arrow types may vary)
+            yield from pass_table(pa.Table.from_batches(got), grace_ms, index).to_batches()
 
-    # one partition without a shuffle: the task reads the cached partitions itself (a group-by-constant
-    # shuffled and sorted every row first, ~3 JVM CPU-s a million observations)
+    # one partition without a shuffle: the task reads the observations itself (a group-by-constant shuffled
+    # and sorted every row first, ~3 JVM CPU-s a million observations); the scan of ``obs`` runs in this task
+    # too, which at this size (<= MAX_ROWS) costs less than the shuffle did
     passed = keep(obs.coalesce(1).mapInArrow(one_task, _spark_schema(PASS_ARROW)))
     # run it now, once: the report writes that read it start together, and each would run the task itself
     passed.count()
