@@ -182,10 +182,9 @@ try:
 except ConfigError as exc:
     sys.exit(f"bad config: {exc}")
 try:  # the size probe never fails the check: unknown means the flags of an input of unknown size
-    from jobs.ingest.discover import local_input_bytes
-    from jobs.session import SMALL_INPUT_BYTES, java_options_for_input
+    from jobs.session import java_options_for_input, local_input_size
 
-    print(f"java-options:{java_options_for_input(local_input_bytes(config.inputs.roots, SMALL_INPUT_BYTES)) or ''}")
+    print(f"java-options:{java_options_for_input(local_input_size(config))}")
 except Exception:
     pass
 EOF

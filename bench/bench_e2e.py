@@ -74,8 +74,7 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
     given; without the reports unless ``reports``); returns the figures."""
     from jobs.audit import run_audit
     from jobs.config import default_config
-    from jobs.ingest.discover import local_input_bytes
-    from jobs.session import SMALL_INPUT_BYTES, get_or_create_session
+    from jobs.session import get_or_create_session, local_input_size
 
     inputs = simulated(cache, commits)
     start, end = (day, day) if day else date_range(commits)
@@ -93,8 +92,8 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
         if stages:
             extra.update(event_log_conf(out / "events"))
         # the JVM flags the CLI would choose for this input (jobs.session.java_options_for_input)
-        size = local_input_bytes(config.inputs.roots, SMALL_INPUT_BYTES)
-        spark = get_or_create_session(master=master, app_name="bench-e2e", extra_conf=extra, input_bytes=size)
+        spark = get_or_create_session(master=master, app_name="bench-e2e", extra_conf=extra,
+                                      input_bytes=local_input_size(config))
         jpid = java_pid()
         cpu0 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
         t = time.perf_counter()

@@ -40,8 +40,7 @@ def fixed_cost(master: str, stages: bool, full_jit: bool = False) -> dict:
     from epochlib import sim
     from jobs.audit import run_audit
     from jobs.config import default_config
-    from jobs.ingest.discover import local_input_bytes
-    from jobs.session import SMALL_INPUT_BYTES, get_or_create_session
+    from jobs.session import get_or_create_session, local_input_size
 
     root = Path(tempfile.mkdtemp(prefix="bench_fixed_"))
     try:
@@ -57,7 +56,7 @@ def fixed_cost(master: str, stages: bool, full_jit: bool = False) -> dict:
             extra.update(event_log_conf(root / "events"))
         t0 = time.perf_counter()
         c0 = time.process_time()
-        size = None if full_jit else local_input_bytes(config.inputs.roots, SMALL_INPUT_BYTES)
+        size = None if full_jit else local_input_size(config)
         spark = get_or_create_session(master=master, app_name="bench-fixed", extra_conf=extra, input_bytes=size)
         n = spark.range(1000).count()
         bare = time.perf_counter() - t0

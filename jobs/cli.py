@@ -145,10 +145,9 @@ def _check_inputs(config: Any) -> None:
 def _session(config: Any, *, ingest: bool = False) -> Any:
     """The run's session; for a run that ingests, a new local one is started for the size of its inputs
     (:func:`jobs.session.java_options_for_input`)."""
-    from .ingest.discover import local_input_bytes
-    from .session import SMALL_INPUT_BYTES, get_or_create_session
+    from .session import get_or_create_session, local_input_size
 
-    size = local_input_bytes(config.inputs.roots, SMALL_INPUT_BYTES) if ingest else None
+    size = local_input_size(config) if ingest else None
     try:
         return get_or_create_session(master=config.spark.master, app_name=f"epoch-audit {config.cluster}",
                                      extra_conf=dict(config.spark.conf), input_bytes=size)

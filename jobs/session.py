@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from .config import Config
+
 __all__ = ["ADAPTIVE_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "UTC_CONF", "get_or_create_session",
-           "has_delta", "java_options_for_input", "run_concurrently", "shuffles_for_input", "size_shuffles"]
+           "has_delta", "java_options_for_input", "local_input_size", "run_concurrently", "shuffles_for_input", "size_shuffles"]
 
 T = TypeVar("T")
 
@@ -165,16 +167,24 @@ LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 #: commits 96 -> 67 CPU-s, 10 M 111 -> 84 CPU-s, the demo 22-23 s -> 17.5-18.7 s (BENCHMARKS.md, "Issue 16",
 #: fourth and ninth rounds). The code cache is raised from C1-only's 48 MB default, which a whole audit
 #: fills (the JIT then stops compiling).
-SMALL_INPUT_JAVA_OPTIONS = f"{LOCAL_JAVA_OPTIONS} -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+_C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+SMALL_INPUT_JAVA_OPTIONS = f"{LOCAL_JAVA_OPTIONS} {_C1_ONLY}"
 
 
 def java_options_for_input(input_bytes: int | None) -> str:
     """The driver JVM flags for a new local session of a run reading ``input_bytes`` (None: unknown); without
     the collector when the environment's Java options choose one (two collectors: the JVM would not start)."""
-    options = LOCAL_JAVA_OPTIONS if input_bytes is None or input_bytes > SMALL_INPUT_BYTES else SMALL_INPUT_JAVA_OPTIONS
-    if _gc_chosen_by_environment():
-        options = options.replace(LOCAL_JAVA_OPTIONS, "").strip()
-    return options
+    small = input_bytes is not None and input_bytes <= SMALL_INPUT_BYTES
+    flags = ([] if _gc_chosen_by_environment() else [LOCAL_JAVA_OPTIONS]) + ([_C1_ONLY] if small else [])
+    return " ".join(flags)
+
+
+def local_input_size(config: Config) -> int | None:
+    """What :func:`java_options_for_input` needs to know of the config's inputs: their bytes, counted up to
+    just past :data:`SMALL_INPUT_BYTES` (None: not local, or unreadable)."""
+    from .ingest.discover import local_input_bytes
+
+    return local_input_bytes(config.inputs.roots, SMALL_INPUT_BYTES)
 
 
 def _gc_chosen_by_environment() -> bool:
@@ -188,21 +198,14 @@ def _gc_chosen_by_environment() -> bool:
 def _spark_defaults_set(key: str) -> bool:
     """True when the ``spark-defaults.conf`` a new session reads (``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``,
     else pyspark's own) sets ``key``."""
-    folder = os.environ.get("SPARK_CONF_DIR")
-    if not folder:
-        home = os.environ.get("SPARK_HOME")
-        if not home:
-            try:
-                import pyspark
+    import pyspark
 
-                home = os.path.dirname(pyspark.__file__)
-            except Exception:
-                return False
-        folder = os.path.join(home, "conf")
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
     try:
         with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as fh:
             return any(line.split(None, 1)[0] == key for line in fh if line.strip() and not line.lstrip().startswith("#"))
-    except (OSError, IndexError):
+    except OSError:
         return False
 
 

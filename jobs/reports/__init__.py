@@ -36,7 +36,6 @@ from ..config import REPORTS, Config
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-
     from pyspark.sql import DataFrame, SparkSession
 
     from ..runlog import RunContext
