@@ -140,6 +140,8 @@ def get_or_create_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master)
         conf.update(LOCAL_DEFAULTS)
+        if _python_daemon_usable() and not _spark_defaults_set(PYTHON_DAEMON):
+            conf[PYTHON_DAEMON] = DAEMON_MODULE
         options = java_options_for_input(input_bytes)
         if options and not _spark_defaults_set(DRIVER_JAVA_OPTIONS):  # spark-defaults.conf wins, as extra_conf does
             conf[DRIVER_JAVA_OPTIONS] = options
@@ -155,6 +157,17 @@ def get_or_create_session(
 
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+PYTHON_DAEMON = "spark.python.daemon.module"
+#: The Python worker daemon of a local session we start: pyspark's, without Spark's bundled copies of
+#: pyspark on the workers' path (:mod:`jobs.pydaemon`).
+DAEMON_MODULE = "jobs.pydaemon"
+
+
+def _python_daemon_usable() -> bool:
+    """True when the workers run this interpreter (``PYSPARK_PYTHON`` unset or ours), which imports
+    :mod:`jobs.pydaemon`; another interpreter may not have our package."""
+    worker = os.environ.get("PYSPARK_PYTHON")
+    return worker is None or os.path.abspath(worker) == os.path.abspath(sys.executable)
 #: Inputs up to this size run in a JVM that compiles with C1 only (:data:`SMALL_INPUT_JAVA_OPTIONS`).
 SMALL_INPUT_BYTES = 4 * 2**30
 #: The JVM flags of every local session we start: the throughput collector. A run is a batch job; G1's

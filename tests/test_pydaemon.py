@@ -1,0 +1,63 @@
+"""The Python worker daemon of our local sessions (jobs.pydaemon): Spark's bundled copies of pyspark leave the
+workers' path only when they are copies of the pyspark the workers import anyway."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.pydaemon import bundled_entries
+
+
+def _install(root: Path, *, py4j: bool = True) -> tuple[Path, list[str]]:
+    """A pip-style install: site/pyspark (with its bundled zips and jar) and, optionally, site/py4j."""
+    site = root / "site"
+    pkg = site / "pyspark"
+    (pkg / "python" / "lib").mkdir(parents=True)
+    (pkg / "jars").mkdir()
+    (pkg / "__init__.py").write_text("")
+    if py4j:
+        (site / "py4j").mkdir()
+        (site / "py4j" / "__init__.py").write_text("")
+    bundled = [str(pkg / "python" / "lib" / "pyspark.zip"), str(pkg / "python" / "lib" / "py4j-0.10.9.9-src.zip"),
+               str(pkg / "jars" / "spark-core_2.13-4.3.0.jar")]
+    for b in bundled:
+        Path(b).write_bytes(b"")
+    return site, bundled
+
+
+def test_the_copies_of_the_installed_pyspark_are_dropped(tmp_path) -> None:
+    site, bundled = _install(tmp_path)
+    other = str(tmp_path / "deps.zip")  # a user's --py-files zip stays
+    path = [*bundled, other, str(site)]
+    assert bundled_entries(path) == bundled
+
+
+def test_py4j_found_only_in_its_zip_keeps_the_zip(tmp_path) -> None:
+    site, bundled = _install(tmp_path, py4j=False)
+    assert bundled_entries([*bundled, str(site)]) == [bundled[0], bundled[2]]
+
+
+def test_another_spark_distribution_is_left_alone(tmp_path) -> None:
+    site, _ = _install(tmp_path)
+    spark_home = tmp_path / "spark-4.3.0-bin"  # SPARK_HOME of a downloaded Spark: its pyspark may differ
+    (spark_home / "python" / "lib").mkdir(parents=True)
+    zips = [str(spark_home / "python" / "lib" / "pyspark.zip"), str(spark_home / "python" / "lib" / "py4j-src.zip")]
+    assert bundled_entries([*zips, str(site)]) == []
+
+
+def test_pyspark_only_in_the_zip_is_left_alone(tmp_path) -> None:
+    _, bundled = _install(tmp_path)
+    assert bundled_entries(bundled) == []  # nothing else provides pyspark
+
+
+@pytest.mark.spark
+def test_our_local_sessions_workers_import_the_installed_pyspark(spark) -> None:
+    from jobs.session import DAEMON_MODULE
+
+    assert spark.conf.get("spark.python.daemon.module") == DAEMON_MODULE
+    path = spark.sparkContext.parallelize([0], 1).map(lambda _: (sys.path, __import__("pyspark").__file__)).first()
+    assert not [p for p in path[0] if p.endswith(("pyspark.zip", ".jar"))]
+    assert ".zip" not in path[1]
