@@ -66,6 +66,9 @@ ADAPTIVE_CONF: dict[str, str] = {
 }
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 WHOLE_STAGE = "spark.sql.codegen.wholeStage"
+#: How Spark builds expression evaluators (projections, predicates, orderings): generated code compiled with
+#: Janino, falling back to interpreted (Spark's default), or interpreted only (``NO_CODEGEN``).
+CODEGEN_FACTORY = "spark.sql.codegen.factoryMode"
 MIN_SHUFFLE_PARTITIONS = 8
 #: Set (to the value chosen) when :func:`size_shuffles` chose the shuffle width / turned on adaptive execution
 #: itself, so a run may size them to its input (:func:`shuffles_for_input`); an explicit setting never
@@ -264,12 +267,13 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
     :data:`BYTES_PER_SHUFFLE_PARTITION` of input, at least 1, at most the width :func:`size_shuffles`
     chose; and when that is a single partition, no adaptive execution (with one partition there is nothing
     to coalesce or split, and adaptive execution runs every shuffle stage as a Spark job of its own: 144
-    jobs instead of 43 for the demo) and no whole-stage code generation (compiling each stage costs more than
-    running it interpreted on so few rows). A 16 MB nightly input then runs its joins and grouped rule functions
+    jobs instead of 43 for the demo) and no generated code, for whole stages or expressions (compiling it costs
+    more than running interpreted on so few rows). A 16 MB nightly input then runs its joins and grouped rule functions
     as one task each instead of eight near-empty ones (each a scheduling round and a Python worker round trip).
 
     Only settings :func:`size_shuffles` chose (and code generation, when nobody set it) are changed — an
-    explicit ``spark.sql.shuffle.partitions``, ``spark.sql.adaptive.enabled`` or ``spark.sql.codegen.wholeStage`` (spark-submit ``--conf``, ``[spark.conf]``, a Databricks cluster) is left
+    explicit ``spark.sql.shuffle.partitions``, ``spark.sql.adaptive.enabled``, ``spark.sql.codegen.wholeStage`` or
+    ``spark.sql.codegen.factoryMode`` (spark-submit ``--conf``, ``[spark.conf]``, a Databricks cluster) is left
     alone — and they are restored afterwards. Yields the width in force (None when left alone). Results do
     not depend on either setting.
     """
@@ -293,6 +297,10 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
         # a small input's queries run faster interpreted than compiled: each stage's generated code is compiled
         # (Janino, then the JIT) for a few thousand rows (demo audit: 25.1-25.5 s -> 23.6-23.9 s)
         changed[WHOLE_STAGE] = ("false", None)
+    if width == 1 and _explicit(spark, CODEGEN_FACTORY) is None:
+        # ... and so do its expressions: without whole-stage code each projection and predicate was still
+        # generated and compiled by Janino, ~30 % of the demo's executor-thread CPU (BENCHMARKS.md, tenth round)
+        changed[CODEGEN_FACTORY] = ("NO_CODEGEN", None)
     done = {}
     try:
         for key, (value, before) in changed.items():

@@ -68,19 +68,25 @@ def test_a_small_run_narrows_the_automatic_width_and_restores_it(auto) -> None:
         assert spark.conf.get("spark.sql.shuffle.partitions") == "1"
         assert spark.conf.get("spark.sql.adaptive.enabled") == "false"  # one partition: nothing to adapt
         assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"  # nor worth compiling
+        assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"  # not even its expressions
         df = spark.range(10)
         assert df.groupBy((df.id % 3).alias("k")).count().count() == 3
     assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     assert spark.conf.get("spark.sql.codegen.wholeStage", None) is None  # back to Spark's default
+    assert spark.conf.get("spark.sql.codegen.factoryMode", None) is None
     with shuffles_for_input(spark, 300 * 2**20) as width:  # 5 x 64 MiB: 5 partitions, adaptive stays on
         assert width == 5
         assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
         assert spark.conf.get("spark.sql.codegen.wholeStage", None) is None
-    spark.conf.set("spark.sql.codegen.wholeStage", "true")  # a user's explicit choice is kept
+        assert spark.conf.get("spark.sql.codegen.factoryMode", None) is None
+    spark.conf.set("spark.sql.codegen.wholeStage", "true")  # a user's explicit choices are kept
+    spark.conf.set("spark.sql.codegen.factoryMode", "CODEGEN_ONLY")
     with shuffles_for_input(spark, 1000) as width:
         assert width == 1 and spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+        assert spark.conf.get("spark.sql.codegen.factoryMode") == "CODEGEN_ONLY"
     spark.conf.unset("spark.sql.codegen.wholeStage")
+    spark.conf.unset("spark.sql.codegen.factoryMode")
     with shuffles_for_input(spark, 10 * 2**30) as width:  # never wider than the session's own width
         assert width == 8
     with shuffles_for_input(spark, None) as width:  # unknown input (a reports-only run): left alone
