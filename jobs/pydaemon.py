@@ -1,23 +1,30 @@
 """The Python worker daemon of the local sessions we start (``spark.python.daemon.module``): pyspark's own
-daemon, with Spark's bundled copies of pyspark taken off the workers' ``sys.path``.
+daemon, with two per-task costs taken out. Results do not change; BENCHMARKS.md ("Issue 16", tenth round) has
+the figures.
 
-Spark puts ``pyspark.zip``, the py4j zip and its ``spark-core`` jar at the front of every Python worker's
-``PYTHONPATH``. With pyspark installed from PyPI those are copies of the installed package, and costly ones:
-modules imported from a zip are compiled from source in every worker (there is no ``.pyc`` in it), and pyspark
-calls ``importlib.invalidate_caches()`` before every task, which rereads each zip's directory (the jar's holds
-~6,000 entries). Over the demo audit's ~250 tasks that was ~1.5-2.5 of the workers' ~7-9 CPU-s
-(BENCHMARKS.md, "Issue 16", tenth round).
-
-They are dropped only when they belong to the same pyspark installation the workers import anyway (the zips
-under its ``python/lib``, the jar under its ``jars``); a separate Spark distribution's copies are left where
-they are. This module must not import pyspark before that is decided: it runs as ``python -m jobs.pydaemon``.
+1. **Spark's bundled copies of pyspark leave the workers' path.** Spark puts ``pyspark.zip``, the py4j zip
+   and its ``spark-core`` jar at the front of every Python worker's ``PYTHONPATH``. With pyspark installed
+   from PyPI those are copies of the installed package, and costly ones: modules imported from a zip are
+   compiled from source in every worker (a zip holds no ``.pyc``), and pyspark calls
+   ``importlib.invalidate_caches()`` before every task, which rereads each zip's directory (the jar's holds
+   ~6,000 entries): ~1.5-2.5 of the demo audit's 7-9 worker CPU-s. They are dropped only when they belong to
+   the pyspark the workers import anyway (the zips under its ``python/lib``, the jar under its ``jars``); a
+   separate Spark distribution's copies stay. This module therefore imports pyspark only after that.
+2. **Only the young generations are collected after each task.** pyspark's daemon runs a full
+   ``gc.collect()`` in a reused worker after every task; with pyspark, pyarrow, numpy and our modules loaded
+   that walks every object of the process, ~35 ms of CPU per task however small the task (200 one-row
+   ``mapInArrow`` tasks: 7.3-8.1 worker CPU-s; collecting generations 0 and 1: 0.35). That still frees what
+   a task left in reference cycles; the old generation is collected by Python's own thresholds, as in any
+   long-lived process.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib.machinery
 import os
 import sys
+from typing import Any
 
 #: The entries Spark adds for pyspark itself (``PythonUtils.sparkPythonPath``).
 _BUNDLED = ("pyspark.zip", "py4j-", "spark-core_")
@@ -52,8 +59,30 @@ def drop_bundled() -> list[str]:
     return gone
 
 
+class YoungCollections:
+    """The ``gc`` module as pyspark's daemon sees it: :meth:`collect` collects at most the young generations
+    (0 and 1); everything else is the ``gc`` module's."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gc, name)
+
+    @staticmethod
+    def collect(generation: int = 2) -> int:
+        return gc.collect(min(generation, 1))
+
+
+def young_collections(daemon: Any) -> bool:
+    """Make ``daemon`` (pyspark's daemon module) collect only the young generations between tasks; False when
+    it does not use the ``gc`` module the way this expects (a pyspark that changed: left as it is)."""
+    if getattr(daemon, "gc", None) is not gc:
+        return False
+    daemon.gc = YoungCollections()
+    return True
+
+
 if __name__ == "__main__":
     drop_bundled()
-    from pyspark.daemon import manager
+    import pyspark.daemon
 
-    manager()
+    young_collections(pyspark.daemon)
+    pyspark.daemon.manager()

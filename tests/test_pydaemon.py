@@ -61,3 +61,32 @@ def test_our_local_sessions_workers_import_the_installed_pyspark(spark) -> None:
     path = spark.sparkContext.parallelize([0], 1).map(lambda _: (sys.path, __import__("pyspark").__file__)).first()
     assert not [p for p in path[0] if p.endswith(("pyspark.zip", ".jar"))]
     assert ".zip" not in path[1]
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_the_daemon_collects_the_young_generations_between_tasks() -> None:
+    import gc
+    import types
+    import weakref
+
+    from jobs.pydaemon import young_collections
+
+    daemon = types.SimpleNamespace(gc=gc)  # pyspark.daemon calls gc.collect() after every task
+    assert young_collections(daemon)
+    calls: list[int] = []
+    real = gc.collect
+    try:
+        gc.collect = lambda generation=2: calls.append(generation) or real(generation)
+        daemon.gc.collect()
+    finally:
+        gc.collect = real
+    assert calls == [1]  # not the full collection that walks every object of the process
+    assert daemon.gc.isenabled() == gc.isenabled()  # the rest is the gc module's
+    garbage = weakref.ref(_Cycle())  # what a task leaves in a reference cycle is still freed
+    daemon.gc.collect()
+    assert garbage() is None
+    assert not young_collections(types.SimpleNamespace())  # a daemon without gc: left as it is
