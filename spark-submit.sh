@@ -213,10 +213,17 @@ for ((i = 0; i < ${#passthrough[@]}; i++)); do
   esac
 done
 local_env=()  # what this script adds to the environment (printed by --dry-run)
+daemon_args=()
 if [[ -z "$master" || "$master" == local* ]]; then
   export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PYTHON}"
   export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PYTHON}"
   local_env=("PYSPARK_PYTHON=$PYSPARK_PYTHON" "PYSPARK_DRIVER_PYTHON=$PYSPARK_DRIVER_PYTHON")
+  # the Python worker daemon of the CLI's local sessions (jobs.pydaemon: no bundled pyspark copies on the
+  # workers' path, young-generation collections between tasks), when the workers' Python has our package;
+  # a --conf spark.python.daemon.module after -- wins
+  if "$PYSPARK_PYTHON" -c 'import jobs.pydaemon' >/dev/null 2>&1; then
+    daemon_args=(--conf "spark.python.daemon.module=jobs.pydaemon")
+  fi
 fi
 
 delta_args=()
@@ -347,7 +354,7 @@ job_args=(--conf "$conf" --from "$date_from" --to "$date_to")
 [[ -n "$metrics_file" ]] && job_args+=(--metrics-file "$(abspath "$metrics_file")")
 
 cmd=("$submit" --name "epoch-audit $date_from..$date_to" --py-files "$work/epoch_audit.zip"
-  "${log_args[@]}" "${delta_args[@]}" "${passthrough[@]}" "$work/epoch_audit_driver.py" "${job_args[@]}")
+  "${log_args[@]}" "${delta_args[@]}" "${daemon_args[@]}" "${passthrough[@]}" "$work/epoch_audit_driver.py" "${job_args[@]}")
 
 printf '%s: auditing %s .. %s with %s\n' "$prog" "$date_from" "$date_to" "$conf" >&2
 if [[ $dry_run -eq 1 ]]; then

@@ -85,4 +85,7 @@ if __name__ == "__main__":
     import pyspark.daemon
 
     young_collections(pyspark.daemon)
+    # running this module imported our package; the workers import it afresh, from where the task's own path
+    # says (under spark-submit a --py-files zip comes first), not from wherever this daemon was found
+    sys.modules.pop("jobs", None)
     pyspark.daemon.manager()

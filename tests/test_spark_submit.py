@@ -217,3 +217,24 @@ def test_a_small_local_input_gets_the_small_input_jvm_flags(tmp_path):
     with open(offsets / "00000000000000000000.log", "r+b") as fh:
         fh.truncate(SMALL_INPUT_BYTES + 1)
     assert SMALL_INPUT_JAVA_OPTIONS not in driver_options("--", "--master", "local[2]")
+
+
+def test_a_local_master_gets_our_worker_daemon_when_the_workers_python_has_it(tmp_path):
+    """Like the CLI's own sessions (jobs.session): a local master's workers run jobs.pydaemon when their Python
+    imports it; a cluster master's executors may not have our package, so they keep pyspark's daemon."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    env.update(PYTHON=sys.executable, XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    def words(*extra: str, **more: str) -> list[str]:
+        res = subprocess.run(["bash", str(SCRIPT), "--conf", str(_config(tmp_path)), "--from", "2024-03-01",
+                              "--dry-run", *extra], capture_output=True, text=True, env={**env, **more}, timeout=60)
+        assert res.returncode == 0, res.stderr
+        return shlex.split(res.stdout)
+
+    daemon = "spark.python.daemon.module=jobs.pydaemon"
+    assert daemon in words("--", "--master", "local[2]")
+    assert daemon not in words("--", "--master", "yarn")
+    bare = tmp_path / "bare-python"  # a worker Python without our package: pyspark's daemon stays
+    bare.write_text("#!/bin/sh\nexec python3 -S -c 'import sys; sys.exit(1)'\n")
+    bare.chmod(0o755)
+    assert daemon not in words("--", "--master", "local[2]", PYSPARK_PYTHON=str(bare))
