@@ -7,7 +7,9 @@ Notebooks, ``spark-submit`` and tests all go through :func:`get_or_create_sessio
 - Under ``spark-submit`` the JVM already exists with its own ``--master``; we never override it.
 - Otherwise a new local session is built with sane small-machine defaults: UTC session time zone, Arrow
   for pandas/Arrow conversions, modest driver memory, the in-memory catalog (no Hive), Parquet
-  timestamps written as INT64 micros (readable by delta-rs, DuckDB, Polars), and the UI off under pytest.
+  timestamps written as INT64 micros (readable by delta-rs, DuckDB, Polars), the UI off under pytest, JVM
+  flags for the input's size (:func:`java_options_for_input`) and our Python worker daemon
+  (:mod:`jobs.pydaemon`) when the workers run this interpreter.
 - Every session, created or handed to us, gets shuffles sized to the input (:data:`ADAPTIVE_CONF`:
   adaptive execution with coalesced shuffle partitions, and ``spark.sql.shuffle.partitions`` of
   ``2 x defaultParallelism``, at least 8) *unless the setting was made explicitly* — by a Databricks
@@ -162,7 +164,7 @@ def get_or_create_session(
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 PYTHON_DAEMON = "spark.python.daemon.module"
 #: The Python worker daemon of a local session we start: pyspark's, without Spark's bundled copies of
-#: pyspark on the workers' path (:mod:`jobs.pydaemon`).
+#: pyspark on the workers' path and with young-generation collections between tasks (:mod:`jobs.pydaemon`).
 DAEMON_MODULE = "jobs.pydaemon"
 
 
@@ -171,6 +173,8 @@ def _python_daemon_usable() -> bool:
     :mod:`jobs.pydaemon`; another interpreter may not have our package."""
     worker = os.environ.get("PYSPARK_PYTHON")
     return worker is None or os.path.abspath(worker) == os.path.abspath(sys.executable)
+
+
 #: Inputs up to this size run in a JVM that compiles with C1 only (:data:`SMALL_INPUT_JAVA_OPTIONS`).
 SMALL_INPUT_BYTES = 4 * 2**30
 #: The JVM flags of every local session we start: the throughput collector. A run is a batch job; G1's
