@@ -162,19 +162,6 @@ def get_or_create_session(
 
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
-PYTHON_DAEMON = "spark.python.daemon.module"
-#: The Python worker daemon of a local session we start: pyspark's, without Spark's bundled copies of
-#: pyspark on the workers' path and with young-generation collections between tasks (:mod:`jobs.pydaemon`).
-DAEMON_MODULE = "jobs.pydaemon"
-
-
-def _python_daemon_usable() -> bool:
-    """True when the workers run this interpreter (``PYSPARK_PYTHON`` unset or ours), which imports
-    :mod:`jobs.pydaemon`; another interpreter may not have our package."""
-    worker = os.environ.get("PYSPARK_PYTHON")
-    return worker is None or os.path.abspath(worker) == os.path.abspath(sys.executable)
-
-
 #: Inputs up to this size run in a JVM that compiles with C1 only (:data:`SMALL_INPUT_JAVA_OPTIONS`).
 SMALL_INPUT_BYTES = 4 * 2**30
 #: The JVM flags of every local session we start: the throughput collector. A run is a batch job; G1's
@@ -227,6 +214,19 @@ def _spark_defaults_set(key: str) -> bool:
             return any(line.split(None, 1)[0] == key for line in fh if line.strip() and not line.lstrip().startswith("#"))
     except OSError:
         return False
+
+
+PYTHON_DAEMON = "spark.python.daemon.module"
+#: The Python worker daemon of a local session we start: pyspark's, without Spark's bundled copies of
+#: pyspark on the workers' path and with young-generation collections between tasks (:mod:`jobs.pydaemon`).
+DAEMON_MODULE = "jobs.pydaemon"
+
+
+def _python_daemon_usable() -> bool:
+    """True when the workers run this interpreter (``PYSPARK_PYTHON`` unset or ours), which imports
+    :mod:`jobs.pydaemon`; another interpreter may not have our package."""
+    worker = os.environ.get("PYSPARK_PYTHON")
+    return worker is None or os.path.abspath(worker) == os.path.abspath(sys.executable)
 
 
 def _explicit(spark: SparkSession, key: str) -> str | None:
