@@ -112,7 +112,10 @@ def test_capture_pointer_column_matches_epochlib(spark) -> None:
     from jobs.reports.stale_metadata import capture_pointer_col
 
     cases = [("/c/a.jsonl", 3), ("/c/b.pcapng", 17), (None, None), ("/c/x.json", 0), ("/c/y.txt", 5),
-             ("/c/z.NDJSON", 9)]
+             ("/c/z.NDJSON", 9),
+             # case-blind without lower(): a final line break, letters that lower-case out of ASCII, a suffix alone
+             ("/c/a.json\n", 1), ("/c/\u0130.TxT", 2), ("/c/a.\u212a", 3), (".jsonl", 4), ("/c/a_jsonl", 5),
+             ("/c/a.jsonl.gz", 6), ("/c/a.JSoNl", 7)]
     df = spark.createDataFrame(cases, "source string, position long")
     got = [r[0] for r in df.select(capture_pointer_col()).collect()]
     assert got == [capture_pointer(s, p) for s, p in cases]

@@ -151,13 +151,14 @@ def _int_tuple(v: Any) -> tuple[int, ...]:
     return tuple(int(x) for x in v)
 
 
-_TEXT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".txt")
+#: File suffixes of text captures and dumps (line-numbered), compared case-blind.
+TEXT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".txt")
 
 
 def capture_pointer(source: str | None, position: int | None) -> str:
     """``capture:<file> line N`` for JSONL captures, ``capture:<file> frame N`` for pcap/pcapng."""
     src = source or "?"
-    unit = "line" if src.lower().endswith(_TEXT_SUFFIXES) else "frame"
+    unit = "line" if src.lower().endswith(TEXT_SUFFIXES) else "frame"
     return f"capture:{src} {unit} {position if position is not None else '?'}"
 
 
@@ -170,7 +171,7 @@ def unit_pointer(source: str | None, position: int | None) -> str:
     pos = position if position is not None else "?"
     if low.endswith(".parquet"):
         return f"{src} row {pos}"
-    if low.endswith(_TEXT_SUFFIXES):
+    if low.endswith(TEXT_SUFFIXES):
         return f"{src} line {pos}"
     return f"{src}@byte {pos}"
 

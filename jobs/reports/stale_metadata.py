@@ -41,6 +41,7 @@ keep the spelling they were ingested with until the range is ingested again.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from functools import partial, reduce
 from typing import TYPE_CHECKING
 
@@ -222,9 +223,15 @@ def capture_pointer_col() -> Column:
     """Spark form of :func:`epochlib.rules.capture_pointer` (how M2 evidence names a response)."""
     from pyspark.sql import functions as F
 
+    from epochlib.rules import TEXT_SUFFIXES
+
     src = F.when(F.col("source").isNull() | (F.col("source") == ""), F.lit("?")).otherwise(F.col("source"))  # `source or "?"`
-    low = F.lower(src)
-    text = low.endswith(".jsonl") | low.endswith(".ndjson") | low.endswith(".json") | low.endswith(".txt")
+    # `src.lower().endswith(suffixes)` as a case-blind regex, not lower(): Spark's lower() starts ICU's case
+    # mapping, ~0.5 s of a planning thread once per JVM (BENCHMARKS.md, eleventh round). ASCII case-blindness is
+    # the same test here: no other character lower-cases into these suffixes' letters. \z is the very end
+    # (Java's $ also matches before a final line break).
+    alts = "|".join(re.escape(s[1:]) for s in TEXT_SUFFIXES)
+    text = src.rlike(rf"(?i)\.(?:{alts})\z")
     unit = F.when(text, F.lit("line")).otherwise(F.lit("frame"))
     pos = F.coalesce(F.col("position").cast("string"), F.lit("?"))
     return F.concat(F.lit("capture:"), src, F.lit(" "), unit, F.lit(" "), pos)
