@@ -8,9 +8,11 @@ notebook and the end-to-end tests all call :func:`run_audit` with a ``SparkSessi
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -181,12 +183,15 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
     from .ingest import run_ingestion
     from .reports import run_reports
     from .runlog import SourceCounts, audit_run_table, run_status, source_status, write_audit_runs
-    from .session import shuffles_for_input
+    from .session import named_step, shuffles_for_input
 
     wanted = tuple(config.reports if reports is None else reports)
+    configured = [k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)]
     t0 = time.perf_counter()
     counts: tuple[SourceCounts, ...] = ()
-    with SparkProgress(spark, say, progress_interval) as tracker:
+    with SparkProgress(spark, say, progress_interval) as tracker, ThreadPoolExecutor(
+            1, thread_name_prefix="epoch-audit-completeness") as aside:
+        per_day: Future[dict[dt.date, dict[str, int]]] | None = None
         if ingest:
             tracker.step("ingest")
             say("ingest: decoding inputs into silver tables")
@@ -199,6 +204,11 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
                     f"{c.units_quarantined:,} quarantined, {c.records_decoded:,} records")
             for line in result.ingest.notes():
                 say(f"ingest: {line}")
+        if ingest and configured and wanted:
+            # the completeness counts read only the silver tables just written: counted while the reports run
+            tracker.step("completeness")
+            per_day = aside.submit(named_step(spark, "rows per day", functools.partial(
+                rows_per_day, spark, config, start, end, configured)))
         if wanted:
             t1 = time.perf_counter()
             tracker.step("reports")
@@ -218,10 +228,10 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
                 say(f"reports: {table:<24} {n:>8,} findings")
             for line in result.warnings:
                 say(f"warning: {line}")
-        configured = [k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)]
         if ingest and configured:
             tracker.step("completeness")
-            result.rows_per_day = rows_per_day(spark, config, start, end, configured)
+            result.rows_per_day = (per_day.result() if per_day is not None
+                                   else rows_per_day(spark, config, start, end, configured))
             met = {c.source_kind for c in counts}
             # a configured source with no input unit at all still gets its audit_runs row (no_input)
             counts = counts + tuple(SourceCounts(k, "file", 0, 0, 0) for k in configured if k not in met)

@@ -27,8 +27,9 @@ import logging
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -329,6 +330,26 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
 CONCURRENT_ACTIONS = 4
 
 
+def named_step(spark: SparkSession, name: str, step: Callable[[], T]) -> Callable[[], T]:
+    """``step`` to run in another driver thread: it inherits the caller's Spark job properties
+    (:func:`pyspark.inheritable_thread_target`) and adds ``name`` to the job description, so the Spark UI and
+    the event log say which step a job is for (e.g. "epoch-audit: reports: fencing")."""
+    from pyspark import inheritable_thread_target
+
+    try:
+        sc = spark.sparkContext
+        parent = sc.getLocalProperty("spark.job.description")
+    except Exception:  # Spark Connect: no SparkContext, no job descriptions to set
+        sc = parent = None
+
+    def run() -> T:
+        if sc is not None:
+            sc.setJobDescription(f"{parent}: {name}" if parent else f"epoch-audit: {name}")
+        return step()
+
+    return inheritable_thread_target(spark)(run)
+
+
 def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[], T]]],
                      workers: int = CONCURRENT_ACTIONS) -> dict[str, T]:
     """Run independent steps (each a Spark action, e.g. one table's write) from up to ``workers`` driver
@@ -345,23 +366,8 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
         return {name: step() for name, step in steps}
     from concurrent.futures import ThreadPoolExecutor, wait
 
-    from pyspark import inheritable_thread_target
-
-    try:
-        sc = spark.sparkContext
-        parent = sc.getLocalProperty("spark.job.description")
-    except Exception:  # Spark Connect: no SparkContext, no job descriptions to set
-        sc = parent = None
-
-    def named(name: str, step: Callable[[], T]) -> Callable[[], T]:
-        def run() -> T:  # the Spark UI and the event log name the step's jobs (e.g. "epoch-audit: reports: fencing")
-            if sc is not None:
-                sc.setJobDescription(f"{parent}: {name}" if parent else f"epoch-audit: {name}")
-            return step()
-        return run
-
     with ThreadPoolExecutor(min(workers, len(steps)), thread_name_prefix="epoch-audit-step") as pool:
-        futures = [(name, pool.submit(inheritable_thread_target(spark)(named(name, step)))) for name, step in steps]
+        futures = [(name, pool.submit(named_step(spark, name, step))) for name, step in steps]
         try:
             wait([f for _, f in futures])
         except BaseException:
@@ -373,6 +379,29 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
         if f.exception() is not None:
             raise f.exception()  # type: ignore[misc]
     return {name: f.result() for name, f in futures}
+
+
+class Once(Generic[T]):
+    """A value computed once, by the first caller of :meth:`get`; later callers (other steps' threads of
+    :func:`run_concurrently`) wait for it and get the same value, or the same exception."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make, self._lock = make, threading.Lock()
+        self._done, self._value, self._error = False, None, None
+
+    def get(self) -> T:
+        with self._lock:
+            if not self._done:
+                try:
+                    self._value = self._make()
+                except BaseException as exc:
+                    self._error = exc
+                    raise
+                finally:
+                    self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def has_delta(spark: SparkSession) -> bool:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jobs.reports import _Once
+from jobs.session import Once
 
 
 def test_concurrent_callers_get_one_computation() -> None:
@@ -20,7 +20,7 @@ def test_concurrent_callers_get_one_computation() -> None:
         time.sleep(0.2)  # the other callers arrive while it runs
         return [42]
 
-    once = _Once(make)
+    once = Once(make)
     got: list[object] = []
     threads = [threading.Thread(target=lambda: got.append(once.get())) for _ in range(4)]
     for t in threads:
@@ -38,7 +38,7 @@ def test_a_failure_reaches_every_caller_and_is_not_retried() -> None:
         calls.append(1)
         raise ValueError("commit pass failed")
 
-    once = _Once(make)
+    once = Once(make)
     for _ in range(2):
         with pytest.raises(ValueError, match="commit pass failed"):
             once.get()

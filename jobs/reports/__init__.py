@@ -26,11 +26,10 @@ evidence): the same silver rows, range and settings give the same ids.
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
 from ..config import REPORTS, Config
 from ..errors import ConfigError
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["ReportResult", "run_reports"]
 
 RATES_TABLE = "stale_metadata_rates"
-T = TypeVar("T")
 #: What one report table's write step returns: the sink's result, the rows per (rule, kind, severity) (None
 #: for the rates), the row count and the seconds it took.
 _Written = tuple["SinkResult", "dict[tuple, int] | None", int, float]
@@ -90,29 +88,6 @@ _READS = {
     "fencing_violations": ("epoch_lineage", "offset_commits"),
     "spurious_offset_resets": ("epoch_lineage", "offset_commits", "group_metadata", "metadata_observations"),
 }
-
-
-class _Once(Generic[T]):
-    """A value computed once, by the first caller of :meth:`get`; later callers (other write steps' threads)
-    wait for it and get the same value, or the same exception."""
-
-    def __init__(self, make: Callable[[], T]) -> None:
-        self._make, self._lock = make, threading.Lock()
-        self._done, self._value, self._error = False, None, None
-
-    def get(self) -> T:
-        with self._lock:
-            if not self._done:
-                try:
-                    self._value = self._make()
-                except BaseException as exc:
-                    self._error = exc
-                    raise
-                finally:
-                    self._done = True
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def written_kinds(
@@ -181,7 +156,7 @@ def run_reports(
     from pyspark import StorageLevel
 
     from ..runlog import RunContext
-    from ..session import run_concurrently
+    from ..session import Once, run_concurrently
     from ..sink import write_table
     from . import _frames as fr
     from . import commit_pass, fencing, kraft, metadata_pass, resets, stale_metadata
@@ -196,9 +171,11 @@ def run_reports(
     result = ReportResult(run=run)
     inputs = fr.InputState(before=run.range_from, frames=dict(state)) if state else None
     needs = {t for r in wanted for t in _READS[r]}
-    result.lookback_gaps.extend(fr.lookback_gaps(
-        {t: fr.read_silver(spark, config, t, cluster, window, inputs).select("event_date") for t in sorted(needs)},
-        window, run.range_from))
+
+    def gaps() -> list[str]:  # a step of its own, beside the writes (it was ~1 s before them)
+        return fr.lookback_gaps({t: fr.read_silver(spark, config, t, cluster, window, inputs).select("event_date")
+                                 for t in sorted(needs)}, window, run.range_from)
+
     cached: list[DataFrame] = []
     spills: list[CommitSpill] = []
 
@@ -227,29 +204,32 @@ def run_reports(
         writes.append((table, step))
 
     # every report's write step starts at once (jobs.session.run_concurrently) and builds its plan there; the
-    # findings they share (kept) are computed once, by whichever step asks first (_Once), so the one-task
+    # findings they share (kept) are computed once, by whichever step asks first (Once), so the one-task
     # metadata pass and the commit pass's spill run side by side instead of one after the other. A failure of
     # a shared part fails every step that needs it; the others still write their tables (as when a write
     # fails), and the run raises the first failure
     writes: list[tuple[str, Callable[[], _Written]]] = []
     try:
         grace = int(config.rules.stale_grace_ms)
-        ev = kraft.load(spark, config, cluster, window)  # the replayed metadata log (small; empty without one)
-        # the observations (id-filled rows kept: the fill is Python over every id-less response), read by
-        # M1/M2/M3, the token frontier, M5, M2 from the log, the rates, the lag and P1
-        plain = kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs), ev, keep)
+        # the replayed metadata log (small; empty without one), loaded by the first step that needs it
+        load_log = Once(lambda: kraft.load(spark, config, cluster, window))
 
         def observations() -> tuple[DataFrame, bool]:
+            # the observations (id-filled rows kept: the fill is Python over every id-less response), read by
+            # M1/M2/M3, the token frontier, M5, M2 from the log, the rates, the lag and P1
+            plain = kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs),
+                                         load_log.get(), keep)
             # when they fit the one-task pass, its few other readers (rates, P1) scan just the columns they need;
             # the ~25 stages of the Spark path read them from one cache (a cache of every column of a million
             # rows cost ~7 JVM CPU-s at 10 M commits, more than the scans it saved)
             fits = metadata_pass.fits_one_task(plain)
             return (plain if fits else keep(plain)), fits
 
-        obs_once = _Once(observations)
+        obs_once = Once(observations)
 
         def metadata() -> tuple[DataFrame, DataFrame | None]:
             obs, fits = obs_once.get()
+            ev = load_log.get()
             # every M-finding (and the lag per response) in one Python task when the observations fit one
             one = metadata_pass.metadata_pass(obs, grace, ev.index if ev.present else None, keep, fits=fits)
             if one is not None:
@@ -257,23 +237,24 @@ def run_reports(
             return keep(kraft.metadata_findings(obs, stale_metadata.metadata_findings(obs, grace), ev, grace,
                                                 keep=keep)), None
 
-        meta = _Once(metadata)
+        meta = Once(metadata)
         if "stale_metadata" in wanted:
             def rates_plan() -> DataFrame:
                 obs = obs_once.get()[0]
                 findings, lags = meta.get()
-                return kraft.add_lag(stale_metadata.stale_rates_frame(obs, findings, rng, cluster), obs, ev, grace,
-                                     lags=lags)
+                return kraft.add_lag(stale_metadata.stale_rates_frame(obs, findings, rng, cluster), obs, load_log.get(),
+                                     grace, lags=lags)
 
             write(lambda: stale_metadata.stale_metadata_frame(meta.get()[0], rng, cluster, run.run_id), "stale_metadata")
             write(rates_plan, RATES_TABLE)
         want_f, want_s = "fencing_violations" in wanted, "spurious_offset_resets" in wanted
         if want_f or want_s:
             tol = int(config.rules.snapshot_tolerance_seconds) * 1000
-            lin = keep(fencing.lineage(spark, config, cluster, window, inputs))
+            lineage = Once(lambda: keep(fencing.lineage(spark, config, cluster, window, inputs)))
 
             def commit_side() -> tuple[DataFrame, DataFrame]:
                 t0 = time.perf_counter()
+                lin = lineage.get()
                 commits = commit_pass.read_commits(spark, config, cluster, window, inputs)
                 groups = fr.read_silver(spark, config, "group_metadata", cluster, window, inputs) if want_s else None
                 # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
@@ -287,15 +268,17 @@ def run_reports(
                 # planning (and a spill's jobs): the pass itself runs with the first write that reads it
                 result.seconds["commit_pass"] = time.perf_counter() - t0
                 # K1, K2, P1 (the K2 rows also name the cause of later F2/L5/S1 findings)
-                return keep(found), keep(kraft.fencing_findings(spark, config, cluster, window, ev, lin, commits,
-                                                                obs_once.get()[0], inputs))
+                return keep(found), keep(kraft.fencing_findings(spark, config, cluster, window, load_log.get(), lin,
+                                                                commits, obs_once.get()[0], inputs))
 
-            shared = _Once(commit_side)
-            causes = (lambda: shared.get()[1]) if ev.present else (lambda: None)
+            shared = Once(commit_side)
+            def causes() -> DataFrame | None:  # the K2 rows, when there is a metadata log
+                return shared.get()[1] if load_log.get().present else None
+
             if want_f:
                 def fencing_plan() -> DataFrame:
                     commit_found, kraft_found = shared.get()
-                    found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lin,
+                    found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lineage.get(),
                                                      commit_findings_df=commit_found, state=inputs)
                     found = kraft.add_causes(found.unionByName(kraft_found), causes(), keep=keep)
                     return fencing.fencing_frame(found, rng, cluster, run.run_id)
@@ -309,7 +292,9 @@ def run_reports(
                     return resets.resets_frame(found, rng, cluster, run.run_id)
 
                 write(resets_plan, "spurious_offset_resets")
-        for table, (written, kinds, count, seconds) in run_concurrently(spark, writes).items():
+        done = run_concurrently(spark, [*writes, ("_lookback_gaps", gaps)])
+        result.lookback_gaps.extend(done.pop("_lookback_gaps"))
+        for table, (written, kinds, count, seconds) in done.items():
             result.tables[table] = written
             if kinds is not None:
                 result.by_kind[table] = kinds
