@@ -218,20 +218,22 @@ def run_ingestion(
                               follow_symlinks=inputs.follow_symlinks)
     inv.extend(cm.discover_cluster_metadata(inputs.cluster_metadata, follow_symlinks=inputs.follow_symlinks))
     input_bytes = sum(f.size for f in inv.files)
-    with shuffles_for_input(spark, input_bytes):
-        return _ingest(spark, config, run, inv, input_bytes, split_bytes=split_bytes, write_audit=write_audit)
+    with shuffles_for_input(spark, input_bytes) as width:
+        return _ingest(spark, config, run, inv, input_bytes, split_bytes=split_bytes, write_audit=write_audit,
+                       narrow=width == 1)
 
 
 def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory, input_bytes: int, *,
-            split_bytes: int, write_audit: bool) -> IngestResult:
-    """:func:`run_ingestion` after discovery (with the shuffle width sized to the input)."""
+            split_bytes: int, write_audit: bool, narrow: bool = False) -> IngestResult:
+    """:func:`run_ingestion` after discovery (with the shuffle width sized to the input; ``narrow``: one
+    shuffle partition, a small input)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from jobs.frames import union_all
     from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
-    from jobs.session import run_concurrently
+    from jobs.session import Once, run_concurrently
     from jobs.sink import adopts_files, write_table
 
     from . import cluster_metadata as cm
@@ -300,34 +302,43 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         works["cluster_metadata"] = records
         works["cluster_metadata_replay"] = records.where(F.col("row_kind") == "record").repartition(1).mapInArrow(
             cm.replay_records, to_spark_schema(cm.HISTORY_WORK))
+    def cache(work: DataFrame) -> DataFrame:
+        # a small input's work rows are cached in one partition per core: the decode keeps its parallelism, and
+        # each of the ~10 scans of them (a table's rows, the lineage's aggregates, the states, the counts, the
+        # quarantine) is that many tasks instead of one per file chunk and segment range (12-27 in the demo)
+        return (work.coalesce(par) if narrow else work).persist(StorageLevel.MEMORY_AND_DISK)
+
     for k in list(works):
-        works[k] = works[k].persist(StorageLevel.MEMORY_AND_DISK)
+        works[k] = cache(works[k])
 
     try:
-        silver: dict[str, DataFrame] = {}
+        # each silver frame is planned by the first step that reads it (its write, in that write's thread: the
+        # plans of the tables are analysed side by side and the first writes start ~1 s sooner; then the
+        # lookback states)
+        silver: dict[str, Once[DataFrame]] = {}
         if offset_commits is not None:
-            side = works["offsets"]
-            silver["offset_commits"] = off.commits_frame(
-                offset_commits, side, transactional=off.has_transactional_commits(side))
-            silver["group_metadata"] = off.groups_frame(side)
+            side, commits = works["offsets"], offset_commits
+            silver["offset_commits"] = Once(lambda: off.commits_frame(
+                commits, side, transactional=off.has_transactional_commits(side)))
+            silver["group_metadata"] = Once(lambda: off.groups_frame(side))
         if "logdirs" in works:
-            silver["record_batches"] = ld.batches_frame(works["logdirs"])
-            silver["epoch_lineage"] = ld.lineage_frame(works["logdirs"])
+            silver["record_batches"] = Once(lambda: ld.batches_frame(works["logdirs"]))
+            silver["epoch_lineage"] = Once(lambda: ld.lineage_frame(works["logdirs"]))
         if "metadata" in works:
-            silver["metadata_observations"] = md.observations_frame(works["metadata"])
+            silver["metadata_observations"] = Once(lambda: md.observations_frame(works["metadata"]))
         if "cluster_metadata_replay" in works:
-            silver["partition_history"] = cm.history_frame(works["cluster_metadata_replay"], run.range_from)
+            silver["partition_history"] = Once(
+                lambda: cm.history_frame(works["cluster_metadata_replay"], run.range_from))
 
         passes: dict[str, PassFiles] = {n: p for n, p in (("offset_commits", commit_files),
                                                           ("metadata_observations", captures)) if p is not None}
 
-        def held_write(name: str, rows: DataFrame | PassFiles) -> SinkResult:
+        def held_write(name: str, rows: Once[DataFrame] | PassFiles) -> SinkResult:
             # the commits (and a pass's rows) are decoded straight for the sink, never cached: one write over
             # the lookback days and the range, whose lookback days' files the sink holds back from the table
             # as this run's state (read back columnar; usually there are none, and then there is no state)
-            if not isinstance(rows, PassFiles):  # a pass dates its rows itself
-                rows = _dated(rows, run, pass_days)
-            res = write_table(rows, name, config=config, mode="replace_range", date_range=run.date_range,
+            frame = rows if isinstance(rows, PassFiles) else _dated(rows.get(), run, pass_days)  # a pass dates its own
+            res = write_table(frame, name, config=config, mode="replace_range", date_range=run.date_range,
                               hold_back=before)
             if res.held is not None:
                 held.append(res.held)  # released on any later failure, like the other states
@@ -342,9 +353,12 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 if name in passes or (name == "offset_commits" and before is not None):
                     out.append((name, functools.partial(held_write, name, rows)))
                 else:
-                    out.append((name, functools.partial(write_table, _dated(rows, run), name, config=config,
-                                                        mode="replace_range", date_range=run.date_range)))
+                    out.append((name, functools.partial(dated_write, name, rows)))
             return out
+
+        def dated_write(name: str, rows: Once[DataFrame]) -> SinkResult:
+            return write_table(_dated(rows.get(), run), name, config=config, mode="replace_range",
+                               date_range=run.date_range)
 
         # the silver tables and the quarantine are independent writes of the cached work rows: submitted at
         # once (jobs.session.run_concurrently), so one write's scheduling gaps and one-task stages are
@@ -356,53 +370,81 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         for kind, src in (("offsets", commit_files), ("metadata", captures)):
             if src is not None:  # the pass's side rows (quarantine, stats, and the offsets' groups)
                 assert src.side is not None
-                works[kind] = src.side.persist(StorageLevel.MEMORY_AND_DISK)
+                works[kind] = cache(src.side)
         if commit_files is not None:
-            silver["group_metadata"] = off.groups_frame(works["offsets"])
+            silver["group_metadata"] = Once(lambda: off.groups_frame(works["offsets"]))
         writes = silver_writes(late)
 
         # quarantine: executor rows + unrecognised files (names only, from the driver)
-        qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in works.items()]
-        if inv.unrecognised:
-            rows = [make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
-                              reason=u.reason, raw=None) for u in inv.unrecognised]
-            from jobs.schemas import spark_schema
+        def quarantine_rows() -> DataFrame:
+            qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in works.items()]
+            if inv.unrecognised:
+                rows = [make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
+                                  reason=u.reason, raw=None) for u in inv.unrecognised]
+                from jobs.schemas import spark_schema
 
-            qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
-        if qparts:
-            writes.append(("quarantine", functools.partial(write_table, union_all(qparts), "quarantine", config=config,
-                                                           mode="replace_range", date_range=run.date_range)))
-        tables.update(run_concurrently(spark, writes))
+                qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
+            return union_all(qparts)
+
+        if works or inv.unrecognised:
+            writes.append(("quarantine", lambda: write_table(quarantine_rows(), "quarantine", config=config,
+                                                             mode="replace_range", date_range=run.date_range)))
+
+        def lookback_states() -> None:
+            # one job materialises every other lookback state while the work rows are cached; an empty state
+            # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
+            if before is None:
+                return
+            states = {name: _dated(df.get(), run, before).persist(StorageLevel.MEMORY_AND_DISK)
+                      for name, df in silver.items() if name != "offset_commits" and name not in passes}
+            if not states:
+                return
+            try:
+                parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
+                have = {r["table"] for r in union_all(parts).groupBy("table").count().collect() if r["count"]}
+            except BaseException:
+                for st in states.values():
+                    st.unpersist()
+                raise
+            for name, st in states.items():
+                if name in have:
+                    lookback[name] = st  # released with the rest of the state, on success or failure
+                else:
+                    st.unpersist()
+
+        def unit_totals() -> dict[tuple[str, str], list]:
+            # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
+            totals: dict[tuple[str, str], list] = {}
+            sparts = [_stats(w, _WORK_KIND.get(kind, kind)) for kind, w in works.items()]
+            if sparts:
+                agg = union_all(sparts).groupBy("source_kind", "unit").agg(
+                    F.sum("n_read").alias("read"), F.sum("n_bad").alias("bad"), F.sum("n_out").alias("out"),
+                    F.sum("n_unpaired").alias("unpaired"))
+                for r in agg.collect():
+                    totals[(r["source_kind"], r["unit"])] = [int(r["read"] or 0), int(r["bad"] or 0),
+                                                             int(r["out"] or 0), r["unpaired"]]
+            return totals
+
+        def info_notes() -> list[str]:
+            # info lines (e.g. TLS handshakes to ports that are not broker ports): few, for the run's notes
+            if "metadata" not in works:
+                return []
+            return [f"metadata: {r['source']}: {r['reason']}" for r in works["metadata"].filter(
+                F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]
+
+        # the late writes, the lookback states, the counts and the notes all read the cached work rows: one
+        # round of concurrent steps (each was a Spark job after the other, ~2 s of the demo's ingest)
+        steps = [*writes, ("_states", lookback_states), ("_totals", unit_totals), ("_infos", info_notes)]
+        done = run_concurrently(spark, steps)
+        totals: dict[tuple[str, str], list] = done.pop("_totals")
+        infos: list[str] = done.pop("_infos")
+        done.pop("_states")
+        tables.update(done)
         for name in ("offset_commits", *passes):
             res = tables.get(name)
             if res is not None and res.held is not None and res.held.frame is not None:
                 lookback[name] = res.held.frame
 
-        states: dict[str, DataFrame] = {}
-        if before is not None:
-            states = {name: _dated(df, run, before).persist(StorageLevel.MEMORY_AND_DISK)
-                      for name, df in silver.items() if name != "offset_commits" and name not in passes}
-        if states:
-            # one job materialises every other lookback state while the work rows are cached; an empty state
-            # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
-            parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
-            have = {r["table"] for r in union_all(parts).groupBy("table").count().collect() if r["count"]}
-            for name, st in states.items():
-                if name in have:
-                    lookback[name] = st
-                else:
-                    st.unpersist()
-
-        # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
-        totals: dict[tuple[str, str], list] = {}
-        sparts = [_stats(w, _WORK_KIND.get(kind, kind)) for kind, w in works.items()]
-        if sparts:
-            agg = union_all(sparts).groupBy("source_kind", "unit").agg(
-                F.sum("n_read").alias("read"), F.sum("n_bad").alias("bad"), F.sum("n_out").alias("out"),
-                F.sum("n_unpaired").alias("unpaired"))
-            for r in agg.collect():
-                totals[(r["source_kind"], r["unit"])] = [int(r["read"] or 0), int(r["bad"] or 0),
-                                                         int(r["out"] or 0), r["unpaired"]]
         for u in inv.unrecognised:
             t = totals.setdefault((u.kind, "file"), [0, 0, 0, None])
             t[0] += 1
@@ -411,11 +453,6 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             SourceCounts(source_kind=k, unit=u, units_decoded=r - b, units_quarantined=b, records_decoded=o,
                          units_read=r, units_unpaired=None if up is None else int(up))
             for (k, u), (r, b, o, up) in sorted(totals.items()))
-        # info lines (e.g. TLS handshakes to ports that are not broker ports): few, for the run's notes
-        infos = []
-        if "metadata" in works:
-            infos = [f"metadata: {r['source']}: {r['reason']}" for r in works["metadata"].filter(
-                F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]
         if write_audit and counts:
             tables["audit_runs"] = write_audit_runs(audit_run_table(run, counts), config)
     except BaseException:
