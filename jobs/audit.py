@@ -217,8 +217,9 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             # the reports read what this run ingested (and the lookback days): the same width as ingestion
             width = result.ingest.input_bytes if result.ingest is not None else None
             try:
-                with shuffles_for_input(spark, width):
-                    result.reports = run_reports(spark, config, start, end, run, reports=wanted, state=state)
+                with shuffles_for_input(spark, width) as in_force:
+                    result.reports = run_reports(spark, config, start, end, run, reports=wanted, state=state,
+                                                 narrow=in_force == 1)
             finally:
                 _release(result)
             result.findings = dict(getattr(result.reports, "findings", {}) or {})

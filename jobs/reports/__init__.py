@@ -25,6 +25,7 @@ evidence): the same silver rows, range and settings give the same ids.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -125,6 +126,16 @@ def _reports(config: Config, reports: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(r for r in REPORTS if r in wanted)
 
 
+def _drop(df: DataFrame) -> None:
+    """Release a kept frame: its cache, or a local checkpoint's blocks (through the JVM plan, Spark Classic; where
+    that is not reachable Spark's cleaner drops them once the frame is gone)."""
+    df.unpersist()
+    with contextlib.suppress(Exception):
+        plan = df._jdf.logicalPlan()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
+
+
 def run_reports(
     spark: SparkSession,
     config: Config,
@@ -133,6 +144,8 @@ def run_reports(
     run: RunContext | None = None,
     reports: Iterable[str] | None = None,
     state: Mapping[str, DataFrame] | None = None,
+    *,
+    narrow: bool = False,
 ) -> ReportResult:
     """Compute and write the report tables for ``[date_from, date_to]``.
 
@@ -146,6 +159,8 @@ def run_reports(
         reports: any of ``stale_metadata``, ``fencing_violations``, ``spurious_offset_resets``.
         state: silver table -> rows decoded from the run's inputs dated in the lookback days before the
             range (:attr:`jobs.ingest.IngestResult.lookback`); added to what earlier runs wrote for them.
+        narrow: the run is small (one shuffle partition, :func:`jobs.session.shuffles_for_input`): the parts
+            several reports share are computed into local checkpoints as soon as they are planned.
 
     Returns:
         A :class:`ReportResult` with per-table counts.
@@ -180,7 +195,11 @@ def run_reports(
     spills: list[CommitSpill] = []
 
     def keep(df: DataFrame) -> DataFrame:
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        # a part several steps read. In a narrow run it is computed at once into a local checkpoint: the plans
+        # built on it then start from its rows instead of repeating its whole plan, whose analysis, again for
+        # every frame derived from it, was ~1 s of the fencing step (BENCHMARKS.md, eleventh round); otherwise
+        # it is cached, computed by the first write that reads it
+        df = df.localCheckpoint(eager=True) if narrow else df.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
         return df
 
@@ -302,7 +321,7 @@ def run_reports(
             result.seconds[table] = seconds
     finally:
         for df in cached:
-            df.unpersist()
+            _drop(df)
         for spill in spills:
             spill.close()
     return result
