@@ -87,6 +87,25 @@ def test_round_trip_readable_by_delta_rs_and_spark(spark, tmp_path) -> None:
 
 
 @pytest.mark.spark
+def test_a_small_table_of_many_days_is_read_in_one_task_per_core(spark, tmp_path, monkeypatch) -> None:
+    """Each day folder is a scan of its own: a small table's are read together (one task per core), a large
+    one's each in its own tasks; the rows are the same."""
+    from jobs.sink import _read
+
+    config = cfg(tmp_path)
+    days = [D1 + dt.timedelta(days=i) for i in range(6)]
+    rows = [("c1", d, f"b{i}", i) for i, d in enumerate(days)]
+    write_table(rates(spark, rows), RATES, config=config, date_range=(days[0], days[-1]))
+    small = read_table(spark, RATES, config)
+    assert small.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism < len(days)
+    monkeypatch.setattr(_read, "SMALL_READ_BYTES", 0)
+    large = read_table(spark, RATES, config)
+    assert large.rdd.getNumPartitions() >= len(days)
+    key = lambda r: (r.event_date, r.subject, r.responses)  # noqa: E731
+    assert sorted(map(key, small.collect())) == sorted(map(key, large.collect())) == [(d, s, n) for _, d, s, n in rows]
+
+
+@pytest.mark.spark
 def test_rerun_replaces_its_range_and_leaves_other_dates_and_clusters(spark, tmp_path) -> None:
     config = cfg(tmp_path)
     path = tmp_path / "out" / RATES
