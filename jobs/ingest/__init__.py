@@ -384,7 +384,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 from jobs.schemas import spark_schema
 
                 qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
-            return union_all(qparts)
+            rows = union_all(qparts)
+            return rows.coalesce(par) if narrow else rows  # a task per work frame's partition otherwise
 
         if works or inv.unrecognised:
             writes.append(("quarantine", lambda: write_table(quarantine_rows(), "quarantine", config=config,
@@ -417,7 +418,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             totals: dict[tuple[str, str], list] = {}
             sparts = [_stats(w, _WORK_KIND.get(kind, kind)) for kind, w in works.items()]
             if sparts:
-                agg = union_all(sparts).groupBy("source_kind", "unit").agg(
+                stats = union_all(sparts)
+                agg = (stats.coalesce(par) if narrow else stats).groupBy("source_kind", "unit").agg(
                     F.sum("n_read").alias("read"), F.sum("n_bad").alias("bad"), F.sum("n_out").alias("out"),
                     F.sum("n_unpaired").alias("unpaired"))
                 for r in agg.collect():

@@ -170,6 +170,7 @@ def run_reports(
     """
     from pyspark import StorageLevel
 
+    from ..ingest._spark import default_parallelism
     from ..runlog import RunContext
     from ..session import Once, run_concurrently
     from ..sink import write_table
@@ -192,6 +193,7 @@ def run_reports(
                                  for t in sorted(needs)}, window, run.range_from)
 
     cached: list[DataFrame] = []
+    cores = default_parallelism(spark)
     spills: list[CommitSpill] = []
 
     def keep(df: DataFrame) -> DataFrame:
@@ -199,7 +201,9 @@ def run_reports(
         # built on it then start from its rows instead of repeating its whole plan, whose analysis, again for
         # every frame derived from it, was ~1 s of the fencing step (BENCHMARKS.md, eleventh round); otherwise
         # it is cached, computed by the first write that reads it
-        df = df.localCheckpoint(eager=True) if narrow else df.persist(StorageLevel.MEMORY_AND_DISK)
+        # (in one partition per core: a union of rule outputs has a partition per rule, and each would be a task of
+        # every stage that reads it)
+        df = df.coalesce(cores).localCheckpoint(eager=True) if narrow else df.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
         return df
 
