@@ -291,8 +291,12 @@ def run_reports(
                 # planning (and a spill's jobs): the pass itself runs with the first write that reads it
                 result.seconds["commit_pass"] = time.perf_counter() - t0
                 # K1, K2, P1 (the K2 rows also name the cause of later F2/L5/S1 findings)
-                return keep(found), keep(kraft.fencing_findings(spark, config, cluster, window, load_log.get(), lin,
-                                                                commits, obs_once.get()[0], inputs))
+                # P1 reads the observations only without a metadata log (the expansions come from the log when
+                # there is one): then this step need not wait for them
+                ev = load_log.get()
+                obs = None if ev.present else obs_once.get()[0]
+                return keep(found), keep(kraft.fencing_findings(spark, config, cluster, window, ev, lin, commits, obs,
+                                                                inputs))
 
             shared = Once(commit_side)
             def causes() -> DataFrame | None:  # the K2 rows, when there is a metadata log
