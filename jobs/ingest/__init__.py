@@ -253,6 +253,12 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     lookback: dict[str, DataFrame] = {}
     held: list[HeldRows] = []
 
+    def cache(work: DataFrame) -> DataFrame:
+        # a small input's work rows are cached in one partition per core: the decode keeps its parallelism, and
+        # each of the ~10 scans of them (a table's rows, the lineage's aggregates, the states, the counts, the
+        # quarantine) is that many tasks instead of one per file chunk and segment range (12-27 in the demo)
+        return (work.coalesce(par) if narrow else work).persist(StorageLevel.MEMORY_AND_DISK)
+
     before = lookback_days(config, run)
     # the days a pass that writes its own files covers: the lookback days (held back, see held_write) and the range
     pass_days = (before[0] if before is not None else run.range_from, run.range_to)
@@ -299,17 +305,12 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         # decode per file (in parallel); the merge + replay sees the whole log in one task (small: MBs)
         records = files_frame(spark, kraft_files, cm.FILE_SCHEMA, par).mapInArrow(
             cm.decode_files, to_spark_schema(cm.WORK))
-        works["cluster_metadata"] = records
+        works["cluster_metadata"] = records = cache(records)
         works["cluster_metadata_replay"] = records.where(F.col("row_kind") == "record").repartition(1).mapInArrow(
             cm.replay_records, to_spark_schema(cm.HISTORY_WORK))
-    def cache(work: DataFrame) -> DataFrame:
-        # a small input's work rows are cached in one partition per core: the decode keeps its parallelism, and
-        # each of the ~10 scans of them (a table's rows, the lineage's aggregates, the states, the counts, the
-        # quarantine) is that many tasks instead of one per file chunk and segment range (12-27 in the demo)
-        return (work.coalesce(par) if narrow else work).persist(StorageLevel.MEMORY_AND_DISK)
-
     for k in list(works):
-        works[k] = cache(works[k])
+        if k != "cluster_metadata":  # cached where it is made: the replay reads that cache
+            works[k] = cache(works[k])
 
     try:
         # each silver frame is planned by the first step that reads it (its write, in that write's thread: the
@@ -396,11 +397,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
             if before is None:
                 return
-            states = {name: _dated(df.get(), run, before).persist(StorageLevel.MEMORY_AND_DISK)
-                      for name, df in silver.items() if name != "offset_commits" and name not in passes}
-            if not states:
-                return
+            states: dict[str, DataFrame] = {}
             try:
+                for name, df in silver.items():
+                    if name != "offset_commits" and name not in passes:  # a frame may fail to plan: release the rest
+                        states[name] = _dated(df.get(), run, before).persist(StorageLevel.MEMORY_AND_DISK)
+                if not states:
+                    return
                 parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
                 have = {r["table"] for r in union_all(parts).groupBy("table").count().collect() if r["count"]}
             except BaseException:
@@ -437,7 +440,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         # the late writes, the lookback states, the counts and the notes all read the cached work rows: one
         # round of concurrent steps (each was a Spark job after the other, ~2 s of the demo's ingest)
         steps = [*writes, ("_states", lookback_states), ("_totals", unit_totals), ("_infos", info_notes)]
-        done = run_concurrently(spark, steps)
+        done = run_concurrently(spark, steps, workers=len(steps))  # all at once: small jobs and collects
         totals: dict[tuple[str, str], list] = done.pop("_totals")
         infos: list[str] = done.pop("_infos")
         done.pop("_states")
