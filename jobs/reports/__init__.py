@@ -197,12 +197,12 @@ def run_reports(
     spills: list[CommitSpill] = []
 
     def keep(df: DataFrame) -> DataFrame:
-        # a part several steps read. In a narrow run it is computed at once into a local checkpoint: the plans
-        # built on it then start from its rows instead of repeating its whole plan, whose analysis, again for
-        # every frame derived from it, was ~1 s of the fencing step (BENCHMARKS.md, eleventh round); otherwise
-        # it is cached, computed by the first write that reads it
-        # (in one partition per core: a union of rule outputs has a partition per rule, and each would be a task of
-        # every stage that reads it)
+        # a part several steps read (the caller's frame holds its rows; released when the reports are written).
+        # In a narrow run it is computed at once into a local checkpoint, in one partition per core (a union of
+        # rule outputs has a partition per rule, each a task of every stage that reads it): the plans built on it
+        # then start from its rows instead of repeating its whole plan, whose analysis, again for every frame
+        # derived from it, was ~1 s of the fencing step (BENCHMARKS.md, eleventh round). Otherwise it is cached,
+        # computed by the first write that reads it
         df = df.coalesce(cores).localCheckpoint(eager=True) if narrow else df.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
         return df
@@ -288,7 +288,8 @@ def run_reports(
                 else:
                     found = commit_pass.commit_findings(commits, lin, groups, tolerance_ms=tol, fencing=want_f,
                                                         resets=want_s)
-                # planning (and a spill's jobs): the pass itself runs with the first write that reads it
+                # planning (and a spill's jobs): the pass itself runs with the first write that reads it (in a narrow
+                # run, when it is kept below)
                 result.seconds["commit_pass"] = time.perf_counter() - t0
                 # K1, K2, P1 (the K2 rows also name the cause of later F2/L5/S1 findings)
                 # P1 reads the observations only without a metadata log (the expansions come from the log when
@@ -319,7 +320,8 @@ def run_reports(
                     return resets.resets_frame(found, rng, cluster, run.run_id)
 
                 write(resets_plan, "spurious_offset_resets")
-        done = run_concurrently(spark, [*writes, ("_lookback_gaps", gaps)])
+        steps = [*writes, ("_lookback_gaps", gaps)]
+        done = run_concurrently(spark, steps, workers=len(steps))  # the small gap check beside, not after, a write
         result.lookback_gaps.extend(done.pop("_lookback_gaps"))
         for table, (written, kinds, count, seconds) in done.items():
             result.tables[table] = written

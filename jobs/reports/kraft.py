@@ -227,7 +227,7 @@ def add_causes(findings: DataFrame, elections: DataFrame | None,
                keep: Callable[[DataFrame], DataFrame] = lambda df: df) -> DataFrame:
     """``findings`` with ``cause_finding_id``: the K2 finding (of ``elections``) that explains each F2, L5 or
     S1 truncation finding, null elsewhere. With elections the findings are read twice (the candidates, and
-    the rows the causes join to): ``keep`` persists them (the caller unpersists them)."""
+    the rows the causes join to): ``keep`` keeps them (caches or checkpoints; the caller releases them)."""
     from pyspark.sql import functions as F
 
     if elections is None:
@@ -272,7 +272,7 @@ def with_topic_ids(obs: DataFrame, ev: KraftEvidence,
                    keep: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
     """M3 with the log: ``tid``/``topic_id`` filled from the log's topic-id lifecycle for observations
     without an id whose capture time the log spans (:func:`~epochlib.rules.kraft.with_log_topic_ids`); every
-    stale-metadata rule then keys them by id. Unchanged without a log. ``keep`` persists the filled rows (so
+    stale-metadata rule then keys them by id. Unchanged without a log. ``keep`` keeps the filled rows (so
     several readers of the result fill them once)."""
     from pyspark.sql import functions as F
 
@@ -322,8 +322,8 @@ def metadata_findings(obs: DataFrame, capture_findings: DataFrame, ev: KraftEvid
                       keep: Callable[[DataFrame], DataFrame] = lambda df: df) -> DataFrame:
     """The stale-metadata findings with the log: M5, and M2 from the log where it covers the capture (the
     capture-only M2 verdicts of the observations the log judges dropped); ``capture_findings`` unchanged
-    without a log. ``keep`` persists the capture findings (few rows, read twice: for the keys of their
-    observations and for the output; the caller unpersists them)."""
+    without a log. ``keep`` keeps the capture findings (few rows, read twice: for the keys of their
+    observations and for the output; the caller releases them)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 

@@ -315,7 +315,7 @@ def fits_one_task(obs: DataFrame) -> bool:
 def metadata_pass(obs: DataFrame, grace_ms: int, index: SpanIndex | None,
                   keep: Callable[[DataFrame], DataFrame], *, fits: bool | None = None) -> MetadataPass | None:
     """The stale-metadata findings of ``obs`` in one task, or None when it does not fit one
-    (:func:`fits_one_task`; ``fits``: its answer, when the caller has it). ``keep`` persists the task's rows
+    (:func:`fits_one_task`; ``fits``: its answer, when the caller has it). ``keep`` keeps the task's rows
     (read twice: findings and lags)."""
     from pyspark.sql import functions as F
 
@@ -331,7 +331,8 @@ def metadata_pass(obs: DataFrame, grace_ms: int, index: SpanIndex | None,
     # and sorted every row first, ~3 JVM CPU-s a million observations); the scan of ``obs`` runs in this task
     # too, which at this size (<= MAX_ROWS) costs less than the shuffle did
     passed = keep(obs.coalesce(1).mapInArrow(one_task, _spark_schema(PASS_ARROW)))
-    # run it now, once: the report writes that read it start together, and each would run the task itself
+    # run it now, once: the report writes that read it start together, and each would run the task itself (a
+    # narrow run's keep has run it already: then this reads its checkpoint)
     passed.count()
     found = passed.where(F.col("rule").isNotNull()).select(*fr.FINDINGS_ARROW.names)
     lags = None
