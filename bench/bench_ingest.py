@@ -172,14 +172,23 @@ def event_log_conf(log_dir: Path) -> dict[str, str]:
 
 
 def stage_report(log_dir: Path) -> list[str]:
-    """Per stage: wall, tasks, executor run/CPU time, rows read/written, shuffle bytes (from the event log)."""
+    """Per stage: start (s after the first job), wall, tasks, executor run/CPU time, rows written, shuffle bytes,
+    and the step it ran for (the job description, e.g. ``epoch-audit: reports: fencing_violations``), from the
+    event log."""
     stages: dict[int, dict] = {}
+    step: dict[int, str] = {}
+    t0: float | None = None
     for f in sorted(x for x in log_dir.rglob("*") if x.is_file() and not x.name.startswith(".")):
         with open(f) as fh:
             for line in fh:
                 ev = json.loads(line)
                 kind = ev.get("Event")
-                if kind == "SparkListenerTaskEnd":
+                if kind == "SparkListenerJobStart":
+                    t0 = ev.get("Submission Time", 0) if t0 is None else t0
+                    desc = (ev.get("Properties") or {}).get("spark.job.description") or ""
+                    for sid in ev.get("Stage IDs", ()):
+                        step.setdefault(sid, desc.removeprefix("epoch-audit: "))
+                elif kind == "SparkListenerTaskEnd":
                     s = stages.setdefault(ev["Stage ID"], {"run": 0, "cpu": 0, "in": 0, "out": 0, "shw": 0,
                                                           "tasks": 0})
                     m = ev.get("Task Metrics") or {}
@@ -194,13 +203,17 @@ def stage_report(log_dir: Path) -> list[str]:
                     s = stages.setdefault(info["Stage ID"], {"run": 0, "cpu": 0, "in": 0, "out": 0, "shw": 0,
                                                              "tasks": 0})
                     s["name"] = info.get("Stage Name", "")
+                    s["start"] = info.get("Submission Time", 0)
                     s["wall"] = (info.get("Completion Time", 0) - info.get("Submission Time", 0)) / 1000
-    lines = [f"{'stage':>5} {'wall s':>7} {'tasks':>5} {'run s':>7} {'jvmcpu s':>8} {'rows out':>10} "
-             f"{'shuffle MiB':>11}  name"]
+    lines = [f"{'stage':>5} {'start s':>7} {'wall s':>7} {'tasks':>5} {'run s':>7} {'jvmcpu s':>8} {'rows out':>10} "
+             f"{'shuffle MiB':>11}  step / name"]
     for sid in sorted(stages):
         s = stages[sid]
-        lines.append(f"{sid:>5} {s.get('wall', 0):>7.1f} {s['tasks']:>5} {s['run'] / 1000:>7.1f} "
-                     f"{s['cpu'] / 1000:>8.1f} {s['out']:>10,} {s['shw'] / 2**20:>11.1f}  {s.get('name', '')[:60]}")
+        start = (s.get("start", 0) - (t0 or 0)) / 1000 if s.get("start") else 0.0
+        where = step.get(sid) or s.get("name", "")
+        lines.append(f"{sid:>5} {start:>7.1f} {s.get('wall', 0):>7.1f} {s['tasks']:>5} {s['run'] / 1000:>7.1f} "
+                     f"{s['cpu'] / 1000:>8.1f} {s['out']:>10,} {s['shw'] / 2**20:>11.1f}  {where[:40]}"
+                     f" / {s.get('name', '')[:30]}")
     return lines
 
 
