@@ -135,12 +135,12 @@ def test_one_task_finds_what_the_spark_stages_find_over_awkward_captures(spark, 
 
 
 @pytest.fixture(scope="module")
-def demo_obs(spark, tmp_path_factory):
-    """The demo simulation ingested (no reports): its observations with the log's ids, and the log."""
+def demo_run(spark, tmp_path_factory):
+    """The demo simulation ingested (no reports): its config, the reports' read window and the replayed log."""
     from epochlib.sim import preset, simulate
     from jobs.audit import run_audit
     from jobs.config import parse_config
-    from jobs.reports import kraft, stale_metadata
+    from jobs.reports import kraft
 
     root = tmp_path_factory.mktemp("metadata-pass")
     res = simulate(preset("demo"), root / "in")
@@ -150,7 +150,15 @@ def demo_obs(spark, tmp_path_factory):
     start, end = res.date_range
     run_audit(spark, cfg, start, end, reports=(), progress_interval=0)
     window = (dt.date.fromisoformat(start) - dt.timedelta(days=7), dt.date.fromisoformat(end))
-    ev = kraft.load(spark, cfg, "demo", window)
+    return cfg, window, kraft.load(spark, cfg, "demo", window)
+
+
+@pytest.fixture(scope="module")
+def demo_obs(spark, demo_run):
+    """The demo's observations with the log's ids (as the Spark-fed paths read them), and the log."""
+    from jobs.reports import kraft, stale_metadata
+
+    cfg, window, ev = demo_run
     obs = kraft.with_topic_ids(stale_metadata.observations(spark, cfg, "demo", window), ev).cache()
     yield obs, ev
     obs.unpersist()
@@ -210,3 +218,139 @@ def test_spark_names_a_response_as_the_rules_do(spark) -> None:
     df = spark.createDataFrame(cases, "source string, position long")
     got = [r[0] for r in df.select(capture_pointer_col()).collect()]
     assert got == [capture_pointer(s, p) for s, p in cases]
+
+
+# ------------------------------------------------------------------------------------ the files pass
+
+
+def _responses(obs) -> list[str]:
+    from jobs.reports.kraft import _RESPONSE
+
+    return _canon(obs.select(*_RESPONSE).distinct())
+
+
+def test_the_files_pass_reads_the_observations_spark_reads(spark, demo_run, demo_obs) -> None:
+    """The table's files read with pyarrow and shaped in Arrow are the rows Spark's observations() and
+    with_topic_ids() give: the same times, the same ids (some filled from the log), the same rows dropped."""
+    import pyarrow.parquet as pq
+
+    from jobs.sink import table_files
+
+    cfg, window, ev = demo_run
+    obs, _ = demo_obs
+    listed = table_files("metadata_observations", cfg, cluster="demo", date_range=window)
+    raw = pa.concat_tables([mp._conformed(pq.read_table(f"{listed.root}/{f.path}"), mp._raw_schema())
+                            for f in listed.files])
+    got = mp.observations_arrow(raw, ev.view)
+    want = obs.toArrow()
+    assert got.num_rows == want.num_rows > 1000
+    assert got.column_names == want.column_names
+    canon = lambda t: sorted(map(repr, t.to_pylist()))  # noqa: E731
+    assert canon(got) == canon(want.cast(got.schema))
+    plain = mp.observations_arrow(raw)
+    assert plain.column("tid").null_count > got.column("tid").null_count, "the demo must have ids to fill"
+
+
+def test_the_files_pass_finds_what_the_spark_fed_task_finds(spark, demo_run, demo_obs) -> None:
+    cfg, window, ev = demo_run
+    obs, _ = demo_obs
+    grace = 1000
+    want = mp.metadata_pass(obs, grace, ev.index, keep=lambda df: df.cache())
+    plan = mp.ObservationFiles.plan(spark, cfg, "demo", window)
+    assert plan is not None and plan.files and plan.early is None
+    got = plan.run(spark, grace, ev.index, ev.view, keep=lambda df: df.cache())
+    assert got is not None and want is not None
+    assert {r.split("'rule': '")[1][:2] for r in _canon(got.findings)} >= {"M1", "M2", "M3", "M5"}
+    assert _canon(got.findings) == _canon(want.findings)
+    assert len(_canon(got.lags)) > 100 and _canon(got.lags) == _canon(want.lags)
+    assert _canon(got.responses) == _canon(want.responses) == _responses(obs)
+    # without the log: no lags, and the rows keep the ids they came with
+    bare = plan.run(spark, grace, None, None, keep=lambda df: df)
+    assert bare is not None and bare.lags is None
+    assert _canon(bare.findings) == _canon(mp.metadata_pass(stale_obs(spark, cfg, window), grace, None,
+                                                             keep=lambda df: df).findings)
+
+
+def stale_obs(spark, cfg, window, state=None):
+    from jobs.reports import stale_metadata
+
+    return stale_metadata.observations(spark, cfg, "demo", window, state)
+
+
+def test_the_files_pass_merges_the_runs_own_lookback_rows_as_spark_does(spark, demo_run) -> None:
+    """Lookback days the run's inputs also hold rows of come from Spark (earlier runs' rows and the run's own,
+    each once); the later days from the files. A row only the inputs hold counts, a row both hold counts once."""
+    from pyspark.sql import functions as F
+
+    from jobs.reports import _frames as fr
+    from jobs.reports import kraft
+    from jobs.sink import write_table
+
+    cfg, window, ev = demo_run
+    day = window[1]
+    later = day + dt.timedelta(days=1)
+    table = fr.read_silver(spark, cfg, "metadata_observations", "demo", window)
+    # a later day in the table (the demo's day again, a day on): that day is read from the files
+    shifted = (table.withColumn("capture_ts", F.col("capture_ts") + F.expr("INTERVAL 1 DAY"))
+               .withColumn("event_ts", F.col("event_ts") + F.expr("INTERVAL 1 DAY"))
+               .withColumn("event_date", F.lit(later)))
+    write_table(shifted, "metadata_observations", config=cfg, mode="replace_range", date_range=(later, later))
+    wide = (window[0], later)
+    # the run's inputs hold the demo's day again (the same rows: counted once) and rows only they hold: a
+    # response of a new client with higher epochs
+    extra = table.limit(50).withColumn("client_id", F.lit("only-in-the-inputs")).withColumn(
+        "leader_epoch", F.col("leader_epoch") + 1).cache()  # the same 50 rows for both paths
+    assert extra.count() == 50
+    state = fr.InputState(before=later, frames={"metadata_observations": table.unionByName(extra)})
+    plan = mp.ObservationFiles.plan(spark, cfg, "demo", wide, state)
+    assert plan is not None and plan.early is not None and plan.files
+    assert len(plan.files) < len(mp.ObservationFiles.plan(spark, cfg, "demo", wide).files)
+    got = plan.run(spark, 1000, ev.index, ev.view, keep=lambda df: df.cache())
+    obs = kraft.with_topic_ids(stale_obs(spark, cfg, wide, state), ev).cache()
+    want = mp.metadata_pass(obs, 1000, ev.index, keep=lambda df: df.cache())
+    assert got is not None and want is not None
+    assert _canon(got.findings) == _canon(want.findings)
+    assert _canon(got.lags) == _canon(want.lags)
+    assert _canon(got.responses) == _canon(want.responses) == _responses(obs)
+    assert any("only-in-the-inputs" in r for r in _canon(got.responses))
+    mine = got.responses.where(F.col("client_id") == "only-in-the-inputs").count()
+    assert mine == extra.where(F.col("partition").isNotNull()).select("source", "position").distinct().count() > 0
+    obs.unpersist()
+    extra.unpersist()
+
+
+def test_the_files_pass_gives_way_to_the_spark_stages_when_the_task_cannot_take_them(spark, demo_run,
+                                                                                       monkeypatch) -> None:
+    from pyspark.sql import functions as F
+
+    from jobs.reports import _frames as fr
+
+    cfg, window, ev = demo_run
+    plan = mp.ObservationFiles.plan(spark, cfg, "demo", window)
+    assert plan is not None
+    # too many: the Delta log's counts say so before any job; the files' footers say so in the task
+    table = fr.read_silver(spark, cfg, "metadata_observations", "demo", window)
+    monkeypatch.setattr(mp, "MAX_ROWS", table.count() - 1)
+    assert mp.ObservationFiles.plan(spark, cfg, "demo", window) is None
+    assert plan.run(spark, 1000, ev.index, ev.view, keep=lambda df: df) is None
+    monkeypatch.undo()
+    # a row without any time, among the run's own lookback rows (every table day is a lookback day here)
+    timeless = (table.limit(1).withColumn("capture_ts", F.lit(None).cast("timestamp"))
+                .withColumn("event_ts", F.lit(None).cast("timestamp")))
+    state = fr.InputState(before=window[1] + dt.timedelta(days=1), frames={"metadata_observations": timeless})
+    plan = mp.ObservationFiles.plan(spark, cfg, "demo", window, state)
+    assert plan is not None and plan.early is not None and plan.files == ()
+    assert plan.run(spark, 1000, ev.index, ev.view, keep=lambda df: df) is None
+    # ... which the Spark stages take (the same rows through read_silver)
+    assert mp.metadata_pass(stale_obs(spark, cfg, window, state), 1000, ev.index, keep=lambda df: df) is None
+
+
+def test_the_files_pass_over_a_root_without_captures_runs_and_finds_nothing(spark, tmp_path) -> None:
+    from jobs.config import parse_config
+
+    cfg = parse_config({"cluster": "demo", "output": {"root": str(tmp_path / "tables")}})
+    window = (dt.date(2024, 3, 1), dt.date(2024, 3, 4))
+    plan = mp.ObservationFiles.plan(spark, cfg, "demo", window)
+    assert plan is not None and plan.files == ()
+    got = plan.run(spark, 1000, None, None, keep=lambda df: df)
+    assert got is not None and got.findings.count() == 0 and got.responses.count() == 0

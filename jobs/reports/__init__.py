@@ -237,36 +237,56 @@ def run_reports(
         # the replayed metadata log (small; empty without one), loaded by the first step that needs it
         load_log = Once(lambda: kraft.load(spark, config, cluster, window))
 
+        def plain_observations() -> DataFrame:
+            # the observations (id-filled rows kept: the fill is Python over every id-less response)
+            return kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs),
+                                        load_log.get(), keep)
+
+        plain_obs = Once(plain_observations)
+
         def observations() -> tuple[DataFrame, bool]:
-            # the observations (id-filled rows kept: the fill is Python over every id-less response), read by
-            # M1/M2/M3, the token frontier, M5, M2 from the log, the rates, the lag and P1
-            plain = kraft.with_topic_ids(stale_metadata.observations(spark, config, cluster, window, inputs),
-                                         load_log.get(), keep)
-            # when they fit the one-task pass, its few other readers (rates, P1) scan just the columns they need;
-            # the ~25 stages of the Spark path read them from one cache (a cache of every column of a million
+            # the observations as the Spark-fed paths read them: M1/M2/M3, the token frontier, M5, M2 from the log,
+            # the rates, the lag. When they fit the one-task pass, its few other readers scan just the columns they
+            # need; the ~25 stages of the Spark path read them from one cache (a cache of every column of a million
             # rows cost ~7 JVM CPU-s at 10 M commits, more than the scans it saved)
+            plain = plain_obs.get()
             fits = metadata_pass.fits_one_task(plain)
             return (plain if fits else keep(plain)), fits
 
         obs_once = Once(observations)
+        # the files pass applies (the delta-rs sink, at most MAX_ROWS observations in the Delta log): decided on
+        # the driver from the log, before any Spark job
+        files = Once(lambda: metadata_pass.ObservationFiles.plan(spark, config, cluster, window, inputs))
 
-        def metadata() -> tuple[DataFrame, DataFrame | None]:
-            obs, fits = obs_once.get()
+        def metadata() -> tuple[DataFrame, DataFrame | None, DataFrame | None]:
             ev = load_log.get()
-            # every M-finding (and the lag per response) in one Python task when the observations fit one
-            one = metadata_pass.metadata_pass(obs, grace, ev.index if ev.present else None, keep, fits=fits)
+            index = ev.index if ev.present else None
+            # every M-finding, every response and the lag per response in one Python task when the observations
+            # fit one: reading the table's files itself where it can, else handed the rows by Spark
+            plan = files.get()
+            one = plan.run(spark, grace, index, ev.view if ev.present else None, keep) if plan is not None else None
+            if one is None:
+                obs, fits = obs_once.get()
+                one = metadata_pass.metadata_pass(obs, grace, index, keep, fits=fits)
             if one is not None:
-                return one.findings, one.lags
+                return one.findings, one.lags, one.responses
+            obs = obs_once.get()[0]
             return keep(kraft.metadata_findings(obs, stale_metadata.metadata_findings(obs, grace), ev, grace,
-                                                keep=keep)), None
+                                                keep=keep)), None, None
+
+        def other_readers() -> DataFrame:
+            # the observations for P1 (without a log): the plain frame when the one task reads the files (nothing
+            # else reads them then), else what the Spark-fed paths read
+            return plain_obs.get() if files.get() is not None else obs_once.get()[0]
 
         meta = Once(metadata)
         if "stale_metadata" in wanted:
             def rates_plan() -> DataFrame:
-                obs = obs_once.get()[0]
-                findings, lags = meta.get()
-                return kraft.add_lag(stale_metadata.stale_rates_frame(obs, findings, rng, cluster), obs, load_log.get(),
-                                     grace, lags=lags)
+                findings, lags, responses = meta.get()
+                # the responses the one task found, else the observations (the Spark stages' path)
+                rows = responses if responses is not None else obs_once.get()[0]
+                return kraft.add_lag(stale_metadata.stale_rates_frame(rows, findings, rng, cluster), rows,
+                                     load_log.get(), grace, lags=lags)
 
             write(lambda: stale_metadata.stale_metadata_frame(meta.get()[0], rng, cluster, run.run_id), "stale_metadata")
             write(rates_plan, RATES_TABLE)
@@ -295,7 +315,7 @@ def run_reports(
                 # P1 reads the observations only without a metadata log (the expansions come from the log when
                 # there is one): then this step need not wait for them
                 ev = load_log.get()
-                obs = None if ev.present else obs_once.get()[0]
+                obs = None if ev.present else other_readers()
                 return keep(found), keep(kraft.fencing_findings(spark, config, cluster, window, ev, lin, commits, obs,
                                                                 inputs))
 

@@ -191,6 +191,29 @@ def snapshot_order(s: ReplicaSnapshot) -> tuple:
 # -------------------------------------------------------------------------------------- driver side
 
 
+def epoch_ms_arrow(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Timestamps (any unit Arrow casts to microseconds) as epoch ms, floored: Spark's ``unix_millis``, in Arrow."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks else pa.array([], col.type)
+    if not (pa.types.is_timestamp(col.type) and col.type.unit == "us"):
+        col = col.cast(pa.timestamp("us", tz="UTC"), safe=False)
+    raw = col.cast(pa.int64())
+    vals = np.floor_divide(pc.fill_null(raw, 0).to_numpy(zero_copy_only=False), 1000)
+    return pa.array(vals, pa.int64(), mask=pc.is_null(raw).to_numpy(zero_copy_only=False))
+
+
+def fs_path(location: str) -> tuple[Any, str]:
+    """A location's pyarrow filesystem and its path there (no trailing ``/``), for the passes that read a table's
+    files or write scratch files in their tasks."""
+    from jobs.fs import filesystem
+
+    fs, path = filesystem(location)
+    return fs, path.rstrip("/")
+
+
 def ms_columns(df: DataFrame, names: Iterable[str]) -> DataFrame:
     """Replace timestamp columns by epoch-millisecond longs (what the rule dataclasses take)."""
     from pyspark.sql import functions as F

@@ -89,13 +89,6 @@ def _rows_schema() -> pa.Schema:
     return pa.schema([pa.field("ts", pa.int64()) if c == "ts" else table.field(c) for c in ROWS_COLUMNS])
 
 
-def _epoch_ms(col: pa.Array) -> pa.Array:
-    """Microsecond timestamps as epoch ms, floored (Spark's ``unix_millis``)."""
-    raw = col.cast(pa.int64())
-    vals = np.floor_divide(pc.fill_null(raw, 0).to_numpy(zero_copy_only=False), 1000)
-    return pa.array(vals, pa.int64(), mask=pc.is_null(raw).to_numpy(zero_copy_only=False))
-
-
 def commit_file_rows(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """The live commits of one ``offset_commits`` data file (any subset of its columns; those it lacks, as an
     older file may, are null) as :func:`.commit_pass.commit_rows` gives them from Spark."""
@@ -106,8 +99,8 @@ def commit_file_rows(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
     state = col("txn_state", pa.string())
     live = pc.is_in(pc.fill_null(state, "none"), pa.array(["none", "committed"]))
-    ts = pc.coalesce(_epoch_ms(col("event_ts", pa.timestamp("us", tz="UTC"))),
-                     _epoch_ms(col("commit_ts", pa.timestamp("us", tz="UTC"))))  # fmt: skip
+    ts = pc.coalesce(fr.epoch_ms_arrow(col("event_ts", pa.timestamp("us", tz="UTC"))),
+                     fr.epoch_ms_arrow(col("commit_ts", pa.timestamp("us", tz="UTC"))))  # fmt: skip
     cols = [ts if f.name == "ts" else col(f.name, f.type) for f in schema]
     return pa.table(cols, schema=schema).filter(live)
 
@@ -182,8 +175,8 @@ def _spill_files_fn(scratch: str, root: str, files: list[str], n: int, *, pairs:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
 
-        fs, base = _fs_path(scratch)
-        rfs, rbase = _fs_path(root)
+        fs, base = fr.fs_path(scratch)
+        rfs, rbase = fr.fs_path(root)
         schema = _rows_schema()
         out = _BucketFiles(fs, base, "commits", n, pairs=pairs)
         for rb in batches:
@@ -201,7 +194,7 @@ def _spill_rows_fn(scratch: str, folder: str, n: int, *, pairs: bool, conform: b
     """``mapInArrow`` over Spark rows (the lookback commits, or the side table) into ``folder``'s buckets."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        fs, base = _fs_path(scratch)
+        fs, base = fr.fs_path(scratch)
         schema = _rows_schema() if conform else None
         out = _BucketFiles(fs, base, folder, n, pairs=pairs)
         for rb in batches:
@@ -210,14 +203,6 @@ def _spill_rows_fn(scratch: str, folder: str, n: int, *, pairs: bool, conform: b
         yield out.close()
 
     return run
-
-
-def _fs_path(location: str) -> tuple[Any, str]:
-    """A location's pyarrow filesystem and its path there (no trailing ``/``)."""
-    from jobs.fs import filesystem
-
-    fs, path = filesystem(location)
-    return fs, path.rstrip("/")
 
 
 def _read_ipc(fs: Any, base: str, paths: Iterable[str]) -> pa.Table | None:
@@ -246,7 +231,7 @@ def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], sid
     """``mapInArrow`` over ``spark.range`` ids: the findings of bucket ``buckets[id]``'s (topic, partition)s."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        fs, base = _fs_path(scratch)
+        fs, base = fr.fs_path(scratch)
         for rb in batches:
             for i in rb.column(0).to_pylist():
                 k = buckets[i]
@@ -358,7 +343,7 @@ class CommitSpill:
     def close(self) -> None:
         """Remove the scratch folder (best effort: a later run's folder is a different token)."""
         try:
-            fs, path = _fs_path(self.scratch)
+            fs, path = fr.fs_path(self.scratch)
             fs.delete_dir(path)
         except Exception:  # noqa: BLE001, S110 - nothing to remove, or already gone
             pass
@@ -372,7 +357,7 @@ def sweep_scratch(parent: str, *, older_than: dt.timedelta = SCRATCH_TTL) -> lis
 
     removed: list[str] = []
     try:
-        fs, path = _fs_path(parent)
+        fs, path = fr.fs_path(parent)
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     except Exception:  # noqa: BLE001 - nothing to sweep
         return removed

@@ -16,15 +16,18 @@ them and through the same rule functions, on the same groups of rows, where Spar
   ``t - grace`` or (with a token frontier) it carries a token; the frontier is the first sighting of each
   token in (time, source, position, partition) order;
 - with a metadata log: M5 per client, M2 timed from the log over every row, the capture-only M2 findings
-  whose observation the log judges dropped, and per response the largest lag of its judged rows.
+  whose observation the log judges dropped, and per response the largest lag of its judged rows;
+- every response once, what the rates count (so they need not read the observations again).
 
 The outcome equals the Spark path's (``tests/test_metadata_pass.py`` runs both over the same rows). A run
 takes this path when its observations number at most :data:`MAX_ROWS` (one Python worker holds them all) and
-every row has a capture time; otherwise the Spark stages run.
+every row has a capture time; otherwise the Spark stages run. On the delta-rs sink the task reads the table's
+files itself (:class:`ObservationFiles`); elsewhere Spark hands it the rows (:func:`metadata_pass`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,27 +37,39 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from epochlib.rules import capture_pointer
-from epochlib.rules.kraft import observation_key
-from epochlib.rules.kraft_pass import SpanIndex, judged_rows, logged_staleness, metadata_offsets
+from epochlib.rules.kraft import LogView, observation_key
+from epochlib.rules.kraft_pass import (
+    SpanIndex,
+    fill_log_topic_ids,
+    judged_rows,
+    logged_staleness,
+    metadata_offsets,
+)
 from epochlib.rules.metadata import token_frontier
 
 from . import _frames as fr
 from .kraft import _M5_COLUMNS, _spark_schema, response_lags_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["MAX_ROWS", "MetadataPass", "metadata_pass", "pass_table"]
+    from ..config import Config
+
+__all__ = ["MAX_ROWS", "MetadataPass", "ObservationFiles", "metadata_pass", "observations_arrow", "pass_table"]
 
 #: The most observations one task takes: its Python worker holds them as one Arrow table (~250 bytes a row) and
 #: peaks at ~1.2 KB a row (1.1 GB for the 1 M observations of the 10 M-commit bench preset).
 MAX_ROWS = 2_000_000
 
-#: What the task returns: findings in :data:`~jobs.reports._frames.FINDINGS_ARROW` (the lag columns null), and
-#: one row per response with a row the log judges (``rule`` null; ``broker``, ``client_id`` and ``lag_*`` set).
-PASS_ARROW = pa.schema([*fr.FINDINGS_ARROW, pa.field("lag_source", pa.string()), pa.field("lag_position", pa.int64()),
-                        pa.field("lag_capture_ts", pa.int64()), pa.field("lag_ms", pa.int64())])
-_LAG_COLUMNS = PASS_ARROW.names[len(fr.FINDINGS_ARROW):]
+#: What the task returns, one kind of row each (``pass_row``): ``finding`` (the :data:`~jobs.reports._frames.FINDINGS_ARROW`
+#: columns), ``lag`` (with a log: a response with a row the log judges, its largest lag: ``broker``, ``client_id``,
+#: ``resp_*``, ``lag_ms``), ``response`` (every response once, for the rates: ``broker``, ``client_id``, ``resp_*``)
+#: and ``unfit`` (the files pass met observations the task cannot take: the Spark stages run instead).
+PASS_ARROW = pa.schema([*fr.FINDINGS_ARROW, pa.field("pass_row", pa.string()), pa.field("resp_source", pa.string()),
+                        pa.field("resp_position", pa.int64()), pa.field("resp_capture_ts", pa.int64()),
+                        pa.field("lag_ms", pa.int64())])
+_RESP_COLUMNS = {"broker": "broker", "client_id": "client_id", "source": "resp_source", "position": "resp_position",
+                 "capture_ts": "resp_capture_ts"}  # a response's columns (kraft._RESPONSE) -> the task's
 
 
 # ---------------------------------------------------------------------------------------------- columns
@@ -265,9 +280,21 @@ def _judged_keys(table: pa.Table, found: list[Any], index: SpanIndex, grace_ms: 
     return {observation_key(o) for o in fr.observations_from_arrow(rows.filter(pa.array(judged)))}
 
 
+def _rows_of(kind: str, table: pa.Table) -> pa.Table:
+    """``table``'s columns (findings, or responses named as :data:`_RESP_COLUMNS` says) as :data:`PASS_ARROW` rows."""
+    cols = {_RESP_COLUMNS.get(c, c): table.column(c) for c in table.column_names}
+    n = table.num_rows
+    return pa.table([pa.array([kind] * n, pa.string()) if f.name == "pass_row"
+                     else cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type)
+                     for f in PASS_ARROW], schema=PASS_ARROW)
+
+
 def pass_table(table: pa.Table, grace_ms: int, index: SpanIndex | None) -> pa.Table:
     """Every stale-metadata finding over ``table`` (the observations of :func:`stale_metadata.observations`
-    with the log's ids filled in), and with a log (``index``) the lag per response, in :data:`PASS_ARROW`."""
+    with the log's ids filled in), every response once, and with a log (``index``) the lag per response, in
+    :data:`PASS_ARROW`."""
+    from .kraft import _RESPONSE
+
     table = table.combine_chunks()
     found = _capture_findings(table, grace_ms)
     lags = None
@@ -279,15 +306,10 @@ def pass_table(table: pa.Table, grace_ms: int, index: SpanIndex | None) -> pa.Ta
         for group in _groups(m5, _codes(m5.column("client_id"))):
             found += metadata_offsets(index, group, kraft=True)
         lags = response_lags_table(table, index, grace_ms)
-    out = fr.findings_table(found)
-    parts = [pa.table([*out.columns, *(pa.nulls(out.num_rows, PASS_ARROW.field(n).type) for n in _LAG_COLUMNS)],
-                      schema=PASS_ARROW)]
+    responses = table.select(list(_RESPONSE)).group_by(list(_RESPONSE), use_threads=False).aggregate([])
+    parts = [_rows_of("finding", fr.findings_table(found)), _rows_of("response", responses)]
     if lags is not None and lags.num_rows:
-        cols = {"broker": lags.column("broker"), "client_id": lags.column("client_id"),
-                "lag_source": lags.column("source"), "lag_position": lags.column("position"),
-                "lag_capture_ts": lags.column("capture_ts"), "lag_ms": lags.column("lag_ms")}
-        parts.append(pa.table([cols[f.name].cast(f.type) if f.name in cols else pa.nulls(lags.num_rows, f.type)
-                               for f in PASS_ARROW], schema=PASS_ARROW))
+        parts.append(_rows_of("lag", lags))
     return pa.concat_tables(parts)
 
 
@@ -296,10 +318,12 @@ def pass_table(table: pa.Table, grace_ms: int, index: SpanIndex | None) -> pa.Ta
 
 @dataclass(frozen=True)
 class MetadataPass:
-    """The one task's outcome: the stale-metadata findings (as ``kraft.metadata_findings`` returns them) and,
-    with a log, the lag per response (``broker, client_id, source, position, capture_ts, lag_ms``)."""
+    """The one task's outcome: the stale-metadata findings (as ``kraft.metadata_findings`` returns them), every
+    response once (``broker, client_id, source, position, capture_ts``: what the rates count) and, with a log, the
+    lag per response (the same columns and ``lag_ms``)."""
 
     findings: DataFrame
+    responses: DataFrame
     lags: DataFrame | None
 
 
@@ -312,13 +336,29 @@ def fits_one_task(obs: DataFrame) -> bool:
     return size is not None and size["n"] <= MAX_ROWS and not size["nulls"]
 
 
+def _outcome(passed: DataFrame, with_lags: bool) -> MetadataPass | None:
+    """Run the kept task now, once (the report writes that read it start together, and each would run the task
+    itself; a narrow run's keep has run it already: then this reads its checkpoint), and split its rows; None when
+    the task found observations it cannot take (an ``unfit`` row)."""
+    from pyspark.sql import functions as F
+
+    row = F.col("pass_row")
+    got = passed.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(row == "unfit", 1)).alias("unfit")).first()
+    if got is not None and got["unfit"]:
+        return None
+    found = passed.where(row == "finding").select(*fr.FINDINGS_ARROW.names)
+
+    def responses(kind: str, *extra: str) -> DataFrame:
+        return passed.where(row == kind).select(*[F.col(c).alias(r) for r, c in _RESP_COLUMNS.items()], *extra)
+
+    return MetadataPass(found, responses("response"), responses("lag", "lag_ms") if with_lags else None)
+
+
 def metadata_pass(obs: DataFrame, grace_ms: int, index: SpanIndex | None,
                   keep: Callable[[DataFrame], DataFrame], *, fits: bool | None = None) -> MetadataPass | None:
     """The stale-metadata findings of ``obs`` in one task, or None when it does not fit one
     (:func:`fits_one_task`; ``fits``: its answer, when the caller has it). ``keep`` keeps the task's rows
-    (read twice: findings and lags)."""
-    from pyspark.sql import functions as F
-
+    (read more than once: findings, responses and lags)."""
     if not (fits_one_task(obs) if fits is None else fits):
         return None
 
@@ -330,14 +370,161 @@ def metadata_pass(obs: DataFrame, grace_ms: int, index: SpanIndex | None,
     # one partition without a shuffle: the task reads the observations itself (a group-by-constant shuffled
     # and sorted every row first, ~3 JVM CPU-s a million observations); the scan of ``obs`` runs in this task
     # too, which at this size (<= MAX_ROWS) costs less than the shuffle did
-    passed = keep(obs.coalesce(1).mapInArrow(one_task, _spark_schema(PASS_ARROW)))
-    # run it now, once: the report writes that read it start together, and each would run the task itself (a
-    # narrow run's keep has run it already: then this reads its checkpoint)
-    passed.count()
-    found = passed.where(F.col("rule").isNotNull()).select(*fr.FINDINGS_ARROW.names)
-    lags = None
-    if index is not None:
-        lags = passed.where(F.col("rule").isNull()).select(
-            "broker", "client_id", F.col("lag_source").alias("source"), F.col("lag_position").alias("position"),
-            F.col("lag_capture_ts").alias("capture_ts"), "lag_ms")
-    return MetadataPass(found, lags)
+    return _outcome(keep(obs.coalesce(1).mapInArrow(one_task, _spark_schema(PASS_ARROW))), index is not None)
+
+
+# ---------------------------------------------------------------------------------------------- the files pass
+
+
+def _raw_schema() -> pa.Schema:
+    """The ``metadata_observations`` columns :func:`stale_metadata.observations` reads, as the table stores them."""
+    from jobs import schemas
+
+    from .stale_metadata import OBS_COLUMNS
+
+    table = schemas.arrow_schema("metadata_observations")
+    return pa.schema([table.field(c) for c in OBS_COLUMNS])
+
+
+def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns and types (a column an older file lacks is null)."""
+    n = table.num_rows
+    return pa.table([table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type)
+                     for f in schema], schema=schema)
+
+
+def observations_arrow(raw: pa.Table, view: LogView | None = None) -> pa.Table:
+    """:func:`stale_metadata.observations` in Arrow, over rows as the table stores them (:func:`_raw_schema`): the
+    rows with a partition, times as epoch ms, the capture time else the event time, ``tid`` the id unless it is
+    the all-zero one; with the log's ``view`` also :func:`kraft.with_topic_ids` (the rows without an id after the
+    others, as Spark's union gives them)."""
+    from .stale_metadata import _ZERO_IDS, OBS_COLUMNS
+
+    t = raw.filter(pc.is_valid(raw.column("partition")))
+    cols = {c: t.column(c) for c in OBS_COLUMNS}
+    cols["event_ts"] = fr.epoch_ms_arrow(t.column("event_ts"))
+    cols["capture_ts"] = pc.coalesce(fr.epoch_ms_arrow(t.column("capture_ts")), cols["event_ts"])
+    topic_id = t.column("topic_id")
+    cols["tid"] = pc.if_else(pc.is_in(topic_id, value_set=pa.array(_ZERO_IDS, topic_id.type)),
+                             pa.scalar(None, topic_id.type), topic_id)
+    out = pa.table(cols)
+    if view is None:
+        return out
+    has = pc.is_valid(out.column("tid"))
+    known, unknown = out.filter(has), out.filter(pc.invert(has))
+    if unknown.num_rows:  # kraft._fill_ids
+        tid = fill_log_topic_ids(view, unknown)
+        unknown = unknown.set_column(unknown.schema.get_field_index("tid"), "tid", tid)
+        unknown = unknown.set_column(unknown.schema.get_field_index("topic_id"), "topic_id",
+                                     pc.coalesce(unknown.column("topic_id"), tid))
+    return pa.concat_tables([known, unknown])
+
+
+def _unfit() -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([{"pass_row": "unfit"}], schema=PASS_ARROW)
+
+
+def _files_task(root: str, files: list[str], grace_ms: int, index: SpanIndex | None, view: LogView | None,
+                max_rows: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` of the files pass: the Spark rows given (the merged lookback rows; the marker row that makes
+    the task run is dropped) and ``files`` (relative to ``root``), read with pyarrow, through :func:`pass_table`;
+    one ``unfit`` row instead when they are more than ``max_rows`` or one has no capture time."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+
+        schema = _raw_schema()
+        parts = []
+        for b in batches:
+            t = pa.Table.from_batches([b]) if b.num_rows else None
+            if t is not None:
+                t = t.filter(pc.invert(pc.fill_null(t.column("_marker"), False)))
+                if t.num_rows:
+                    parts.append(_conformed(t, schema))
+        fs, base = fr.fs_path(root)
+        names, rows = [], sum(p.num_rows for p in parts)
+        for f in files:  # the footers first: a window too large for one task is not read
+            with fs.open_input_file(f"{base}/{f}") as fh:
+                meta = pq.ParquetFile(fh)
+                rows += meta.metadata.num_rows
+                names.append([c for c in schema.names if c in meta.schema_arrow.names])
+        if rows > max_rows:
+            yield _unfit()
+            return
+        for f, cols in zip(files, names, strict=True):
+            with fs.open_input_file(f"{base}/{f}") as fh:
+                parts.append(_conformed(pq.read_table(fh, columns=cols, use_threads=False), schema))
+        obs = observations_arrow(pa.concat_tables(parts) if parts else schema.empty_table(), view)
+        if obs.num_rows == 0:
+            return
+        if obs.column("capture_ts").null_count:
+            yield _unfit()
+            return
+        yield from pass_table(obs, grace_ms, index).to_batches()
+
+    return run
+
+
+@dataclass(frozen=True)
+class ObservationFiles:
+    """The files pass: the one task of :func:`metadata_pass` reading the window's observations itself, from the
+    table's data files (the delta-rs sink's, listed in its Delta log), instead of taking them from Spark.
+
+    Spark read every observation into rows and then into Arrow for the task — and once more for the size check
+    and for the rates: ~19 JVM CPU-s for the million observations of the 10 M-commit bench run, against ~0.4 s for
+    pyarrow to read the same files (BENCHMARKS.md, issue 16 twelfth round). Only the lookback days that the run's
+    own inputs also hold rows of (``early``) come from Spark, merged as :func:`~._frames.read_silver` merges them.
+    The outcome equals :func:`metadata_pass`'s over :func:`stale_metadata.observations` (``tests/test_metadata_pass.py``).
+    """
+
+    root: str
+    files: tuple[str, ...]
+    early: DataFrame | None
+
+    @classmethod
+    def plan(cls, spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+             state: fr.InputState | None = None) -> ObservationFiles | None:
+        """The files pass over ``window``, or None where it does not apply: the delta-spark back end, a catalog
+        table, escaped file names, or more than :data:`MAX_ROWS` observations in the files (the Delta log's
+        counts; the task checks the files' own)."""
+        from ..errors import SinkError
+        from ..sink import adopts_files, table_files
+
+        table = "metadata_observations"
+        if not adopts_files(spark, table, config):
+            return None
+        try:
+            listed = table_files(table, config, cluster=cluster, date_range=window)
+            root, found = listed.root, listed.files
+        except SinkError as exc:
+            if not str(exc).startswith("no Delta table"):
+                return None
+            root, found = "", []  # nothing captured yet: the task reads no files (read_silver: an empty frame)
+        extra = state.frames.get(table) if state is not None else None
+        early = extra is not None and state is not None and window[0] < state.before
+        files = [f for f in found if not (early and f.values.get("event_date", window[0]) < state.before)]
+        if sum(f.rows for f in files) > MAX_ROWS or any("%" in f.path for f in files):
+            return None
+        rows = None
+        if early:  # what read_silver gives for the lookback days: earlier runs' rows and the run's own, once
+            assert state is not None
+            rows = fr.read_silver(spark, config, table, cluster, (window[0], state.before - dt.timedelta(days=1)), state)
+        return cls(root, tuple(f.path for f in files), rows)
+
+    def run(self, spark: SparkSession, grace_ms: int, index: SpanIndex | None, view: LogView | None,
+            keep: Callable[[DataFrame], DataFrame]) -> MetadataPass | None:
+        """Run the task now (``keep`` keeps its rows); None when it found the observations unfit for one task
+        (more than :data:`MAX_ROWS`, or one without a capture time): the Spark stages run instead."""
+        from pyspark.sql import functions as F
+
+        from .stale_metadata import OBS_COLUMNS
+
+        # a marker row, so that the task runs (and reads the files) even when Spark has no rows to give it
+        given = spark.range(1, numPartitions=1).select(F.lit(True).alias("_marker"))
+        if self.early is not None:
+            types = dict(self.early.dtypes)
+            cols = [F.col(c) if c in types else F.lit(None).cast("long").alias(c) for c in OBS_COLUMNS]
+            rows = self.early.select(*cols, F.lit(False).alias("_marker"))
+            given = rows.unionByName(given, allowMissingColumns=True)
+        task = _files_task(self.root, list(self.files), grace_ms, index, view, MAX_ROWS)
+        return _outcome(keep(given.coalesce(1).mapInArrow(task, _spark_schema(PASS_ARROW))), index is not None)
