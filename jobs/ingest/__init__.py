@@ -371,7 +371,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         for kind, src in (("offsets", commit_files), ("metadata", captures)):
             if src is not None:  # the pass's side rows (quarantine, stats, and the offsets' groups)
                 assert src.side is not None
-                works[kind] = cache(src.side)
+                works[kind] = cache(src.side) if narrow else src.side
         if commit_files is not None:
             silver["group_metadata"] = Once(lambda: off.groups_frame(works["offsets"]))
         writes = silver_writes(late)
