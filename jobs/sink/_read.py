@@ -83,6 +83,7 @@ class DataFile:
     rows: int  # the log's numRecords (0 when it has none)
     values: dict[str, Any]  # the partition values, in the table's partition column order
     size: int = 0  # bytes, as the log gives them
+    counted: bool = True  # the log has the file's numRecords (a writer without statistics leaves it out)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def _table_files(tgt: Target, cluster: str | None, drange: tuple[dt.date, dt.dat
             d = pv["event_date"]
             if d is None or not drange[0] <= d <= drange[1]:
                 continue
-        files.append(DataFile(str(row["path"]), int(row.get("num_records") or 0), pv, int(row.get("size_bytes") or 0)))
+        rows = row.get("num_records")
+        files.append(DataFile(str(row["path"]), int(rows or 0), pv, int(row.get("size_bytes") or 0), rows is not None))
     return TableFiles(tgt.native, pa.schema(dtable.schema().to_arrow()), part_cols, files)
 
 
