@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_ROWS", "MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_of", "sweep_scratch"]
 
-#: Below this many commits in the window's files the Spark cogroup runs (the demo, small incident runs).
-MIN_ROWS = 1 << 20
+#: Below this many commits in the window's files the Spark cogroup runs (the demo, small incident runs). Measured
+#: (BENCHMARKS.md, twelfth round): at 250 k commits the two are even, at 1 M the spill saves ~10 of ~65 CPU-s.
+MIN_ROWS = 1 << 18
 #: Above this many the Spark cogroup runs again: the spill writes (data files x buckets) small files — ~15 k at
 #: this size, slow on an object store — and its driver gathers their names, where Spark's shuffle scales out.
 MAX_ROWS = 1 << 26
