@@ -86,8 +86,9 @@ def _codes(*cols: pa.ChunkedArray | pa.Array) -> np.ndarray:
         k = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
         if out is None:
             out = k
-        else:
-            out = np.unique(out * (len(enc.dictionary) + 1) + k, return_inverse=True)[1].astype(np.int64)
+        else:  # densified by hashing, in order of first appearance (np.unique's sort was ~0.6 s a million rows)
+            pair = pc.dictionary_encode(pa.array(out * (len(enc.dictionary) + 1) + k, pa.int64()))
+            out = pair.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     assert out is not None
     return out
 
@@ -231,8 +232,9 @@ def _capture_findings(table: pa.Table, grace_ms: int) -> list[Any]:
     tid_codes = _codes(table.column("tid"))
     has_tid = table.column("tid").is_valid().to_numpy(zero_copy_only=False)
     if has_tid.any():  # two ids in one group: (group, id) pairs with an id, counted per group
-        pairs = np.unique(np.stack([g13[has_tid], tid_codes[has_tid]]), axis=1)
-        counts = np.bincount(pairs[0], minlength=len(keep13))
+        width = int(tid_codes.max()) + 1  # the distinct pairs by hashing (np.unique over axis 1 was ~1.4 s a million)
+        pairs = pc.unique(pa.array(g13[has_tid] * width + tid_codes[has_tid], pa.int64())).to_numpy()
+        counts = np.bincount(pairs // width, minlength=len(keep13))
         keep13 |= counts[: len(keep13)] > 1
     for group in _groups(keyed, g13, keep13):
         found += sm.client_group_findings(group)
