@@ -184,7 +184,8 @@ def stage_report(log_dir: Path) -> list[str]:
                 ev = json.loads(line)
                 kind = ev.get("Event")
                 if kind == "SparkListenerJobStart":
-                    t0 = ev.get("Submission Time", 0) if t0 is None else t0
+                    sub = ev.get("Submission Time", 0)
+                    t0 = sub if t0 is None else min(t0, sub)  # rolled logs are not read in time order
                     desc = (ev.get("Properties") or {}).get("spark.job.description") or ""
                     for sid in ev.get("Stage IDs", ()):
                         step.setdefault(sid, desc.removeprefix("epoch-audit: "))

@@ -275,8 +275,10 @@ def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.da
                 if str(exc).startswith("no Delta table"):
                     continue  # not written yet
                 listed = None  # a catalog table, deletion vectors: Spark counts it
-            if listed is not None and all(f.counted and isinstance(f.values.get("event_date"), dt.date)
-                                          for f in listed.files):
+            by_log = listed is not None and {"cluster", "event_date"} <= set(listed.part_cols) and all(
+                f.counted and isinstance(f.values.get("event_date"), dt.date) for f in listed.files)
+            if by_log:
+                assert listed is not None
                 for f in listed.files:
                     if f.rows:
                         day = out.setdefault(f.values["event_date"], {})

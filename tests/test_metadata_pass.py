@@ -304,6 +304,7 @@ def test_the_files_pass_merges_the_runs_own_lookback_rows_as_spark_does(spark, d
     state = fr.InputState(before=later, frames={"metadata_observations": table.unionByName(extra)})
     plan = mp.ObservationFiles.plan(spark, cfg, "demo", wide, state)
     assert plan is not None and plan.early is not None and plan.files
+    assert all(f"event_date={later}" in f for f in plan.files)  # the lookback day's files come through Spark
     assert len(plan.files) < len(mp.ObservationFiles.plan(spark, cfg, "demo", wide).files)
     got = plan.run(spark, 1000, ev.index, ev.view, keep=lambda df: df.cache())
     obs = kraft.with_topic_ids(stale_obs(spark, cfg, wide, state), ev).cache()
@@ -341,6 +342,13 @@ def test_the_files_pass_gives_way_to_the_spark_stages_when_the_task_cannot_take_
     plan = mp.ObservationFiles.plan(spark, cfg, "demo", window, state)
     assert plan is not None and plan.early is not None and plan.files == ()
     assert plan.run(spark, 1000, ev.index, ev.view, keep=lambda df: df) is None
+    # too many among the rows Spark hands the task (the lookback days): counted as they come, none kept past the limit
+    whole = fr.InputState(before=window[1] + dt.timedelta(days=1), frames={"metadata_observations": table})
+    plan = mp.ObservationFiles.plan(spark, cfg, "demo", window, whole)
+    assert plan is not None and plan.early is not None
+    monkeypatch.setattr(mp, "MAX_ROWS", 10)
+    assert plan.run(spark, 1000, ev.index, ev.view, keep=lambda df: df) is None
+    monkeypatch.undo()
     # ... which the Spark stages take (the same rows through read_silver)
     assert mp.metadata_pass(stale_obs(spark, cfg, window, state), 1000, ev.index, keep=lambda df: df) is None
 
@@ -354,3 +362,55 @@ def test_the_files_pass_over_a_root_without_captures_runs_and_finds_nothing(spar
     assert plan is not None and plan.files == ()
     got = plan.run(spark, 1000, None, None, keep=lambda df: df)
     assert got is not None and got.findings.count() == 0 and got.responses.count() == 0
+
+
+def test_the_files_pass_shapes_awkward_rows_as_spark_does(spark, tmp_path) -> None:
+    """Times before 1970 with sub-millisecond parts (floored, as unix_millis), a row without a capture time (its
+    event time), a row without a partition (dropped), the all-zero ids in each spelling (null), written to a table
+    and read back both ways."""
+    import datetime as _dt
+
+    import pyarrow.parquet as pq
+
+    from jobs import schemas
+    from jobs.config import parse_config
+    from jobs.reports import stale_metadata
+    from jobs.sink import table_files, write_table
+
+    utc = _dt.timezone.utc
+    day = dt.date(2024, 3, 4)
+    t0 = _dt.datetime(2024, 3, 4, 12, 0, 0, 123456, tzinfo=utc)
+    pre = _dt.datetime(1969, 12, 31, 23, 59, 59, 998500, tzinfo=utc)  # -1.5 ms: floor -2, not -1
+    base = {f.name: None for f in schemas.spark_schema("metadata_observations").fields}
+    rows = [
+        {**base, "capture_ts": pre, "event_ts": pre, "topic": "a", "topic_id": "id-a", "partition": 0},
+        {**base, "capture_ts": None, "event_ts": t0, "topic": "a", "topic_id": "id-a", "partition": 1},
+        {**base, "capture_ts": t0, "event_ts": t0, "topic": "a", "topic_id": "id-a", "partition": None},
+        {**base, "capture_ts": t0, "event_ts": t0, "topic": "b", "topic_id": "AAAAAAAAAAAAAAAAAAAAAA", "partition": 0},
+        {**base, "capture_ts": t0, "event_ts": t0, "topic": "b", "topic_id": "00000000-0000-0000-0000-000000000000",
+         "partition": 1},
+        {**base, "capture_ts": t0, "event_ts": t0, "topic": "b", "topic_id": "", "partition": 2},
+        {**base, "capture_ts": t0, "event_ts": None, "topic": None, "topic_id": None, "partition": 3,
+         "replicas": [1, 2], "leader_epoch": 7, "metadata_token": 5, "source": "x.pcap", "position": 9},
+    ]
+    for r in rows:
+        r.update(cluster="c", event_date=day, client_id="cl", broker="1")
+    cfg = parse_config({"cluster": "c", "output": {"root": str(tmp_path / "tables")}})
+    df = spark.createDataFrame(rows, schemas.spark_schema("metadata_observations"))
+    write_table(df, "metadata_observations", config=cfg, mode="replace_range", date_range=(day, day))
+    listed = table_files("metadata_observations", cfg, cluster="c", date_range=(day, day))
+    raw = pa.concat_tables([mp._conformed(pq.read_table(f"{listed.root}/{f.path}"), mp._raw_schema())
+                            for f in listed.files])
+    got = mp.observations_arrow(raw)
+    want = stale_metadata.observations(spark, cfg, "c", (day, day)).toArrow()
+    assert got.column_names == want.column_names
+    for name in got.column_names:  # the same types (a list's item name aside)
+        a, b = got.schema.field(name).type, want.schema.field(name).type
+        assert (a.value_type == b.value_type) if pa.types.is_list(a) else a == b, name
+    canon = lambda t: sorted(map(repr, t.to_pylist()))  # noqa: E731
+    assert canon(got) == canon(want.cast(got.schema))
+    assert got.num_rows == 6 and -2 in got.column("capture_ts").to_pylist()
+    assert got.column("tid").to_pylist().count(None) == 4  # three zero spellings and the null id
+    # a file from before a column existed reads it as null
+    old = mp._conformed(raw.drop(["metadata_token"]), mp._raw_schema())
+    assert old.column("metadata_token").null_count == old.num_rows

@@ -361,7 +361,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             return write_table(_dated(rows.get(), run), name, config=config, mode="replace_range",
                                date_range=run.date_range)
 
-        # the silver tables and the quarantine are independent writes of the cached work rows: submitted at
+        # the silver tables and the quarantine are independent writes of the work rows: submitted at
         # once (jobs.session.run_concurrently), so one write's scheduling gaps and one-task stages are
         # filled by another's tasks -- in two rounds when the offsets pass writes the commits itself: the
         # side rows (groups, quarantine) exist once it has run
@@ -437,7 +437,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             return [f"metadata: {r['source']}: {r['reason']}" for r in works["metadata"].filter(
                 F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]
 
-        # the late writes, the lookback states, the counts and the notes all read the cached work rows: one
+        # the late writes, the lookback states, the counts and the notes all read the work rows (cached; a large
+        # run's pass side rows are read from their files by each, a few columns of a few rows): one
         # round of concurrent steps (each was a Spark job after the other, ~2 s of the demo's ingest)
         steps = [*writes, ("_states", lookback_states), ("_totals", unit_totals), ("_infos", info_notes)]
         done = run_concurrently(spark, steps, workers=len(steps))  # all at once: small jobs and collects

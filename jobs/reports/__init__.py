@@ -245,10 +245,11 @@ def run_reports(
         plain_obs = Once(plain_observations)
 
         def observations() -> tuple[DataFrame, bool]:
-            # the observations as the Spark-fed paths read them: M1/M2/M3, the token frontier, M5, M2 from the log,
-            # the rates, the lag. When they fit the one-task pass, its few other readers scan just the columns they
-            # need; the ~25 stages of the Spark path read them from one cache (a cache of every column of a million
-            # rows cost ~7 JVM CPU-s at 10 M commits, more than the scans it saved)
+            # the observations as the Spark-fed paths read them: the one task, or the ~25 stages of M1/M2/M3, the
+            # token frontier, M5, M2 from the log, the rates and the lag. When they fit the one task (whose responses
+            # and lags the rates then read), its few other readers scan just the columns they need; the Spark stages
+            # read them from one cache (a cache of every column of a million rows cost ~7 JVM CPU-s at 10 M commits,
+            # more than the scans it saved)
             plain = plain_obs.get()
             fits = metadata_pass.fits_one_task(plain)
             return (plain if fits else keep(plain)), fits
@@ -276,7 +277,8 @@ def run_reports(
 
         def other_readers() -> DataFrame:
             # the observations for P1 (without a log): the plain frame when the one task reads the files (nothing
-            # else reads them then), else what the Spark-fed paths read
+            # else reads them then), else what the Spark-fed paths read. (Should the files' task then find them unfit
+            # for one task, the Spark stages cache them and P1 has scanned them once more: the same rows.)
             return plain_obs.get() if files.get() is not None else obs_once.get()[0]
 
         meta = Once(metadata)

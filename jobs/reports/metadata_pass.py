@@ -430,21 +430,26 @@ def _files_task(root: str, files: list[str], grace_ms: int, index: SpanIndex | N
                 max_rows: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``mapInArrow`` of the files pass: the Spark rows given (the merged lookback rows; the marker row that makes
     the task run is dropped) and ``files`` (relative to ``root``), read with pyarrow, through :func:`pass_table`;
-    one ``unfit`` row instead when they are more than ``max_rows`` or one has no capture time."""
+    one ``unfit`` row instead when they are more than ``max_rows`` rows (counted before the rows without a partition
+    are dropped) or one has no capture time."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
 
         schema = _raw_schema()
-        parts = []
-        for b in batches:
-            t = pa.Table.from_batches([b]) if b.num_rows else None
+        parts, rows = [], 0
+        for b in batches:  # every batch is read (Spark's side of the task), but none kept once past max_rows
+            t = pa.Table.from_batches([b]) if b.num_rows and rows <= max_rows else None
             if t is not None:
                 t = t.filter(pc.invert(pc.fill_null(t.column("_marker"), False)))
-                if t.num_rows:
+                rows += t.num_rows
+                if t.num_rows and rows <= max_rows:
                     parts.append(_conformed(t, schema))
+        if rows > max_rows:
+            yield _unfit()
+            return
         fs, base = fr.fs_path(root)
-        names, rows = [], sum(p.num_rows for p in parts)
+        names = []
         for f in files:  # the footers first: a window too large for one task is not read
             with fs.open_input_file(f"{base}/{f}") as fh:
                 meta = pq.ParquetFile(fh)
@@ -505,7 +510,8 @@ class ObservationFiles:
         extra = state.frames.get(table) if state is not None else None
         early = extra is not None and state is not None and window[0] < state.before
         files = [f for f in found if not (early and f.values.get("event_date", window[0]) < state.before)]
-        if sum(f.rows for f in files) > MAX_ROWS or any("%" in f.path for f in files):
+        # the lookback days' files count too: Spark reads them for the task then (with the run's own rows)
+        if sum(f.rows for f in found) > MAX_ROWS or any("%" in f.path for f in files):
             return None
         rows = None
         if early:  # what read_silver gives for the lookback days: earlier runs' rows and the run's own, once
