@@ -275,10 +275,8 @@ def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.da
                 if str(exc).startswith("no Delta table"):
                     continue  # not written yet
                 listed = None  # a catalog table, deletion vectors: Spark counts it
-            by_log = listed is not None and {"cluster", "event_date"} <= set(listed.part_cols) and all(
-                f.counted and isinstance(f.values.get("event_date"), dt.date) for f in listed.files)
-            if by_log:
-                assert listed is not None
+            if listed is not None and {"cluster", "event_date"} <= set(listed.part_cols) and all(
+                    f.counted and isinstance(f.values.get("event_date"), dt.date) for f in listed.files):
                 for f in listed.files:
                     if f.rows:
                         day = out.setdefault(f.values["event_date"], {})

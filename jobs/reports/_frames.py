@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from ..config import Config
+    from ..sink._read import DataFile
 
 __all__ = [
     "FINDINGS_ARROW",
@@ -50,8 +51,10 @@ __all__ = [
     "batches_from_arrow",
     "commits_from_arrow",
     "dedupe",
+    "epoch_ms_arrow",
     "findings_spark_schema",
     "findings_table",
+    "fs_path",
     "in_range",
     "lookback_gaps",
     "ms_columns",
@@ -59,6 +62,7 @@ __all__ = [
     "quarantine_from_arrow",
     "read_silver",
     "snapshots_from_arrow",
+    "split_window",
     "to_gold",
 ]
 
@@ -240,6 +244,18 @@ class InputState:
 
     before: dt.date
     frames: Mapping[str, DataFrame] = field(default_factory=dict)
+
+
+def split_window(table: str, files: Sequence[DataFile], window: tuple[dt.date, dt.date],
+                 state: InputState | None) -> tuple[list[DataFile], tuple[dt.date, dt.date] | None]:
+    """How a pass that reads ``table``'s files itself splits ``window``: the data files it reads, and the lookback
+    days whose rows it takes from Spark instead (None: none) — the days before ``state.before`` when the run's own
+    inputs hold rows of ``table`` for them, which :func:`read_silver` over those days merges with earlier runs'
+    rows, once."""
+    if state is None or state.frames.get(table) is None or window[0] >= state.before:
+        return list(files), None
+    early = (window[0], state.before - dt.timedelta(days=1))
+    return [f for f in files if f.values.get("event_date", window[0]) > early[1]], early
 
 
 def _conform(df: DataFrame, schema: StructType) -> DataFrame:

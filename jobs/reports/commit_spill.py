@@ -284,16 +284,11 @@ class CommitSpill:
             listed = table_files("offset_commits", config, cluster=cluster, date_range=window)
         except SinkError:
             return None
-        extra = state.frames.get("offset_commits") if state is not None else None
-        early = extra is not None and window[0] < state.before
-        files = [f for f in listed.files if not (early and f.values.get("event_date", window[0]) < state.before)]
+        files, early = fr.split_window("offset_commits", listed.files, window, state)
         rows = sum(f.rows for f in files)
         if not (MIN_ROWS if min_rows is None else min_rows) <= rows <= MAX_ROWS or any("%" in f.path for f in files):
             return None
-        spark_rows = None
-        if early:  # what read_silver gives for the lookback days: earlier runs' rows and the run's own, once
-            last = state.before - dt.timedelta(days=1)
-            spark_rows = commit_rows(read_commits(spark, config, cluster, (window[0], last), state))
+        spark_rows = None if early is None else commit_rows(read_commits(spark, config, cluster, early, state))
         parent = f"{table_location('offset_commits', config)}/{SCRATCH_DIR}"
         sweep_scratch(parent)
         stamp = dt.datetime.now(dt.timezone.utc).strftime(_STAMP)

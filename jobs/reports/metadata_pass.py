@@ -345,7 +345,7 @@ def _outcome(passed: DataFrame, with_lags: bool) -> MetadataPass | None:
     from pyspark.sql import functions as F
 
     row = F.col("pass_row")
-    got = passed.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(row == "unfit", 1)).alias("unfit")).first()
+    got = passed.agg(F.count(F.when(row == "unfit", 1)).alias("unfit")).first()  # a job over every row: it runs the task
     if got is not None and got["unfit"]:
         return None
     found = passed.where(row == "finding").select(*fr.FINDINGS_ARROW.names)
@@ -507,16 +507,11 @@ class ObservationFiles:
             if not str(exc).startswith("no Delta table"):
                 return None
             root, found = "", []  # nothing captured yet: the task reads no files (read_silver: an empty frame)
-        extra = state.frames.get(table) if state is not None else None
-        early = extra is not None and state is not None and window[0] < state.before
-        files = [f for f in found if not (early and f.values.get("event_date", window[0]) < state.before)]
+        files, early = fr.split_window(table, found, window, state)
         # the lookback days' files count too: Spark reads them for the task then (with the run's own rows)
         if sum(f.rows for f in found) > MAX_ROWS or any("%" in f.path for f in files):
             return None
-        rows = None
-        if early:  # what read_silver gives for the lookback days: earlier runs' rows and the run's own, once
-            assert state is not None
-            rows = fr.read_silver(spark, config, table, cluster, (window[0], state.before - dt.timedelta(days=1)), state)
+        rows = None if early is None else fr.read_silver(spark, config, table, cluster, early, state)
         return cls(root, tuple(f.path for f in files), rows)
 
     def run(self, spark: SparkSession, grace_ms: int, index: SpanIndex | None, view: LogView | None,
