@@ -29,11 +29,15 @@ def _rows(root: Path, table: str, drop: tuple[str, ...] = ()) -> list[str]:
     return sorted(map(str, t.drop_columns([c for c in drop if c in t.column_names]).to_pylist()))
 
 
-def _both_ways(spark, tmp_path: Path, monkeypatch, inputs: Inputs, tables: tuple[str, ...]) -> dict[str, tuple]:
-    """Ingest day 2 (lookback 1 day) with the passes writing their files ("one"), then with Spark writing them
-    ("two"): per way, the ``tables``' rows, the counts, the lookback state and the notes."""
+def _both_ways(spark, tmp_path: Path, monkeypatch, inputs: Inputs, tables: tuple[str, ...],
+               ways: tuple[str, ...] = ("one", "two")) -> dict[str, tuple]:
+    """Ingest day 2 (lookback 1 day) with the passes writing their files ("one"; "window": with Spark's window
+    giving the transactional commits their state), then with Spark writing them ("two"): per way, the
+    ``tables``' rows, the counts, the lookback state and the notes."""
     out = {}
-    for how in ("one", "two"):
+    for how in ways:
+        if how == "window":  # the pass writes the commits, Spark's window the transactional ones
+            monkeypatch.setattr(cf, "MAX_TX_ROWS", 0)
         if how == "two":
             monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)
         cfg = Config(cluster="test", inputs=inputs, output=Output(root=str(tmp_path / how)), rules=Rules(lookback_days=1))
@@ -53,10 +57,13 @@ def _both_ways(spark, tmp_path: Path, monkeypatch, inputs: Inputs, tables: tuple
 def test_one_pass_writes_what_spark_writes_from_two_passes(spark, tmp_path, monkeypatch):
     """Every input form (segments of every codec, transactions, dumps, tool text dumps, bad units), over a
     range with a lookback day: the same commits (transactional ones with their txn_state), groups,
-    quarantine, counts and lookback state whether the pass writes the commits or Spark does."""
+    quarantine, counts and lookback state whether the pass writes the commits or Spark does, and whether the
+    transactional commits' state comes from the one task or from Spark's window."""
     paths, ex = build_inputs(tmp_path / "in")
-    out = _both_ways(spark, tmp_path, monkeypatch, Inputs(**paths), ("offset_commits", "group_metadata", "quarantine"))
+    out = _both_ways(spark, tmp_path, monkeypatch, Inputs(**paths), ("offset_commits", "group_metadata", "quarantine"),
+                     ("one", "window", "two"))
     one, two = out["one"], out["two"]
+    assert one == out["window"]
     # something in each table, and in the lookback day's state
     assert one[0]["offset_commits"] and one[2]["offset_commits"] and one[2]["group_metadata"]
     assert any("'txn_state': 'committed'" in r for r in one[0]["offset_commits"]) or any(

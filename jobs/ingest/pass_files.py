@@ -36,7 +36,7 @@ from jobs.sink import FileSource
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SIDE_DIR", "WRITTEN", "PassFiles", "escape_partition_value", "event_days", "write_pass"]
+__all__ = ["SIDE_DIR", "WRITTEN", "PassFiles", "RangeFiles", "escape_partition_value", "event_days", "write_pass"]
 
 Decode = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -87,7 +87,7 @@ def write_pass(decode: Decode, staging: str, *, cluster: str, days: tuple[dt.dat
             for i in range(rb.num_rows):
                 one = rb.slice(i, 1)
                 key = hashlib.sha1(repr(sorted(one.to_pylist()[0].items())).encode()).hexdigest()[:24]
-                out = _RangeFiles(fs, base, part_dir, key, file_schema, side_schema)
+                out = RangeFiles(fs, base, part_dir, key, file_schema, side_schema)
                 try:
                     for b in decode(iter([one])):
                         if "row_kind" in b.schema.names:
@@ -117,7 +117,7 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     return out
 
 
-class _RangeFiles:
+class RangeFiles:
     """The files of one input row: one table file per date, one side file; temporary until :meth:`close`."""
 
     def __init__(self, fs: Any, base: str, part_dir: str, key: str, file_schema: pa.Schema,
@@ -221,6 +221,8 @@ class PassFiles(FileSource):
         self.cluster, self.days, self.default_date = cluster, days, default_date
         self.side: DataFrame | None = None
         self.written: list[dict[str, Any]] = []
+        self.staging: str | None = None  # the staging folder and the table files' schema, once staged
+        self.file_schema: pa.Schema | None = None
 
     @property
     def sparkSession(self) -> SparkSession:  # noqa: N802 - the DataFrame attribute it stands in for
@@ -235,7 +237,8 @@ class PassFiles(FileSource):
         raise NotImplementedError
 
     def after(self) -> DataFrame | None:
-        """Further rows in the table's columns (dated) for the sink to write, once :attr:`side` is set."""
+        """Further rows in the table's columns (dated) for the sink to write, once :attr:`side` is set (or
+        written into the staging folder here, as :class:`RangeFiles`, adding to :attr:`written`)."""
         return None
 
     def stage(self, path: str, partition_by: list[str], schema: pa.Schema) -> DataFrame | None:
@@ -247,6 +250,7 @@ class PassFiles(FileSource):
         if list(partition_by) != ["cluster", "event_date"]:
             raise ValueError(f"a decode pass writes cluster/event_date folders, not {partition_by}")
         file_schema = pa.schema([f for f in schema if f.name not in partition_by])
+        self.staging, self.file_schema = path, file_schema
         frames = [frame.mapInArrow(write_pass(decode, path, cluster=self.cluster, days=self.days,
                                               default_date=self.default_date, file_schema=file_schema,
                                               side_schema=self.side_schema),
