@@ -33,6 +33,19 @@ def test_a_partition_has_one_bucket_in_every_process_and_arrow_layout() -> None:
     assert len(set(want)) == 10  # it spreads
     chunked = pa.chunked_array([topic.slice(0, 100), topic.slice(100)]).cast(pa.large_string())
     assert bucket_of(chunked, pa.chunked_array([part.slice(0, 250), part.slice(250)]), 10).tolist() == want
+    # dictionary-encoded (as the spill reads the data files), over chunks with different dictionaries
+    dictionary = pa.dictionary(pa.int32(), pa.string())
+    assert bucket_of(topic.cast(dictionary), part, 10).tolist() == want
+    assert bucket_of(pa.chunked_array([topic.slice(0, 100).cast(dictionary), topic.slice(100).cast(dictionary)]),
+                     part, 10).tolist() == want
+    # a partition's rows group together whatever the dictionary: a repeated value, a null in it or a null index
+    from jobs.reports.commit_spill import _value_codes
+
+    odd = pa.DictionaryArray.from_arrays(pa.array([0, None, 1, 2, 3], pa.int32()), pa.array(["a", None, "a", "b"]))
+    codes = _value_codes(odd).tolist()
+    assert codes[0] == codes[3] and codes[1] == codes[2] and len({codes[0], codes[1], codes[4]}) == 3
+    assert bucket_of(odd, pa.array([1] * 5, pa.int32()), 1000).tolist() == bucket_of(
+        pa.array(["a", None, None, "a", "b"]), pa.array([1] * 5, pa.int32()), 1000).tolist()
     # a null topic is "", a null partition 0
     nulls = bucket_of(pa.array([None, "", "x"]), pa.array([0, None, None], pa.int32()), 1000).tolist()
     assert nulls[0] == nulls[1] == bucket_of(pa.array([""]), pa.array([0], pa.int32()), 1000)[0] != nulls[2]
@@ -64,7 +77,14 @@ def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) ->
     from jobs import schemas
     from jobs.config import default_config
     from jobs.reports import commit_pass
-    from jobs.reports.commit_spill import ROWS_COLUMNS, _rows_schema, commit_file_rows
+    from jobs.reports.commit_spill import (
+        ROWS_COLUMNS,
+        _key_groups,
+        _plain,
+        _rows_schema,
+        _spill_schema,
+        commit_file_rows,
+    )
     from jobs.sink import table_files, write_table
 
     config = default_config().with_overrides(output_root=str(tmp_path), cluster="c")
@@ -87,6 +107,15 @@ def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) ->
     got = pa.concat_tables([commit_file_rows(t, _rows_schema()) for t in tables])
     assert got.column_names == list(ROWS_COLUMNS)
     assert sorted((tuple(r.values()) for r in got.to_pylist()), key=repr) == want
+    # the strings read as dictionaries and spilled so: the same rows once decoded, in the same groups
+    spilled = [commit_file_rows(pq.read_table(f"{files.root}/{f.path}", read_dictionary=["topic", "group_id", "source",
+                                                                                         "txn_state"]), _spill_schema())
+               for f in files.files]  # fmt: skip
+    assert all(pa.types.is_dictionary(t.schema.field("source").type) for t in spilled)
+    decoded = pa.concat_tables(spilled).combine_chunks()
+    assert sorted((tuple(r.values()) for r in _plain(decoded).to_pylist()), key=repr) == want
+    by_dict, by_plain = _key_groups(decoded)[1], _key_groups(_plain(decoded))[1]
+    assert len(by_dict) == len(by_plain) == len({(r[0], r[1]) for r in want})
     assert len(want) == 45 - 16  # aborted and pending left out
     # a file of an older layout, without `position`: null, as Spark reads it in the table's schema
     old = pa.concat_tables([commit_file_rows(t.drop_columns(["position"]), _rows_schema()) for t in tables])

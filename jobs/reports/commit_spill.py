@@ -57,6 +57,11 @@ MAX_ROWS = 1 << 26
 ROWS_PER_BUCKET = 1 << 20
 #: The columns a spilled commit has (:func:`.commit_pass.commit_rows`' order).
 ROWS_COLUMNS = ("topic", "partition", *COMMIT_COLUMNS)
+#: The spilled columns kept dictionary-encoded from the data files to the bucket tasks (read with
+#: ``read_dictionary``): a few distinct values each (the segment file's path, for ``source``), which decoded
+#: were most of the spill's bytes and of its CPU (BENCHMARKS.md, issue 16 thirteenth round).
+DICTIONARY_COLUMNS = ("topic", "group_id", "source")
+_DICT = pa.dictionary(pa.int32(), pa.string())
 SCRATCH_DIR = "_commit_pass"
 #: A scratch folder this old is a dead run's (:func:`sweep_scratch`).
 SCRATCH_TTL = dt.timedelta(days=1)
@@ -71,13 +76,21 @@ _SPILLED = pa.schema([pa.field("kind", pa.string()), pa.field("bucket", pa.int32
 
 def bucket_of(topic: pa.Array | pa.ChunkedArray, partition: pa.Array | pa.ChunkedArray, n: int) -> np.ndarray:
     """Bucket (0 … n-1) of each (topic, partition): ``(crc32(utf-8 topic) * 31 + partition) mod n``, null as
-    "" and 0; the same for any Arrow string type or chunking (file rows and Spark rows meet in one bucket)."""
-    enc = pc.dictionary_encode(pc.fill_null(topic, ""))
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks() if enc.num_chunks else pa.array([], pa.string()).dictionary_encode()
-    crc = np.array([zlib.crc32(s.encode()) for s in enc.dictionary.to_pylist()], dtype=np.int64)
+    "" and 0; the same for any Arrow string type, dictionary-encoded or not, or chunking (file rows and Spark
+    rows meet in one bucket)."""
+    if isinstance(topic, pa.ChunkedArray):
+        topic = topic.combine_chunks() if topic.num_chunks else pa.array([], topic.type)
+    if pa.types.is_dictionary(topic.type):
+        enc = topic  # a null index, or a null in the dictionary, is ""
+        values = ["" if v is None else v for v in enc.dictionary.to_pylist()]
+        idx = pc.fill_null(enc.indices, len(values)).to_numpy(zero_copy_only=False)
+        values.append("")
+    else:
+        enc = pc.dictionary_encode(pc.fill_null(topic, ""))
+        values, idx = enc.dictionary.to_pylist(), enc.indices.to_numpy(zero_copy_only=False)
+    crc = np.array([zlib.crc32(s.encode()) for s in values], dtype=np.int64)
     part = pc.fill_null(partition, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.mod(crc[enc.indices.to_numpy(zero_copy_only=False)] * 31 + part, n)
+    return np.mod(crc[idx] * 31 + part, n)
 
 
 # ------------------------------------------------------------------------------------ executor side
@@ -90,16 +103,42 @@ def _rows_schema() -> pa.Schema:
     return pa.schema([pa.field("ts", pa.int64()) if c == "ts" else table.field(c) for c in ROWS_COLUMNS])
 
 
+def _spill_schema() -> pa.Schema:
+    """:func:`_rows_schema` with the repeated strings (:data:`DICTIONARY_COLUMNS`) dictionary-encoded, as the
+    data files' rows are spilled."""
+    return pa.schema([pa.field(f.name, _DICT) if f.name in DICTIONARY_COLUMNS else f for f in _rows_schema()])
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns decoded (what the rules read)."""
+    if not any(pa.types.is_dictionary(f.type) for f in table.schema):
+        return table
+    return table.cast(pa.schema([pa.field(f.name, f.type.value_type, f.nullable) if pa.types.is_dictionary(f.type)
+                                 else f for f in table.schema]))
+
+
+def _live(state: pa.Array) -> pa.Array:
+    """The commits a ``txn_state`` keeps (none, committed; null is none), for a plain or dictionary column
+    (then judged once per distinct state)."""
+    keep = pa.array(["none", "committed"])
+    if pa.types.is_dictionary(state.type):
+        per_value = pc.is_in(pc.fill_null(state.dictionary, "none"), keep)
+        return pc.fill_null(pc.take(per_value, state.indices), True)
+    return pc.is_in(pc.fill_null(state, "none"), keep)
+
+
 def commit_file_rows(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """The live commits of one ``offset_commits`` data file (any subset of its columns; those it lacks, as an
-    older file may, are null) as :func:`.commit_pass.commit_rows` gives them from Spark."""
+    older file may, are null; string columns plain or dictionary-encoded) as :func:`.commit_pass.commit_rows`
+    gives them from Spark, in ``schema`` (:func:`_rows_schema`, or :func:`_spill_schema`)."""
     n = table.num_rows
 
     def col(name: str, typ: pa.DataType) -> pa.Array:
         return table.column(name).combine_chunks().cast(typ) if name in table.column_names else pa.nulls(n, typ)
 
-    state = col("txn_state", pa.string())
-    live = pc.is_in(pc.fill_null(state, "none"), pa.array(["none", "committed"]))
+    state = table.column("txn_state").combine_chunks() if "txn_state" in table.column_names else pa.nulls(
+        n, pa.string())
+    live = _live(state)
     ts = pc.coalesce(fr.epoch_ms_arrow(col("event_ts", pa.timestamp("us", tz="UTC"))),
                      fr.epoch_ms_arrow(col("commit_ts", pa.timestamp("us", tz="UTC"))))  # fmt: skip
     cols = [ts if f.name == "ts" else col(f.name, f.type) for f in schema]
@@ -129,8 +168,8 @@ class _BucketFiles:
 
         if rows.num_rows == 0:
             return
-        if self.want_pairs:
-            self.pairs.append(rows.select(list(_PAIRS)).group_by(list(_PAIRS)).aggregate([]))
+        if self.want_pairs:  # (distinct over the dictionary codes, decoded once distinct)
+            self.pairs.append(_plain(rows.select(list(_PAIRS)).group_by(list(_PAIRS)).aggregate([])))
         b = bucket_of(rows.column("topic"), rows.column("partition"), self.n)
         order = np.argsort(b, kind="stable")
         rows, b = rows.take(pa.array(order)), b[order]
@@ -142,8 +181,9 @@ class _BucketFiles:
                 self.fs.create_dir(folder, recursive=True)
                 rel = f"{self.folder}/b={k}/{self.tag}.arrow"
                 stream = self.fs.open_output_stream(f"{self.base}/{rel}")
+                # a stream, not a file: each row group's dictionaries replace the last ones
                 opts = ipc.IpcWriteOptions(compression="lz4")
-                self.writers[k] = (ipc.new_file(stream, rows.schema, options=opts), stream, rel)
+                self.writers[k] = (ipc.new_stream(stream, rows.schema, options=opts), stream, rel)
                 self.rows[k] = 0
             self.writers[k][0].write_table(rows.slice(lo, hi - lo))
             self.rows[k] += hi - lo
@@ -178,12 +218,15 @@ def _spill_files_fn(scratch: str, root: str, files: list[str], n: int, *, pairs:
 
         fs, base = fr.fs_path(scratch)
         rfs, rbase = fr.fs_path(root)
-        schema = _rows_schema()
+        schema = _spill_schema()
         out = _BucketFiles(fs, base, "commits", n, pairs=pairs)
         for rb in batches:
             for i in rb.column(0).to_pylist():
-                pf = pq.ParquetFile(rfs.open_input_file(f"{rbase}/{files[i]}"))
-                cols = [c for c in _READ if c in pf.schema_arrow.names]
+                path = f"{rbase}/{files[i]}"
+                names = pq.read_schema(rfs.open_input_file(path)).names
+                pf = pq.ParquetFile(rfs.open_input_file(path),
+                                    read_dictionary=[c for c in (*DICTIONARY_COLUMNS, "txn_state") if c in names])
+                cols = [c for c in _READ if c in names]
                 for g in range(pf.num_row_groups):
                     out.add(commit_file_rows(pf.read_row_group(g, columns=cols, use_threads=False), schema))
         yield out.close()
@@ -196,7 +239,7 @@ def _spill_rows_fn(scratch: str, folder: str, n: int, *, pairs: bool, conform: b
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, base = fr.fs_path(scratch)
-        schema = _rows_schema() if conform else None
+        schema = _spill_schema() if conform else None
         out = _BucketFiles(fs, base, folder, n, pairs=pairs)
         for rb in batches:
             t = pa.Table.from_batches([rb])
@@ -209,15 +252,26 @@ def _spill_rows_fn(scratch: str, folder: str, n: int, *, pairs: bool, conform: b
 def _read_ipc(fs: Any, base: str, paths: Iterable[str]) -> pa.Table | None:
     import pyarrow.ipc as ipc
 
-    tables = [ipc.open_file(fs.open_input_file(f"{base}/{p}")).read_all() for p in paths]
+    tables = [ipc.open_stream(fs.open_input_file(f"{base}/{p}")).read_all() for p in paths]
     return pa.concat_tables(tables).combine_chunks() if tables else None
+
+
+def _value_codes(a: pa.Array) -> np.ndarray:
+    """One int64 code per distinct value of a string column, plain or dictionary-encoded (null a value of its
+    own; equal strings one code even where a dictionary repeats them)."""
+    if not pa.types.is_dictionary(a.type):
+        return pc.dictionary_encode(a, null_encoding="encode").indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    per_value = _value_codes(a.dictionary)
+    in_dict = np.flatnonzero(pc.is_null(a.dictionary).to_numpy(zero_copy_only=False))
+    null_code = int(per_value[in_dict[0]]) if len(in_dict) else (int(per_value.max()) + 1 if len(per_value) else 0)
+    idx = pc.fill_null(a.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.where(idx < 0, null_code, per_value[np.maximum(idx, 0)] if len(per_value) else null_code)
 
 
 def _key_groups(table: pa.Table) -> tuple[pa.Table, list[tuple[int, int]]]:
     """``table`` sorted by (topic, partition) (nulls their own group) and each group's row range."""
-    topic = pc.dictionary_encode(table.column("topic").combine_chunks(), null_encoding="encode")
     part = table.column("partition").combine_chunks()
-    key = (topic.indices.to_numpy(zero_copy_only=False).astype(np.int64) << 33
+    key = (_value_codes(table.column("topic").combine_chunks()) << 33
            | pc.is_null(part).to_numpy(zero_copy_only=False).astype(np.int64) << 32
            | (pc.fill_null(part, 0).to_numpy(zero_copy_only=False).astype(np.int64) & 0xFFFFFFFF))  # fmt: skip
     order = np.argsort(key, kind="stable")
@@ -248,7 +302,7 @@ def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], sid
                 commits, bounds = _key_groups(commits)
                 found: list[Any] = []
                 for lo, hi in bounds:
-                    part = commits.slice(lo, hi - lo)
+                    part = _plain(commits.slice(lo, hi - lo))
                     tp = (part.column("topic")[0].as_py(), part.column("partition")[0].as_py())
                     right = sides.take(pa.array(by_key.get(tp, []), pa.int64()))
                     found += run_commit_pass(part, right, tolerance_ms=tolerance_ms, fencing=fencing, resets=resets)
