@@ -66,6 +66,10 @@ LOCAL_DEFAULTS: dict[str, str] = {
 ADAPTIVE_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    # ... inside a cached plan too: Spark otherwise keeps a cached frame's shuffles at their full width, and the
+    # reports cache unions of grouped rule outputs (L5, L3, D1/D2 over 15 k lineage rows ran 53 tasks a stage at
+    # 10 M bench commits; 10-run: ~200 of ~500 report tasks and ~4 s, BENCHMARKS.md issue 16 thirteenth round)
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 WHOLE_STAGE = "spark.sql.codegen.wholeStage"

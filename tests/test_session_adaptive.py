@@ -8,7 +8,7 @@ import pytest
 from jobs.session import get_or_create_session, size_shuffles
 
 KEYS = ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
-        "spark.sql.shuffle.partitions")
+        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "spark.sql.shuffle.partitions")
 MARKS = ("spark.epochaudit.shufflePartitions.auto", "spark.epochaudit.adaptive.auto")
 
 
@@ -33,6 +33,8 @@ def test_handed_session_without_settings_gets_adaptive_and_a_small_width(restore
     assert again is spark
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "true"
+    # cached frames' shuffles coalesced too (the reports cache unions of grouped rule outputs)
+    assert spark.conf.get("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning") == "true"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "8"  # local[1]: max(8, 2 x 1)
 
 
@@ -42,8 +44,10 @@ def test_explicit_user_settings_win(restore) -> None:
     spark.conf.set("spark.sql.shuffle.partitions", "64")
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
     spark.conf.unset("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "false")
     changed = size_shuffles(spark)
     assert changed == {"spark.sql.adaptive.enabled": "true"}
+    assert spark.conf.get("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning") == "false"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
     assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "false"
 
