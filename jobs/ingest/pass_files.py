@@ -45,7 +45,7 @@ Decode = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 SIDE_DIR = "_side"
 _SIDE_ROWS = f"{SIDE_DIR}/rows"
 #: One row per file a task wrote (what the pass's action brings to the driver); ``tx``: the side rows that are
-#: transactional commits (so the driver knows without a Spark job whether their window is needed; 0 for
+#: transactional commits (so the driver knows without a Spark job whether their state must be resolved; 0 for
 #: other passes).
 WRITTEN = pa.schema([pa.field("kind", pa.string()), pa.field("path", pa.string()), pa.field("rows", pa.int64()),
                      pa.field("tx", pa.int64())])

@@ -5,16 +5,18 @@ commit into a row, converts it to Arrow for Python, shuffles and sorts it — ~2
 10 M commits, the rules ~4 (BENCHMARKS.md, issue 16 sixth and seventh rounds). Where the commits are
 Parquet files the Delta log lists (the delta-rs sink), :class:`CommitSpill` runs the same pass as
 
-1. **spill**: a task per data file reads the commit columns with pyarrow, keeps the live commits
-   (``txn_state`` none/committed; tombstones kept), splits them into buckets of (topic, partition)
-   (:func:`bucket_of`) and writes one Arrow IPC file per bucket into a scratch folder next to the table
+1. **spill**: a task per data file reads the commit columns with pyarrow (the repeated strings as dictionaries,
+   :data:`DICTIONARY_COLUMNS`), keeps the live commits (``txn_state`` none/committed; tombstones kept), splits
+   them into buckets of (topic, partition) (:func:`bucket_of`) and writes one Arrow IPC stream per bucket into
+   a scratch folder next to the table
    (``<offset_commits>/_commit_pass/<token>/``), plus its distinct (group, topic, partition) for the
    resets' group records. The rows the run decoded itself for the lookback days
    (:class:`~._frames.InputState`, with what earlier runs wrote for them) come from Spark the same way.
    Then the side table (lineage, group records) is spilled from Spark into the same buckets (the same
    :func:`bucket_of`);
 2. **buckets**: a task per bucket reads its files and runs :func:`.commit_pass.run_commit_pass` on each
-   (topic, partition) — no shuffle; the JVM holds none of the files' commits (only the lookback rows).
+   (topic, partition), its strings decoded — no shuffle; the JVM holds none of the files' commits (only the
+   lookback rows).
 
 The findings are those of the Spark cogroup (``tests/test_commit_spill.py``). The scratch folder stays until
 :meth:`CommitSpill.close`, after the run's writes (a re-read of the findings reads the files again); a killed
