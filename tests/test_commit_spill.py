@@ -46,6 +46,15 @@ def test_a_partition_has_one_bucket_in_every_process_and_arrow_layout() -> None:
     assert codes[0] == codes[3] and codes[1] == codes[2] and len({codes[0], codes[1], codes[4]}) == 3
     assert bucket_of(odd, pa.array([1] * 5, pa.int32()), 1000).tolist() == bucket_of(
         pa.array(["a", None, None, "a", "b"]), pa.array([1] * 5, pa.int32()), 1000).tolist()
+    # a bucket's slice of a row group carries only the dictionary values it uses (not every group id of the group)
+    from jobs.reports.commit_spill import _compacted, _plain
+
+    many = pa.array([f"g{i}" for i in range(50_000)]).cast(dictionary)
+    cut = pa.table({"group_id": many, "partition": pa.array(range(50_000), pa.int32())}).slice(100, 10)
+    small = _compacted(cut)
+    assert len(small.column("group_id").combine_chunks().dictionary) == 10
+    assert _plain(small).to_pylist() == _plain(cut).to_pylist()
+    assert _plain(_compacted(pa.table({"g": odd}))).column("g").to_pylist() == ["a", None, None, "a", "b"]
     # a null topic is "", a null partition 0
     nulls = bucket_of(pa.array([None, "", "x"]), pa.array([0, None, None], pa.int32()), 1000).tolist()
     assert nulls[0] == nulls[1] == bucket_of(pa.array([""]), pa.array([0], pa.int32()), 1000)[0] != nulls[2]

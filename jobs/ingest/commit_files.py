@@ -60,7 +60,9 @@ def transactional_commits_arrow(side: pa.Table) -> pa.RecordBatch:
     orders a null log offset before every other and skips markers without a control type), with numpy.
 
     ``side`` holds :data:`~._rows.OFFSETS_WORK` columns (any row kinds; at least the commit columns,
-    ``row_kind``, ``is_transactional`` and ``control_type``)."""
+    ``row_kind``, ``is_transactional`` and ``control_type``). Rows of one producer at one offset (only divergent
+    copies of a log without a broker can give them) are not ordered by Spark's window: here a marker at the
+    commit's own offset does not count, and of two markers at one offset the first in ``side`` does."""
     kind = side.column("row_kind")
     keep = pc.and_(pc.is_in(kind, pa.array(["commit", "marker"])),
                    pc.fill_null(side.column("is_transactional"), False)).fill_null(False)

@@ -119,6 +119,28 @@ def _plain(table: pa.Table) -> pa.Table:
                                  else f for f in table.schema]))
 
 
+def _compacted(table: pa.Table) -> pa.Table:
+    """``table`` with each dictionary column's dictionary cut to the values its rows use: a bucket's slice of a row
+    group keeps the whole row group's dictionary otherwise, and each bucket would carry every distinct group id of
+    every row group (with 50 k distinct ids, a 64-bucket spill was 5x the plain one)."""
+    for i, f in enumerate(table.schema):
+        if not pa.types.is_dictionary(f.type):
+            continue
+        a = table.column(i).combine_chunks()
+        idx = a.indices.to_numpy(zero_copy_only=False)
+        valid = pc.is_valid(a.indices).to_numpy(zero_copy_only=False)
+        used = np.zeros(len(a.dictionary), dtype=bool)
+        used[idx[valid].astype(np.int64)] = True
+        if used.all():
+            continue
+        remap = (np.cumsum(used) - 1).astype(np.int32)
+        new_idx = pa.array(np.where(valid, remap[np.where(valid, idx, 0).astype(np.int64)], 0), pa.int32(),
+                           mask=~valid)
+        table = table.set_column(i, f, pa.DictionaryArray.from_arrays(
+            new_idx, a.dictionary.filter(pa.array(used))).cast(f.type))
+    return table
+
+
 def _live(state: pa.Array) -> pa.Array:
     """The commits a ``txn_state`` keeps (none, committed; null is none), for a plain or dictionary column
     (then judged once per distinct state)."""
@@ -187,7 +209,7 @@ class _BucketFiles:
                 opts = ipc.IpcWriteOptions(compression="lz4")
                 self.writers[k] = (ipc.new_stream(stream, rows.schema, options=opts), stream, rel)
                 self.rows[k] = 0
-            self.writers[k][0].write_table(rows.slice(lo, hi - lo))
+            self.writers[k][0].write_table(_compacted(rows.slice(lo, hi - lo)))
             self.rows[k] += hi - lo
 
     def close(self) -> pa.RecordBatch:
@@ -225,7 +247,8 @@ def _spill_files_fn(scratch: str, root: str, files: list[str], n: int, *, pairs:
         for rb in batches:
             for i in rb.column(0).to_pylist():
                 path = f"{rbase}/{files[i]}"
-                names = pq.read_schema(rfs.open_input_file(path)).names
+                with rfs.open_input_file(path) as fh:
+                    names = pq.read_schema(fh).names
                 pf = pq.ParquetFile(rfs.open_input_file(path),
                                     read_dictionary=[c for c in (*DICTIONARY_COLUMNS, "txn_state") if c in names])
                 cols = [c for c in _READ if c in names]
