@@ -38,9 +38,11 @@ __all__ = ["MAX_TX_ROWS", "CommitFiles", "transactional_commits_arrow"]
 #: Above this many side rows (transactional commits and markers among them) Spark's window gives the
 #: transactional commits their state: the one task holds the transactional rows in memory (~200 bytes each).
 MAX_TX_ROWS = 1 << 22
-#: The side columns the resolution reads (every commit column, and what picks the transactional rows).
-_TX_COLUMNS = [f.name for f in OFFSETS_WORK if f.name not in ("raw", "reason", "unit", "q_ms", "n_read", "n_bad",
-                                                             "n_out", "n_unpaired")]
+#: The side columns the resolution reads: every commit column and what picks the transactional rows (not the
+#: quarantine, stats and group-record columns).
+_TX_COLUMNS = [f.name for f in OFFSETS_WORK if f.name not in (
+    "raw", "reason", "unit", "q_ms", "n_read", "n_bad", "n_out", "n_unpaired", "record_type", "protocol_type",
+    "generation", "protocol", "leader", "state_ms", "member_count", "members")]
 _STATE = {"COMMIT": "committed", "ABORT": "aborted"}
 
 
@@ -50,6 +52,12 @@ def _codes(a: pa.ChunkedArray | pa.Array) -> np.ndarray:
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _transactional(side: pa.Table) -> pa.Array:
+    """Which side rows are transactional commits or markers."""
+    return pc.and_(pc.is_in(side.column("row_kind"), pa.array(["commit", "marker"])),
+                   pc.fill_null(side.column("is_transactional"), False)).fill_null(False)
 
 
 def transactional_commits_arrow(side: pa.Table) -> pa.RecordBatch:
@@ -63,10 +71,7 @@ def transactional_commits_arrow(side: pa.Table) -> pa.RecordBatch:
     ``row_kind``, ``is_transactional`` and ``control_type``). Rows of one producer at one offset (only divergent
     copies of a log without a broker can give them) are not ordered by Spark's window: here a marker at the
     commit's own offset does not count, and of two markers at one offset the first in ``side`` does."""
-    kind = side.column("row_kind")
-    keep = pc.and_(pc.is_in(kind, pa.array(["commit", "marker"])),
-                   pc.fill_null(side.column("is_transactional"), False)).fill_null(False)
-    t = side.filter(keep)
+    t = side.filter(_transactional(side))
     n = t.num_rows
     if n == 0:
         return pa.RecordBatch.from_pylist([], schema=COMMITS)
@@ -120,14 +125,13 @@ def _tx_task(staging: str, side_files: list[str], *, cluster: str, days: tuple[d
         fs, base = filesystem(staging)
         parts = []
         for path in side_files:
-            pf = pq.ParquetFile(fs.open_input_file(path))
-            cols = [c for c in _TX_COLUMNS if c in pf.schema_arrow.names]
-            for g in range(pf.num_row_groups):
-                rg = pf.read_row_group(g, columns=cols, use_threads=False)
-                keep = pc.and_(pc.is_in(rg.column("row_kind"), pa.array(["commit", "marker"])),
-                               pc.fill_null(rg.column("is_transactional"), False)).fill_null(False)
-                parts.append(rg.filter(keep))
-        side = pa.concat_tables(parts, promote_options="default") if parts else OFFSETS_WORK.empty_table()
+            with fs.open_input_file(path) as fh:
+                pf = pq.ParquetFile(fh)
+                cols = [c for c in _TX_COLUMNS if c in pf.schema_arrow.names]
+                for g in range(pf.num_row_groups):
+                    rg = pf.read_row_group(g, columns=cols, use_threads=False)
+                    parts.append(rg.filter(_transactional(rg)))
+        side = pa.concat_tables(parts) if parts else OFFSETS_WORK.empty_table()
         commits = transactional_commits_arrow(side)
         out = RangeFiles(fs, base.rstrip("/"), f"cluster={escape_partition_value(cluster)}", key, file_schema,
                          OFFSETS_WORK)
@@ -160,7 +164,7 @@ class CommitFiles(PassFiles):
         return [(frame, both) for frame, _, _, both in offsets.input_frames(
             self._spark, self.files, split_bytes=self.split_bytes, parallelism=self.parallelism)]
 
-    def after(self) -> DataFrame | None:
+    def after(self, staging: str, file_schema: pa.Schema) -> DataFrame | None:
         """The transactional commits, when the pass met any: written here by one task (the side rows are at
         most :data:`MAX_TX_ROWS`), else Spark's window's rows (dated) for the sink to write."""
         from . import offsets
@@ -169,10 +173,9 @@ class CommitFiles(PassFiles):
         if not sum(w["tx"] for w in self.written):
             return None
         side_files = [w for w in self.written if w["kind"] == "side"]
-        if (sum(w["rows"] for w in side_files) <= MAX_TX_ROWS and self.staging is not None
-                and self.file_schema is not None):
-            fn = _tx_task(self.staging, [w["path"] for w in side_files], cluster=self.cluster, days=self.days,
-                          default_date=self.default_date, file_schema=self.file_schema)
+        if sum(w["rows"] for w in side_files) <= MAX_TX_ROWS:
+            fn = _tx_task(staging, [w["path"] for w in side_files], cluster=self.cluster, days=self.days,
+                          default_date=self.default_date, file_schema=file_schema)
             rows = self._spark.range(1, numPartitions=1).mapInArrow(fn, to_spark_schema(WRITTEN)).collect()
             self.written += [r.asDict() for r in rows]
             return None

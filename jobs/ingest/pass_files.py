@@ -221,8 +221,6 @@ class PassFiles(FileSource):
         self.cluster, self.days, self.default_date = cluster, days, default_date
         self.side: DataFrame | None = None
         self.written: list[dict[str, Any]] = []
-        self.staging: str | None = None  # the staging folder and the table files' schema, once staged
-        self.file_schema: pa.Schema | None = None
 
     @property
     def sparkSession(self) -> SparkSession:  # noqa: N802 - the DataFrame attribute it stands in for
@@ -236,9 +234,9 @@ class PassFiles(FileSource):
         """The input rows (one per file or range) and the function that decodes them."""
         raise NotImplementedError
 
-    def after(self) -> DataFrame | None:
+    def after(self, staging: str, file_schema: pa.Schema) -> DataFrame | None:
         """Further rows in the table's columns (dated) for the sink to write, once :attr:`side` is set (or
-        written into the staging folder here, as :class:`RangeFiles`, adding to :attr:`written`)."""
+        written into ``staging`` here in ``file_schema``, as :class:`RangeFiles`, adding to :attr:`written`)."""
         return None
 
     def stage(self, path: str, partition_by: list[str], schema: pa.Schema) -> DataFrame | None:
@@ -250,7 +248,6 @@ class PassFiles(FileSource):
         if list(partition_by) != ["cluster", "event_date"]:
             raise ValueError(f"a decode pass writes cluster/event_date folders, not {partition_by}")
         file_schema = pa.schema([f for f in schema if f.name not in partition_by])
-        self.staging, self.file_schema = path, file_schema
         frames = [frame.mapInArrow(write_pass(decode, path, cluster=self.cluster, days=self.days,
                                               default_date=self.default_date, file_schema=file_schema,
                                               side_schema=self.side_schema),
@@ -262,4 +259,4 @@ class PassFiles(FileSource):
             self.side = self._spark.read.schema(side_schema).parquet(f"{path}/{_SIDE_ROWS}")
         else:
             self.side = self._spark.createDataFrame([], side_schema)
-        return self.after()
+        return self.after(path, file_schema)

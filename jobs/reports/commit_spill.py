@@ -82,14 +82,10 @@ def bucket_of(topic: pa.Array | pa.ChunkedArray, partition: pa.Array | pa.Chunke
     rows meet in one bucket)."""
     if isinstance(topic, pa.ChunkedArray):
         topic = topic.combine_chunks() if topic.num_chunks else pa.array([], topic.type)
-    if pa.types.is_dictionary(topic.type):
-        enc = topic  # a null index, or a null in the dictionary, is ""
-        values = ["" if v is None else v for v in enc.dictionary.to_pylist()]
-        idx = pc.fill_null(enc.indices, len(values)).to_numpy(zero_copy_only=False)
-        values.append("")
-    else:
-        enc = pc.dictionary_encode(pc.fill_null(topic, ""))
-        values, idx = enc.dictionary.to_pylist(), enc.indices.to_numpy(zero_copy_only=False)
+    enc = topic if pa.types.is_dictionary(topic.type) else pc.dictionary_encode(topic)
+    # a null index, or a null in the dictionary, is ""
+    values = ["" if v is None else v for v in enc.dictionary.to_pylist()] + [""]
+    idx = pc.fill_null(enc.indices, len(values) - 1).to_numpy(zero_copy_only=False)
     crc = np.array([zlib.crc32(s.encode()) for s in values], dtype=np.int64)
     part = pc.fill_null(partition, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     return np.mod(crc[idx] * 31 + part, n)
@@ -247,13 +243,13 @@ def _spill_files_fn(scratch: str, root: str, files: list[str], n: int, *, pairs:
         for rb in batches:
             for i in rb.column(0).to_pylist():
                 path = f"{rbase}/{files[i]}"
-                with rfs.open_input_file(path) as fh:
+                with rfs.open_input_file(path) as fh:  # one handle: the schema, then the file read with dictionaries
                     names = pq.read_schema(fh).names
-                pf = pq.ParquetFile(rfs.open_input_file(path),
-                                    read_dictionary=[c for c in (*DICTIONARY_COLUMNS, "txn_state") if c in names])
-                cols = [c for c in _READ if c in names]
-                for g in range(pf.num_row_groups):
-                    out.add(commit_file_rows(pf.read_row_group(g, columns=cols, use_threads=False), schema))
+                    pf = pq.ParquetFile(fh, read_dictionary=[c for c in (*DICTIONARY_COLUMNS, "txn_state")
+                                                             if c in names])
+                    cols = [c for c in _READ if c in names]
+                    for g in range(pf.num_row_groups):
+                        out.add(commit_file_rows(pf.read_row_group(g, columns=cols, use_threads=False), schema))
         yield out.close()
 
     return run
