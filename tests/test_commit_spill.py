@@ -39,10 +39,10 @@ def test_a_partition_has_one_bucket_in_every_process_and_arrow_layout() -> None:
     assert bucket_of(pa.chunked_array([topic.slice(0, 100).cast(dictionary), topic.slice(100).cast(dictionary)]),
                      part, 10).tolist() == want
     # a partition's rows group together whatever the dictionary: a repeated value, a null in it or a null index
-    from jobs.reports.commit_spill import _value_codes
+    from jobs.reports._frames import value_codes
 
     odd = pa.DictionaryArray.from_arrays(pa.array([0, None, 1, 2, 3], pa.int32()), pa.array(["a", None, "a", "b"]))
-    codes = _value_codes(odd).tolist()
+    codes = value_codes(odd).tolist()
     assert codes[0] == codes[3] and codes[1] == codes[2] and len({codes[0], codes[1], codes[4]}) == 3
     assert bucket_of(odd, pa.array([1] * 5, pa.int32()), 1000).tolist() == bucket_of(
         pa.array(["a", None, None, "a", "b"]), pa.array([1] * 5, pa.int32()), 1000).tolist()
@@ -86,9 +86,9 @@ def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) ->
     from jobs import schemas
     from jobs.config import default_config
     from jobs.reports import commit_pass
+    from jobs.reports._frames import key_groups as _key_groups
     from jobs.reports.commit_spill import (
         ROWS_COLUMNS,
-        _key_groups,
         _plain,
         _rows_schema,
         _spill_schema,

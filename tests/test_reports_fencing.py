@@ -196,3 +196,37 @@ def test_l3_skips_batches_whose_snapshot_lies_outside_the_window() -> None:
     snaps = pa.table({"snapshot_ts": pa.array([1_000], pa.int64())})
     batches = pa.table({"snapshot_ts": pa.array([2_000, 2_000], pa.int64())})
     assert _l3_replica(snaps, batches) == []
+
+
+def test_lineage_rules_per_partition_equal_the_rules_per_group() -> None:
+    """L5 and D1/D2 run as one ``mapInArrow`` per hash partition: whatever order and batches a partition's
+    rows arrive in (several (topic, partition)s mixed, a null broker), the findings are those of the rules
+    called once per replica (L5) and once per partition (D1/D2), as ``groupBy().applyInArrow`` called them."""
+    import random
+
+    import pyarrow as pa
+
+    from epochlib.rules import check_lineage_history, check_replica_divergence
+    from jobs.reports import _frames as fr
+    from jobs.reports.fencing import _lineage_rules
+
+    rows = [dict(r) for r in LINEAGE] + [dict(LINEAGE[6], broker=None), dict(LINEAGE[7], broker=None)]
+    snaps = sorted(fr.snapshots_from_arrow(pa.Table.from_pylist(rows)), key=fr.snapshot_order)
+    want = []
+    for tp in dict.fromkeys((s.topic, s.partition) for s in snaps):
+        part = [s for s in snaps if (s.topic, s.partition) == tp]
+        want += check_replica_divergence(part, tolerance_ms=60_000)
+        for b in dict.fromkeys(s.broker for s in part):
+            want += check_lineage_history([s for s in part if s.broker == b])
+    want_ids = sorted(fr.findings_table(want).column("finding_id").to_pylist())
+    assert {f.rule for f in want} >= {"L5", "D1", "D2"}
+
+    rng = random.Random(7)
+    for _ in range(20):
+        rng.shuffle(rows)
+        cut = rng.randrange(1, len(rows))
+        table = pa.Table.from_pylist(rows)
+        batches = [table.slice(0, cut).to_batches()[0], table.slice(cut).to_batches()[0]]
+        got = pa.Table.from_batches(list(_lineage_rules(iter(batches), tolerance_ms=60_000)))
+        assert sorted(got.column("finding_id").to_pylist()) == want_ids
+    assert list(_lineage_rules(iter([]), tolerance_ms=60_000)) == []

@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from epochlib.rules import (
     BatchHeader,
@@ -56,6 +58,7 @@ __all__ = [
     "findings_table",
     "fs_path",
     "in_range",
+    "key_groups",
     "lookback_gaps",
     "ms_columns",
     "observations_from_arrow",
@@ -64,6 +67,7 @@ __all__ = [
     "snapshots_from_arrow",
     "split_window",
     "to_gold",
+    "value_codes",
 ]
 
 MS_PER_DAY = 86_400_000
@@ -197,9 +201,6 @@ def snapshot_order(s: ReplicaSnapshot) -> tuple:
 
 def epoch_ms_arrow(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Timestamps (any unit Arrow casts to microseconds) as epoch ms, floored: Spark's ``unix_millis``, in Arrow."""
-    import numpy as np
-    import pyarrow.compute as pc
-
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks else pa.array([], col.type)
     if not (pa.types.is_timestamp(col.type) and col.type.unit == "us"):
@@ -395,6 +396,32 @@ def to_gold(findings: DataFrame, table: str, cluster: str, run_id: str, extra: d
             col = F.col("numbers").getItem(c.name).cast(stype)
         cols.append(col.alias(c.name))
     return findings.select(*cols)
+
+
+def value_codes(a: pa.Array) -> np.ndarray:
+    """One int64 code per distinct value of a string column, plain or dictionary-encoded (null a value of its
+    own; equal strings one code even where a dictionary repeats them)."""
+    if not pa.types.is_dictionary(a.type):
+        return pc.dictionary_encode(a, null_encoding="encode").indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    per_value = value_codes(a.dictionary)
+    in_dict = np.flatnonzero(pc.is_null(a.dictionary).to_numpy(zero_copy_only=False))
+    null_code = int(per_value[in_dict[0]]) if len(in_dict) else (int(per_value.max()) + 1 if len(per_value) else 0)
+    idx = pc.fill_null(a.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.where(idx < 0, null_code, per_value[np.maximum(idx, 0)] if len(per_value) else null_code)
+
+
+def key_groups(table: pa.Table) -> tuple[pa.Table, list[tuple[int, int]]]:
+    """``table`` sorted by (topic, partition) (nulls their own group, as Spark groups them) and each group's row
+    range: the groups of a ``mapInArrow`` partition that was hash-partitioned by those columns."""
+    part = table.column("partition").combine_chunks()
+    key = (value_codes(table.column("topic").combine_chunks()) << 33
+           | pc.is_null(part).to_numpy(zero_copy_only=False).astype(np.int64) << 32
+           | (pc.fill_null(part, 0).to_numpy(zero_copy_only=False).astype(np.int64) & 0xFFFFFFFF))  # fmt: skip
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    cuts = np.flatnonzero(np.diff(key)) + 1
+    bounds = list(zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(key)].tolist(), strict=True)) if len(key) else []
+    return table.take(pa.array(order)), bounds
 
 
 def arrow_group_fn(fn: Callable[[pa.Table], Iterable[Any]]) -> Callable[[pa.Table], pa.Table]:

@@ -277,31 +277,6 @@ def _read_ipc(fs: Any, base: str, paths: Iterable[str]) -> pa.Table | None:
     return pa.concat_tables(tables).combine_chunks() if tables else None
 
 
-def _value_codes(a: pa.Array) -> np.ndarray:
-    """One int64 code per distinct value of a string column, plain or dictionary-encoded (null a value of its
-    own; equal strings one code even where a dictionary repeats them)."""
-    if not pa.types.is_dictionary(a.type):
-        return pc.dictionary_encode(a, null_encoding="encode").indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    per_value = _value_codes(a.dictionary)
-    in_dict = np.flatnonzero(pc.is_null(a.dictionary).to_numpy(zero_copy_only=False))
-    null_code = int(per_value[in_dict[0]]) if len(in_dict) else (int(per_value.max()) + 1 if len(per_value) else 0)
-    idx = pc.fill_null(a.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.where(idx < 0, null_code, per_value[np.maximum(idx, 0)] if len(per_value) else null_code)
-
-
-def _key_groups(table: pa.Table) -> tuple[pa.Table, list[tuple[int, int]]]:
-    """``table`` sorted by (topic, partition) (nulls their own group) and each group's row range."""
-    part = table.column("partition").combine_chunks()
-    key = (_value_codes(table.column("topic").combine_chunks()) << 33
-           | pc.is_null(part).to_numpy(zero_copy_only=False).astype(np.int64) << 32
-           | (pc.fill_null(part, 0).to_numpy(zero_copy_only=False).astype(np.int64) & 0xFFFFFFFF))  # fmt: skip
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    cuts = np.flatnonzero(np.diff(key)) + 1
-    bounds = list(zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(key)].tolist(), strict=True)) if len(key) else []
-    return table.take(pa.array(order)), bounds
-
-
 def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], side: dict[int, list[str]],
                side_schema: pa.Schema, *, tolerance_ms: int, fencing: bool, resets: bool):  # noqa: ANN202
     """``mapInArrow`` over ``spark.range`` ids: the findings of bucket ``buckets[id]``'s (topic, partition)s."""
@@ -320,7 +295,7 @@ def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], sid
                 for j, tp in enumerate(zip(sides.column("topic").to_pylist(), sides.column("partition").to_pylist(),
                                            strict=True)):
                     by_key.setdefault(tp, []).append(j)
-                commits, bounds = _key_groups(commits)
+                commits, bounds = fr.key_groups(commits)
                 found: list[Any] = []
                 for lo, hi in bounds:
                     part = _plain(commits.slice(lo, hi - lo))
