@@ -55,9 +55,11 @@ def _sequence(rng: random.Random, gid: str, n: int, t0: int, lo0: int, end: int)
     for i in range(n):
         r = rng.random()
         t += rng.choice([0, 1000, 5000, 60_000, 600_000, 3_600_000])
-        tomb = False
+        tomb = no_offset = False
         if r < 0.03:
             tomb = True
+        elif r < 0.045:
+            no_offset = True  # a commit without an offset (a text dump's): ends a run like a tombstone
         elif r < 0.10:
             off = max(0, off - rng.randrange(1, 400))  # rewind
         elif r < 0.14:
@@ -78,7 +80,7 @@ def _sequence(rng: random.Random, gid: str, n: int, t0: int, lo0: int, end: int)
             epoch = -1
         elif q > 0.95:
             epoch = None
-        rows.append(dict(topic="t", partition=0, group_id=gid, committed_offset=None if tomb else off,
+        rows.append(dict(topic="t", partition=0, group_id=gid, committed_offset=None if tomb or no_offset else off,
                          leader_epoch=epoch, ts=t, is_tombstone=tomb,
                          log_offset=None if rng.random() < 0.02 else lo0 + i * rng.choice([1, 1, 1, 2]),
                          source="/o/00000000000000000000.log", position=(lo0 + i) * 100))  # fmt: skip
@@ -236,3 +238,43 @@ def test_bench_shaped_partition_takes_the_fast_paths() -> None:
                              source=f"/l/{b}/{rnd}", _k=0))  # fmt: skip
     side += _groups(random.Random(1), ["g0", "g1"])
     assert _check(commits, side) > 0
+
+
+def test_long_irregular_sequences_call_the_rules_only_on_findings(monkeypatch) -> None:
+    """Epoch -1 runs, epoch drops, tombstones and commits without an offset no longer send a whole sequence
+    through the per-commit rules: F4 is the rule on [highest commit, commit], F2 the rule on one commit, and
+    S1/S2 are classified per candidate; the findings stay exactly the rules' own."""
+    from epochlib.rules import commit_pass
+
+    calls: list[int] = []
+    real_fencing, real_resets = commit_pass.check_commit_fencing, commit_pass.check_offset_resets
+
+    def fencing(seq, lookup):  # noqa: ANN001, ANN202
+        seq = list(seq)
+        calls.append(len(seq))
+        return real_fencing(seq, lookup)
+
+    def resets(seq, ctx):  # noqa: ANN001, ANN202
+        seq = list(seq)
+        calls.append(len(seq))
+        return real_resets(seq, ctx)
+
+    monkeypatch.setattr(commit_pass, "check_commit_fencing", fencing)
+    monkeypatch.setattr(commit_pass, "check_offset_resets", resets)
+    rng = random.Random(5)
+    commits, kinds = [], set()
+    for g in range(4):
+        seq = _sequence(rng, f"g{g}", 400, T0, g * 2000, end=2500)
+        for i in range(100, 110):  # a run of -1 commits after epochs >= 0, then a drop to epoch 0
+            seq[i]["leader_epoch"], seq[i]["is_tombstone"] = -1, False
+            seq[i]["committed_offset"] = seq[i]["committed_offset"] or 0
+        seq[110]["leader_epoch"] = 0
+        commits += seq
+    side = _snapshots(random.Random(3)) + _groups(rng, [f"g{g}" for g in range(4)])
+    while not any(r["_k"] == 0 for r in side):
+        side = _snapshots(rng) + _groups(rng, [f"g{g}" for g in range(4)])
+    found = _check(commits, side)
+    kinds = {f.kind for f, _ in check_partition_commits(_table(commits, COMMIT_SCHEMA), *_snaps_and_states(side),
+                                                        tolerance_ms=TOL)}  # fmt: skip
+    assert {"commit_epoch_dropped", "commit_epoch_regression"} <= kinds and found > 10
+    assert calls and max(calls) <= 7  # runs shorter than SHORT between tombstones may still go whole

@@ -10,20 +10,24 @@ change the candidate filters below do not cover fails there).
 
 The work is numpy over the Arrow columns; the reference rules run only where a finding is possible:
 
-- F2/F4: a sequence with no tombstone, no null offset, no epoch -1 and epochs that never go down cannot
-  give F4, and F2 is decided per commit by :func:`~epochlib.rules.fence_check`, whose answer depends on
-  the commit only through (leader snapshot, epoch, snapshot older than the commit) and the comparison of
-  the offset with the epoch's end: it is evaluated once per distinct triple and the offsets are compared
-  vectorised. Only flagged commits become :class:`~epochlib.rules.Commit` values and go through
-  ``check_commit_fencing`` (a one-commit sequence gives exactly its F2 finding). Any other sequence runs
-  the rule on the whole sequence.
+- F2/F4: the rule's loop state is computed in numpy: the highest epoch before each commit and the
+  commit that set it (a tombstone starts a new baseline), the first commit of each run of -1 commits,
+  and whether a commit repeats the (offset, epoch) before it. F4 fires where an epoch is below that
+  highest one, or at the first -1 commit after it: the rule on the pair ``[highest commit, commit]``
+  (without a lineage) gives exactly that finding. F2 is decided per commit by
+  :func:`~epochlib.rules.fence_check`, whose answer depends on the commit only through (leader
+  snapshot, epoch, snapshot older than the commit) and the comparison of the offset with the epoch's
+  end: it is evaluated once per distinct triple and the offsets are compared vectorised; the rule on
+  the one flagged commit gives its F2 finding. Only those commits become
+  :class:`~epochlib.rules.Commit` values. Sequences shorter than :data:`SHORT` run the rule whole.
 - S1/S2: every rewind is a finding; a forward move can only be one when its new offset equals a leader's
   log start (S2a) or, at a rate above the pace factor times the highest earlier rate, reaches the newest
   snapshot log-end estimate or has none to reach (then the other groups' commits, "the highest offset
   seen", may still give one) (S2b). Those candidates are classified by
   :func:`~epochlib.rules.classify_rewind` / :func:`~epochlib.rules.classify_jump` with the exact loop
   state (previous commit, since, largest step and rate of the earlier forward moves that were not
-  findings). Sequences with a tombstone or a null offset run ``check_offset_resets`` whole.
+  findings). A tombstone or a commit without an offset ends a run (the rule starts afresh after it),
+  so a sequence is cut there into runs, each taken as above.
 """
 
 from __future__ import annotations
@@ -156,9 +160,10 @@ class _RoundArrays:
         self.log_start = np.array([_NO_LS if v is None else v for v in ls], dtype=np.int64)
 
 
-def _f2_flags(cm: _Commits, a: int, b: int, ra: _RoundArrays, gid: str) -> np.ndarray:
-    """Commits of ``[a, b)`` for which :func:`fence_check` gives unknown_epoch or beyond_epoch_end."""
-    ts, e, o = cm.ts[a:b], cm.epoch[a:b], cm.off[a:b]
+def _f2_flags(cm: _Commits, rows: np.ndarray, ra: _RoundArrays, gid: str) -> np.ndarray:
+    """Of the commits ``rows`` (each with an offset and an epoch >= 0), those for which :func:`fence_check`
+    gives unknown_epoch or beyond_epoch_end."""
+    ts, e, o = cm.ts[rows], cm.epoch[rows], cm.off[rows]
     li = ra.rounds.indices_at(ts)
     older = ra.snap_ts[li] < ts
     combo = (li.astype(np.int64) * 2 + older) * (1 << 32) + e
@@ -166,7 +171,7 @@ def _f2_flags(cm: _Commits, a: int, b: int, ra: _RoundArrays, gid: str) -> np.nd
     unknown = np.zeros(len(uniq), dtype=bool)
     end = np.full(len(uniq), -1, dtype=np.int64)  # end offset where the comparison decides; -1: never
     for k, i in enumerate(first.tolist()):
-        r = fence_check(cm.commit(a + i, gid), ra.rounds.leaders[li[i]])
+        r = fence_check(cm.commit(int(rows[i]), gid), ra.rounds.leaders[li[i]])
         if r.status == "unknown_epoch":
             unknown[k] = True
         elif r.status in ("ok", "beyond_epoch_end"):
@@ -176,25 +181,35 @@ def _f2_flags(cm: _Commits, a: int, b: int, ra: _RoundArrays, gid: str) -> np.nd
 
 
 def _fencing(cm: _Commits, a: int, b: int, gid: str, ra: _RoundArrays, lookup: LineageLookup | None) -> list[Finding]:
-    e = cm.epoch[a:b]
-    plain = (
-        b - a >= SHORT
-        and not cm.tomb[a:b].any()
-        and not cm.off_null[a:b].any()
-        and not cm.ep_raw_null[a:b].any()
-        and (e >= 0).all()
-        and not (np.diff(e) < 0).any()
-    )
-    if not plain:
+    """``check_commit_fencing`` on the sequence ``[a, b)``: its loop state in numpy, the rule itself called
+    only for the commits that give a finding (so each finding is the rule's own)."""
+    if b - a < SHORT:
         return check_commit_fencing(cm.commits(a, b, gid), lookup)
-    if not len(ra.rounds):
-        return []  # no lineage: F2 is skipped for every commit, and F4 cannot fire
-    flags = _f2_flags(cm, a, b, ra, gid)
-    o = cm.off[a:b]
-    new_key = np.r_[True, (o[1:] != o[:-1]) | (e[1:] != e[:-1])]  # the rule skips a repeated (offset, epoch)
+    e, o, tomb, no_off = cm.epoch[a:b], cm.off[a:b], cm.tomb[a:b], cm.off_null[a:b]
+    n = b - a
+    # F4: a tombstone starts a new baseline (it is the first row of its segment); the highest epoch before
+    # each commit counts the commits with an epoch >= 0 of its segment only
+    seg = np.cumsum(tomb).astype(np.int64) << 33
+    counted = (e >= 0) & ~tomb
+    highest = np.maximum.accumulate(seg + np.where(counted, e + 1, 0)) - seg - 1  # this commit included; -1 none
+    before = np.r_[-1, highest[:-1]]  # -1 after a tombstone too: its own "highest" is its segment's, none
+    raised = counted & (e > before)
+    highest_row = np.maximum.accumulate(np.where(raised, np.arange(n), -1))  # the commit that set it (not a finding)
+    regression = counted & (before >= 0) & (e < before)
+    # "dropped" once per run of -1 commits (a commit with an epoch, or a tombstone, ends the run)
+    dropped = (e < 0) & ~tomb & (before >= 0) & np.r_[True, e[:-1] >= 0]
+    rows = [(int(k), 0, [cm.commit(a + int(highest_row[k]), gid), cm.commit(a + int(k), gid)], None)
+            for k in np.flatnonzero(regression | dropped)]  # fmt: skip
+    if len(ra.rounds):
+        # F2: commits with an offset and an epoch, unless they repeat the (offset, epoch) of the commit before
+        same_off = np.where(no_off[1:], no_off[:-1], ~no_off[:-1] & (o[1:] == o[:-1]))
+        repeat = np.r_[False, same_off & (e[1:] == e[:-1]) & ~tomb[:-1]]
+        judged = np.flatnonzero(counted & ~no_off & ~repeat)
+        flagged = judged[_f2_flags(cm, a + judged, ra, gid)] if len(judged) else judged
+        rows += [(int(k), 1, [cm.commit(a + int(k), gid)], lookup) for k in flagged]
     out: list[Finding] = []
-    for i in np.flatnonzero(flags & new_key).tolist():
-        out += check_commit_fencing([cm.commit(a + i, gid)], lookup)
+    for _, _, seq, lkp in sorted(rows, key=lambda r: r[:2]):  # the rule's order: by commit, F4 before F2
+        out += check_commit_fencing(seq, lkp)  # [highest, commit] without a lookup: its F4 finding only
     return out
 
 
@@ -220,7 +235,11 @@ def _resets(
     cm: _Commits, a: int, b: int, gid: str, ctx: ResetContext, ra: _RoundArrays,
     est_ts: np.ndarray, est_off: np.ndarray,
 ) -> list[Finding]:
-    if b - a < SHORT or cm.tomb[a:b].any() or cm.off_null[a:b].any():
+    breaks = np.flatnonzero(cm.tomb[a:b] | cm.off_null[a:b])
+    if len(breaks):  # a tombstone or a commit without an offset ends a run: the rule starts afresh after it
+        bounds = zip(np.r_[a, a + breaks + 1].tolist(), np.r_[a + breaks, b].tolist(), strict=True)
+        return [f for lo, hi in bounds if hi > lo for f in _resets(cm, lo, hi, gid, ctx, ra, est_ts, est_off)]
+    if b - a < SHORT:
         return check_offset_resets(cm.commits(a, b, gid), ctx)
     n = b - a
     o, ts = cm.off[a:b], cm.ts[a:b]
