@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .config import Config
 
-__all__ = ["ADAPTIVE_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "UTC_CONF", "get_or_create_session",
+__all__ = ["ADAPTIVE_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "LOCAL_MASTER_DEFAULTS", "UTC_CONF", "get_or_create_session",
            "has_delta", "java_options_for_input", "local_input_size", "run_concurrently", "shuffles_for_input", "size_shuffles"]
 
 T = TypeVar("T")
@@ -59,6 +59,13 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.ui.showConsoleProgress": "false",
+}
+#: ... and for a ``local[...]`` master: Spark lists more than 32 explicitly named files (the reports read a
+#: silver table's data files by name) with a Spark job of one task per file, ~0.5-1.2 s of wall each time at
+#: 10 M bench commits (35 files); in one JVM those tasks list no faster than the driver, at most as many at a
+#: time as the master has cores (remote files: up to 1024 listed one by one).
+LOCAL_MASTER_DEFAULTS: dict[str, str] = {
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
 }
 
 #: Adaptive query execution: Spark merges small shuffle partitions after each stage, so a tiny input
@@ -150,6 +157,8 @@ def get_or_create_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master)
         conf.update(LOCAL_DEFAULTS)
+        if master.startswith("local"):
+            conf.update(LOCAL_MASTER_DEFAULTS)
         if _python_daemon_usable() and not _spark_defaults_set(PYTHON_DAEMON):
             conf[PYTHON_DAEMON] = DAEMON_MODULE
         options = java_options_for_input(input_bytes)

@@ -223,3 +223,25 @@ def test_the_local_jvm_flags_give_way_to_the_users_own(monkeypatch, tmp_path) ->
     builder.conf.clear()
     get_or_create_session(master="local[2]", input_bytes=1000)
     assert "spark.driver.extraJavaOptions" not in builder.conf
+
+
+@pytest.mark.spark
+def test_a_local_session_lists_named_files_on_the_driver(spark, tmp_path) -> None:
+    """Reading 40 named Parquet files (more than Spark's 32) starts no listing job in a local session."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold") == "1024"
+    paths = []
+    for i in range(40):
+        pq.write_table(pa.table({"x": [i]}), tmp_path / f"{i}.parquet")
+        paths.append(str(tmp_path / f"{i}.parquet"))
+    tracker = spark.sparkContext.statusTracker()
+    group = "listing-check"
+    spark.sparkContext.setJobGroup(group, "listing")
+    try:
+        df = spark.read.schema("x long").parquet(*paths)  # as the reports read (no schema inference job)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert tracker.getJobIdsForGroup(group) == []
+    assert df.count() == 40
