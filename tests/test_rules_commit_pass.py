@@ -269,6 +269,13 @@ def test_long_irregular_sequences_call_the_rules_only_on_findings(monkeypatch) -
             seq[i]["leader_epoch"], seq[i]["is_tombstone"] = -1, False
             seq[i]["committed_offset"] = seq[i]["committed_offset"] or 0
         seq[110]["leader_epoch"] = 0
+        if g == 0:  # a sequence that starts with a -1 run, a tombstone that keeps an offset, the largest epoch
+            for i in range(6):
+                seq[i]["leader_epoch"], seq[i]["is_tombstone"] = -1, False
+                seq[i]["committed_offset"] = seq[i]["committed_offset"] or 0
+            seq[200].update(is_tombstone=True, committed_offset=500, leader_epoch=3)
+            for i in range(250, 255):
+                seq[i]["leader_epoch"] = 2**31 - 1
         commits += seq
     side = _snapshots(random.Random(3)) + _groups(rng, [f"g{g}" for g in range(4)])
     while not any(r["_k"] == 0 for r in side):
