@@ -160,16 +160,16 @@ def _lineage_rules(batches: Iterator[pa.RecordBatch], *, tolerance_ms: int) -> I
     if not parts:
         return
     table, bounds = fr.key_groups(pa.Table.from_batches(parts))
+    # replicas by the broker column's values, as Spark groups them (a null broker is not one named "None",
+    # though both read as "None" in a snapshot)
+    brokers = fr.value_codes(table.column("broker").combine_chunks()).tolist()
     found: list[Any] = []
     for lo, hi in bounds:
-        group = table.slice(lo, hi - lo)
-        snaps = fr.snapshots_from_arrow(group)
+        snaps = fr.snapshots_from_arrow(table.slice(lo, hi - lo))
         order = sorted(range(len(snaps)), key=lambda i: fr.snapshot_order(snaps[i]))
         found += check_replica_divergence([snaps[i] for i in order], tolerance_ms=tolerance_ms)
-        # replicas by the broker column's values, as Spark groups them (a null broker is not one named "None",
-        # though both read as "None" in a snapshot); each keeps the time order
-        codes = fr.value_codes(group.column("broker").combine_chunks()).tolist()
-        replicas: dict[int, list[ReplicaSnapshot]] = {}
+        codes = brokers[lo:hi]
+        replicas: dict[int, list[ReplicaSnapshot]] = {}  # each in time order
         for i in order:
             replicas.setdefault(codes[i], []).append(snaps[i])
         for replica in replicas.values():
