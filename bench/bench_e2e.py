@@ -23,9 +23,11 @@ row (the state a nightly run carries over), ``--no-reports`` stops after ingesti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
+import os
 import resource
 import shutil
 import subprocess
@@ -37,7 +39,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ingest import _status_kib, event_log_conf, java_pid, stage_report, tree_cpu_s  # noqa: E402  (/proc, event log)
+from bench_ingest import (  # noqa: E402  (/proc, event log)
+    JvmThreadSampler,
+    _cpu_s,
+    _status_kib,
+    event_log_conf,
+    java_pid,
+    stage_report,
+    tree_cpu_s,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,6 +68,20 @@ def simulated(cache: Path, commits: int) -> Path:
     tmp.rename(d)
     print(f"simulated {commits:,} commits in {time.perf_counter() - t:.0f} s into {d}", flush=True)
     return d
+
+
+def _self_cpu_s(pid: int) -> float:
+    """utime + stime of the process itself (its threads, live or ended; not its children: the Python workers)."""
+    return _cpu_s(pid) - _children_cpu_s(pid)
+
+
+def _children_cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(f[13]) + int(f[14])) / os.sysconf("SC_CLK_TCK")
 
 
 def date_range(commits: int) -> tuple[str, str]:
@@ -96,11 +120,18 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
                                       input_bytes=local_input_size(config))
         jpid = java_pid()
         cpu0 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
+        jvm0, driver0 = (_self_cpu_s(jpid) if jpid else 0.0), time.process_time()
+        sampler = JvmThreadSampler(jpid) if jpid and stages else None
         t = time.perf_counter()
-        res = run_audit(spark, config, start, end, progress=lambda line: print("  " + line, flush=True),
-                        progress_interval=30, reports=None if reports else ())
+        with sampler or contextlib.nullcontext():
+            res = run_audit(spark, config, start, end, progress=lambda line: print("  " + line, flush=True),
+                            progress_interval=30, reports=None if reports else ())
         wall = time.perf_counter() - t
         cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu0
+        jvm, driver = (_self_cpu_s(jpid) - jvm0 if jpid else 0.0), time.process_time() - driver0
+        # where the CPU went: the JVM (by thread group, with --stages), the Python driver, the Python workers
+        split = {"python driver": driver, "python workers": cpu - jvm - driver, "jvm": jvm,
+                 **({f"jvm: {k}": v for k, v in sorted(sampler.split().items())} if sampler else {})}
         decoded = {f"{c.source_kind}/{c.unit}": c.records_decoded for c in res.ingest.counts}
         n_commits = res.ingest.tables["offset_commits"].rows_written if "offset_commits" in res.ingest.tables else None
         fig = {
@@ -110,11 +141,13 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
             "records_decoded": decoded, "master": master,
             "py_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "jvm_rss_mib": _status_kib(jpid, "VmHWM") / 1024 if jpid else None,
+            "cpu_split": split,
         }
         spark.stop()
         if stages:
             fig["stages"] = stage_report(out / "events")
             print("\n".join(fig["stages"]), flush=True)
+            print("CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in split.items()), flush=True)
         return fig
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -139,6 +139,67 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
     return out
 
 
+#: JVM thread names (``/proc`` keeps their first 15 characters; digits stripped) -> the group a CPU split reports
+#: them in.
+_THREAD_GROUPS = (("Executor task", "executor tasks"), ("Thread-", "driver calls (py4j: planning)"),
+                  ("C CompilerThre", "JIT compiler"), ("GC Thread#", "GC"), ("VM Thread", "GC"))
+
+
+class JvmThreadSampler:
+    """CPU seconds of the JVM's threads over a run, grouped (:data:`_THREAD_GROUPS`, the rest ``other``).
+
+    ``/proc/<pid>/task`` lists live threads only, and the threads that serve the Python driver's calls (py4j, one
+    per connection: query analysis and planning) come and go, so a background thread reads them every
+    ``interval`` seconds and keeps each thread's last reading (a thread that lives less than that is missed).
+    Use as a context manager around the run; :meth:`split` then gives the groups."""
+
+    def __init__(self, pid: int, interval: float = 0.25) -> None:
+        import threading
+
+        self.pid, self.interval = pid, interval
+        self.start: dict[str, float] = {}
+        self.last: dict[str, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _read(self) -> None:
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/stat") as fh:
+                    head, rest = fh.read().rsplit(")", 1)
+            except OSError:
+                continue
+            f = rest.split()
+            name = "".join(c for c in head.split("(", 1)[1] if not c.isdigit()).strip()
+            self.last[tid] = (name, (int(f[11]) + int(f[12])) / _TICK)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._read()
+
+    def __enter__(self) -> JvmThreadSampler:
+        self._read()
+        self.start = {tid: cpu for tid, (_, cpu) in self.last.items()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+
+    def split(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for tid, (name, cpu) in self.last.items():
+            group = next((g for prefix, g in _THREAD_GROUPS if name.startswith(prefix)), "other")
+            out[group] = out.get(group, 0.0) + cpu - self.start.get(tid, 0.0)
+        return out
+
+
 def _status_kib(pid: int, key: str) -> int:
     try:
         with open(f"/proc/{pid}/status") as fh:
