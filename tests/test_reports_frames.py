@@ -126,3 +126,31 @@ def test_missing_silver_table_reads_as_empty(spark, tmp_path) -> None:
     silver = Silver(tmp_path)
     df = fr.read_silver(spark, silver.config, "epoch_lineage", "c1", (PREV, DAY))
     assert df.count() == 0 and df.schema == schemas.spark_schema("epoch_lineage")
+
+
+@pytest.mark.spark
+def test_the_lookback_gaps_from_the_delta_logs_are_the_ones_spark_counts(spark, tmp_path) -> None:
+    """The delta-rs sink's logs give each table's dates without a Spark job: the same sentences as the rows do
+    (a table only in the range, one reaching back part of the way, one all the way, one only in the lookback days,
+    another cluster's rows ignored); where the run's own inputs hold lookback rows only Spark can tell."""
+    first = PREV - dt.timedelta(days=1)
+    window, before = (first, DAY), DAY
+    c1, c2 = Silver(tmp_path), Silver(tmp_path, cluster="c2")
+    c1.write("offset_commits", [{"group_id": "g", "topic": "t", "partition": 0, "event_ts": ms(DAY, 1)}])
+    c1.write("epoch_lineage", [{"topic": "t", "partition": 0, "snapshot_ts": ms(d, 2)} for d in (PREV, DAY)])
+    c2.write("epoch_lineage", [{"topic": "t", "partition": 0, "snapshot_ts": ms(first, 2)}])
+    c1.write("metadata_observations", [{"topic": "t", "partition": 0, "capture_ts": ms(d, 3)} for d in (first, DAY)])
+    c1.write("group_metadata", [{"group_id": "g", "event_ts": ms(first, 4)}])
+    tables = sorted(fr.LOOKBACK_NEEDS)
+
+    known = {t: fr.log_gap_facts(spark, c1.config, t, "c1", window, before) for t in tables}
+    assert None not in known.values(), known
+    frames = {t: fr.read_silver(spark, c1.config, t, "c1", window).select("event_date") for t in tables}
+    from_rows = fr.lookback_gaps(frames, window, before)
+    assert fr.lookback_gaps({}, window, before, known) == from_rows
+    assert len(from_rows) == 2, from_rows
+    assert from_rows[0].startswith(f"lookback: epoch_lineage reaches back only to {PREV} ")
+    assert from_rows[1].startswith(f"lookback: no offset_commits rows dated {first}..{PREV} ")
+    assert fr.log_gap_facts(spark, c1.config, "record_batches", "c1", window, before) == (None, False)  # never written
+    state = fr.InputState(before=before, frames={"offset_commits": frames["offset_commits"]})
+    assert fr.log_gap_facts(spark, c1.config, "offset_commits", "c1", window, before, state) is None

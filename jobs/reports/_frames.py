@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINDINGS_ARROW",
+    "GapFacts",
     "InputState",
     "batches_from_arrow",
     "commits_from_arrow",
@@ -59,6 +60,7 @@ __all__ = [
     "fs_path",
     "in_range",
     "key_groups",
+    "log_gap_facts",
     "lookback_gaps",
     "ms_columns",
     "observations_from_arrow",
@@ -317,29 +319,61 @@ LOOKBACK_NEEDS = {
 }
 
 
-def lookback_gaps(frames: Mapping[str, DataFrame], window: tuple[dt.date, dt.date], before: dt.date) -> list[str]:
+#: What :func:`lookback_gaps` needs of a table: the first ``event_date`` of its rows in the window (None: no rows) and
+#: whether it has rows in the run's range.
+GapFacts = tuple["dt.date | None", bool]
+
+
+def log_gap_facts(spark: SparkSession, config: Config, table: str, cluster: str, window: tuple[dt.date, dt.date],
+                  before: dt.date, state: InputState | None = None) -> GapFacts | None:
+    """:func:`lookback_gaps`' facts of ``table`` (rows from ``before`` on: the run's range) from its Delta log alone (the delta-rs sink writes one
+    ``event_date`` per data file and counts its rows), or None where only Spark can tell: the delta-spark back end,
+    a catalog table, a file whose row count the log lacks, or rows of the run's own inputs for the lookback days
+    (``state``, held in Spark). A table not written yet has no rows (as :func:`read_silver`'s empty frame)."""
+    from ..errors import SinkError
+    from ..sink import adopts_files, table_files
+
+    if state is not None and state.frames.get(table) is not None and window[0] < state.before:
+        return None
+    if not adopts_files(spark, table, config):
+        return None
+    try:
+        files = table_files(table, config, cluster=cluster, date_range=window).files
+    except SinkError as exc:
+        return (None, False) if str(exc).startswith("no Delta table") else None
+    if not all(f.counted for f in files) or any(not isinstance(f.values.get("event_date"), dt.date) for f in files):
+        return None
+    days = [f.values["event_date"] for f in files if f.rows > 0]
+    return (min(days) if days else None), any(d >= before for d in days)
+
+
+def lookback_gaps(frames: Mapping[str, DataFrame], window: tuple[dt.date, dt.date], before: dt.date,
+                  known: Mapping[str, GapFacts] | None = None) -> list[str]:
     """What state the rules lacked: for each table read (``frames``: table -> the rows read over
-    ``window``) that has rows in the run's range but none, or not all the way back, in the lookback days
-    ``[window[0], before)``, one sentence naming the table, the dates and the rules that went without."""
+    ``window``; ``known``: table -> its facts, :func:`log_gap_facts`) that has rows in the run's range but none, or
+    not all the way back, in the lookback days ``[window[0], before)``, one sentence naming the table, the dates and
+    the rules that went without; in table name order."""
     from pyspark.sql import functions as F
 
-    if window[0] >= before or not frames:
+    if window[0] >= before or not (frames or known):
         return []
-    # one Spark job for all tables (a union of per-table aggregates), not one per table
-    parts = [
-        df.agg(
-            F.min("event_date").alias("first"),
-            F.max(F.when(F.col("event_date") >= F.lit(before), F.lit(1))).alias("in_range"),
-        ).select(F.lit(table).alias("table"), "first", "in_range")
-        for table, df in frames.items()
-    ]
-    rows = {r["table"]: r for r in union_all(parts).collect()}
+    facts: dict[str, GapFacts] = dict(known or {})
+    if frames:
+        # one Spark job for all tables (a union of per-table aggregates), not one per table
+        parts = [
+            df.agg(
+                F.min("event_date").alias("first"),
+                F.max(F.when(F.col("event_date") >= F.lit(before), F.lit(1))).alias("in_range"),
+            ).select(F.lit(table).alias("table"), "first", "in_range")
+            for table, df in frames.items()
+        ]
+        facts.update((r["table"], (r["first"], r["in_range"] is not None)) for r in union_all(parts).collect())
     out = []
-    for table in frames:
-        row = rows.get(table)
-        if row is None or row["in_range"] is None:
+    for table in sorted({*frames, *facts}):
+        first, in_range = facts.get(table, (None, False))
+        if not in_range:
             continue  # nothing in the range: nothing was judged with or without state
-        first, last_day = row["first"], before - dt.timedelta(days=1)
+        last_day = before - dt.timedelta(days=1)
         rules = LOOKBACK_NEEDS.get(table, table)
         if first is None or first >= before:
             out.append(f"lookback: no {table} rows dated {window[0]}..{last_day} in the inputs or earlier runs; "
