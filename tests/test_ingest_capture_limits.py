@@ -13,6 +13,7 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from test_pcap import _capture, metadata_request, metadata_response
 from test_pcap_capture_limits import B, C, app_data, real_client_hello, server_flight
 
@@ -80,3 +81,28 @@ def test_tls_to_a_port_that_is_not_a_broker_port_is_an_info_line(tmp_path):
     assert "port 9093" in info["reason"]
     (stats,) = [r for r in rows if r["row_kind"] == "stats"]
     assert (stats["n_read"], stats["n_bad"], stats["n_unpaired"]) == (1, 0, 0)
+
+
+@pytest.mark.spark
+def test_the_notes_are_the_same_whether_the_pass_or_spark_writes_the_observations(spark, tmp_path, monkeypatch):
+    """The capture pass's notes are read from its side files (no Spark job); Spark's rows give the same ones."""
+    import jobs.sink
+    from jobs.config import Config, Inputs, Output
+    from jobs.ingest import run_ingestion
+
+    port = (B[0], 9093)
+    segs = [(1.0, *C, *B, metadata_request(1, 7)), (1.1, *B, *C, metadata_response(1, 7)),
+            (2.0, *C[:1], 51000, *port, real_client_hello()), (2.1, *port, C[0], 51000, server_flight())]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "cap.pcap").write_bytes(_capture(segs))
+    notes = {}
+    for how in ("files", "spark"):
+        if how == "spark":
+            monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)
+        cfg = Config(cluster="c", inputs=Inputs(metadata=str(tmp_path / "in")), output=Output(root=str(tmp_path / how)))
+        res = run_ingestion(spark, cfg, "1970-01-01", "1970-01-01")
+        res.release()
+        notes[how] = list(res.infos)
+    assert notes["files"] == notes["spark"]
+    (note,) = notes["files"]
+    assert note.startswith(f"metadata: {tmp_path / 'in' / 'cap.pcap'}: ") and "port 9093" in note

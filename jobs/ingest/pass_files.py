@@ -221,6 +221,7 @@ class PassFiles(FileSource):
         self.cluster, self.days, self.default_date = cluster, days, default_date
         self.side: DataFrame | None = None
         self.written: list[dict[str, Any]] = []
+        self.staging: str | None = None
 
     @property
     def sparkSession(self) -> SparkSession:  # noqa: N802 - the DataFrame attribute it stands in for
@@ -239,6 +240,22 @@ class PassFiles(FileSource):
         written into ``staging`` here in ``file_schema``, as :class:`RangeFiles`, adding to :attr:`written`)."""
         return None
 
+    def side_table(self, columns: list[str]) -> pa.Table:
+        """``columns`` of the side rows, read with pyarrow from the files the pass wrote (a few columns of a few rows:
+        no Spark job for what the driver alone needs, e.g. the notes)."""
+        import pyarrow.parquet as pq
+
+        from jobs.fs import filesystem
+
+        parts = []
+        if self.staging is not None:
+            fs, _ = filesystem(self.staging)
+            for w in self.written:
+                if w["kind"] == "side":
+                    with fs.open_input_file(w["path"]) as fh:
+                        parts.append(pq.read_table(fh, columns=columns, use_threads=False))
+        return pa.concat_tables(parts) if parts else self.side_schema.empty_table().select(columns)
+
     def stage(self, path: str, partition_by: list[str], schema: pa.Schema) -> DataFrame | None:
         """Run the pass into ``path``; what :meth:`after` gives."""
         from jobs.frames import union_all
@@ -248,6 +265,7 @@ class PassFiles(FileSource):
         if list(partition_by) != ["cluster", "event_date"]:
             raise ValueError(f"a decode pass writes cluster/event_date folders, not {partition_by}")
         file_schema = pa.schema([f for f in schema if f.name not in partition_by])
+        self.staging = path
         frames = [frame.mapInArrow(write_pass(decode, path, cluster=self.cluster, days=self.days,
                                               default_date=self.default_date, file_schema=file_schema,
                                               side_schema=self.side_schema),
