@@ -435,10 +435,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             if "metadata" not in works:
                 return []
             if captures is not None:  # the pass's side rows are its files: read there, not with a Spark job
-                import pyarrow.compute as pc
-
-                side = captures.side_table(["row_kind", "source", "reason"])
-                info = side.filter(pc.equal(side.column("row_kind"), "info")).slice(0, 100)
+                info = captures.info_rows(["source", "reason"], 100)
                 return [f"metadata: {r['source']}: {r['reason']}" for r in info.to_pylist()]
             return [f"metadata: {r['source']}: {r['reason']}" for r in works["metadata"].filter(
                 F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]

@@ -44,11 +44,11 @@ Decode = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 #: and read by Spark through its ``rows`` folder (Spark ignores a path whose own name starts with ``_``).
 SIDE_DIR = "_side"
 _SIDE_ROWS = f"{SIDE_DIR}/rows"
-#: One row per file a task wrote (what the pass's action brings to the driver); ``tx``: the side rows that are
-#: transactional commits (so the driver knows without a Spark job whether their state must be resolved; 0 for
-#: other passes).
+#: One row per file a task wrote (what the pass's action brings to the driver); of a side file, ``tx``: its rows that
+#: are transactional commits (so the driver knows without a Spark job whether their state must be resolved) and
+#: ``info``: its info rows (the run's notes: :meth:`PassFiles.side_table` opens only the files that hold some).
 WRITTEN = pa.schema([pa.field("kind", pa.string()), pa.field("path", pa.string()), pa.field("rows", pa.int64()),
-                     pa.field("tx", pa.int64())])
+                     pa.field("tx", pa.int64()), pa.field("info", pa.int64())])
 #: Table rows buffered per date before they are written as a row group.
 ROW_GROUP = 1 << 18
 _DAY_US = 86_400_000_000
@@ -130,7 +130,7 @@ class RangeFiles:
         self.writers: dict[str, tuple[Any, str]] = {}  # final path -> (writer, temporary path)
         self.side_rows: list[pa.RecordBatch] = []
         self.side_buffered = 0
-        self.tx = 0
+        self.tx = self.info = 0
 
     def rows_of(self, b: pa.RecordBatch, days: np.ndarray, lo: int, hi: int) -> None:
         if b.schema != self.schema:
@@ -151,6 +151,7 @@ class RangeFiles:
             self.side_rows.append(b)
             self.side_buffered += b.num_rows
             self.tx += pc.sum(pc.equal(b.column("row_kind"), "commit").cast(pa.int64())).as_py() or 0  # offsets
+            self.info += pc.sum(pc.equal(b.column("row_kind"), "info").cast(pa.int64())).as_py() or 0  # captures
             if self.side_buffered >= ROW_GROUP:  # e.g. a range of transactional commits only: bounded memory
                 self._flush_side()
 
@@ -184,7 +185,7 @@ class RangeFiles:
         for day in list(self.buffers):
             self._flush(day)
         self._flush_side()
-        kinds, paths, rows, tx = [], [], [], []
+        kinds, paths, rows, tx, info = [], [], [], [], []
         for final, (writer, tmp) in self.writers.items():
             writer.close()
             self.fs.move(tmp, final)
@@ -193,9 +194,11 @@ class RangeFiles:
             paths.append(final)
             rows.append(self.rows[final])
             tx.append(self.tx if side else 0)
+            info.append(self.info if side else 0)
         self.writers = {}
         return pa.RecordBatch.from_arrays([pa.array(kinds, pa.string()), pa.array(paths, pa.string()),
-                                           pa.array(rows, pa.int64()), pa.array(tx, pa.int64())], schema=WRITTEN)
+                                           pa.array(rows, pa.int64()), pa.array(tx, pa.int64()),
+                                           pa.array(info, pa.int64())], schema=WRITTEN)
 
     def abort(self) -> None:
         for writer, tmp in self.writers.values():
@@ -240,21 +243,27 @@ class PassFiles(FileSource):
         written into ``staging`` here in ``file_schema``, as :class:`RangeFiles`, adding to :attr:`written`)."""
         return None
 
-    def side_table(self, columns: list[str]) -> pa.Table:
-        """``columns`` of the side rows, read with pyarrow from the files the pass wrote (a few columns of a few rows:
-        no Spark job for what the driver alone needs, e.g. the notes)."""
+    def info_rows(self, columns: list[str], limit: int) -> pa.Table:
+        """``columns`` of up to ``limit`` info rows (the run's notes), read with pyarrow from the side files that hold
+        some (:data:`WRITTEN`'s ``info``; the driver opens no other file): no Spark job over every side row."""
         import pyarrow.parquet as pq
 
         from jobs.fs import filesystem
 
-        parts = []
-        if self.staging is not None:
+        parts, found = [], 0
+        holding = [w for w in self.written if w["kind"] == "side" and w.get("info")]
+        if self.staging is not None and holding:
             fs, _ = filesystem(self.staging)
-            for w in self.written:
-                if w["kind"] == "side":
-                    with fs.open_input_file(w["path"]) as fh:
-                        parts.append(pq.read_table(fh, columns=columns, use_threads=False))
-        return pa.concat_tables(parts) if parts else self.side_schema.empty_table().select(columns)
+            for w in holding:
+                with fs.open_input_file(w["path"]) as fh:
+                    t = pq.read_table(fh, columns=sorted({"row_kind", *columns}), use_threads=False)
+                t = t.filter(pc.equal(t.column("row_kind"), "info")).select(columns)
+                parts.append(t)
+                found += t.num_rows
+                if found >= limit:
+                    break
+        table = pa.concat_tables(parts) if parts else self.side_schema.empty_table().select(columns)
+        return table.slice(0, limit)
 
     def stage(self, path: str, partition_by: list[str], schema: pa.Schema) -> DataFrame | None:
         """Run the pass into ``path``; what :meth:`after` gives."""
