@@ -41,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_ingest import (  # noqa: E402  (/proc, event log)
     JvmThreadSampler,
-    _cpu_s,
     _status_kib,
     event_log_conf,
     java_pid,
@@ -72,16 +71,12 @@ def simulated(cache: Path, commits: int) -> Path:
 
 def _self_cpu_s(pid: int) -> float:
     """utime + stime of the process itself (its threads, live or ended; not its children: the Python workers)."""
-    return _cpu_s(pid) - _children_cpu_s(pid)
-
-
-def _children_cpu_s(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat") as fh:
             f = fh.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(f[13]) + int(f[14])) / os.sysconf("SC_CLK_TCK")
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def date_range(commits: int) -> tuple[str, str]:
@@ -127,8 +122,9 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
             res = run_audit(spark, config, start, end, progress=lambda line: print("  " + line, flush=True),
                             progress_interval=30, reports=None if reports else ())
         wall = time.perf_counter() - t
-        cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu0
-        jvm, driver = (_self_cpu_s(jpid) - jvm0 if jpid else 0.0), time.process_time() - driver0
+        own = sampler.own_cpu if sampler else 0.0  # the sampler's thread runs in this process: not the run's
+        cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu0 - own
+        jvm, driver = (_self_cpu_s(jpid) - jvm0 if jpid else 0.0), time.process_time() - driver0 - own
         # where the CPU went: the JVM (by thread group, with --stages), the Python driver, the Python workers
         split = {"python driver": driver, "python workers": cpu - jvm - driver, "jvm": jvm,
                  **({f"jvm: {k}": v for k, v in sorted(sampler.split().items())} if sampler else {})}

@@ -7,9 +7,9 @@
    per-stage wall/CPU from Spark's event log) and ``bench_spark_decode.py --variants mapInArrow`` over the same
    number of commits (10 M) through Spark alone, interleaved: decode, then per ``--rounds`` an end-to-end run and
    a decode. Each round's ratio is its 10 M wall over the mean of the two decodes around it, so a shared host that
-   slows down for minutes (the same decode took 10.7 s and 38.9 s on one VM, BENCHMARKS.md) moves both sides of
-   the ratio. Prints each round's ratio and their median (target <= 5x), and the 1 M -> 10 M CPU slope in us per
-   commit (target <= 3).
+   slows down for minutes moves both sides of the ratio (the same decode took 17.4 s and 26.3 s within one run of
+   this script: BENCHMARKS.md, fifteenth round). Prints each round's ratio and their median (target <= 5x), and
+   the 1 M -> 10 M CPU slope in us per commit (target <= 3).
 
     python bench/bench_fixed.py                           # both parts (10 M simulated once, ~10 min)
     python bench/bench_fixed.py --only fixed
@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json")
     ap.add_argument("--child-fixed", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     if args.child_fixed:
         fig = fixed_cost(args.master, args.stages, args.full_jit)
         print("RESULT " + json.dumps(fig), flush=True)
