@@ -27,7 +27,6 @@ import contextlib
 import datetime as dt
 import json
 import math
-import os
 import resource
 import shutil
 import subprocess
@@ -41,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_ingest import (  # noqa: E402  (/proc, event log)
     JvmThreadSampler,
+    _cpu_s,
     _status_kib,
     event_log_conf,
     java_pid,
@@ -67,16 +67,6 @@ def simulated(cache: Path, commits: int) -> Path:
     tmp.rename(d)
     print(f"simulated {commits:,} commits in {time.perf_counter() - t:.0f} s into {d}", flush=True)
     return d
-
-
-def _self_cpu_s(pid: int) -> float:
-    """utime + stime of the process itself (its threads, live or ended; not its children: the Python workers)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            f = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def date_range(commits: int) -> tuple[str, str]:
@@ -115,7 +105,7 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
                                       input_bytes=local_input_size(config))
         jpid = java_pid()
         cpu0 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
-        jvm0, driver0 = (_self_cpu_s(jpid) if jpid else 0.0), time.process_time()
+        jvm0, driver0 = (_cpu_s(jpid, children=False) if jpid else 0.0), time.process_time()
         sampler = JvmThreadSampler(jpid) if jpid and stages else None
         t = time.perf_counter()
         with sampler or contextlib.nullcontext():
@@ -124,7 +114,7 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
         wall = time.perf_counter() - t
         own = sampler.own_cpu if sampler else 0.0  # the sampler's thread runs in this process: not the run's
         cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu0 - own
-        jvm, driver = (_self_cpu_s(jpid) - jvm0 if jpid else 0.0), time.process_time() - driver0 - own
+        jvm, driver = (_cpu_s(jpid, children=False) - jvm0 if jpid else 0.0), time.process_time() - driver0 - own
         # where the CPU went: the JVM (by thread group, with --stages), the Python driver, the Python workers
         split = {"python driver": driver, "python workers": cpu - jvm - driver, "jvm": jvm,
                  **({f"jvm: {k}": v for k, v in sorted(sampler.split().items())} if sampler else {})}

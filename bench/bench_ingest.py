@@ -104,25 +104,25 @@ def _tree(pid: int) -> list[int]:
     return seen
 
 
-def _cpu_s(pid: int) -> float:
-    """utime + stime of a process plus those of its reaped children, in seconds."""
+def _cpu_s(pid: int, children: bool = True) -> float:
+    """utime + stime of a process (its threads, live or ended) plus, with ``children``, those of its reaped
+    children, in seconds."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             f = fh.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return sum(int(x) for x in f[11:15]) / _TICK
+    return sum(int(x) for x in f[11 : 15 if children else 13]) / _TICK
 
 
 def tree_cpu_s(pid: int) -> float:
     return sum(_cpu_s(p) for p in _tree(pid))
 
 
-def thread_cpu_s(pid: int) -> dict[str, float]:
-    """CPU seconds per thread-name group of a process (digits stripped: ``GC Thread#3`` -> ``GC Thread#``)."""
-    import re
-
-    out: dict[str, float] = {}
+def _threads(pid: int) -> dict[str, tuple[str, float]]:
+    """Per live thread id of a process: its name (digits stripped: ``GC Thread#3`` -> ``GC Thread#``) and CPU
+    seconds."""
+    out: dict[str, tuple[str, float]] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -133,9 +133,17 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
                 head, rest = fh.read().rsplit(")", 1)
         except OSError:
             continue
-        name = re.sub(r"\d+", "", head.split("(", 1)[1]).strip()
         f = rest.split()
-        out[name] = out.get(name, 0.0) + (int(f[11]) + int(f[12])) / _TICK
+        name = "".join(c for c in head.split("(", 1)[1] if not c.isdigit()).strip()
+        out[tid] = (name, (int(f[11]) + int(f[12])) / _TICK)
+    return out
+
+
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds per thread-name group of a process's live threads."""
+    out: dict[str, float] = {}
+    for name, cpu in _threads(pid).values():
+        out[name] = out.get(name, 0.0) + cpu
     return out
 
 
@@ -165,19 +173,7 @@ class JvmThreadSampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _read(self) -> None:
-        try:
-            tids = os.listdir(f"/proc/{self.pid}/task")
-        except OSError:
-            return
-        for tid in tids:
-            try:
-                with open(f"/proc/{self.pid}/task/{tid}/stat") as fh:
-                    head, rest = fh.read().rsplit(")", 1)
-            except OSError:
-                continue
-            f = rest.split()
-            name = "".join(c for c in head.split("(", 1)[1] if not c.isdigit()).strip()
-            self.last[tid] = (name, (int(f[11]) + int(f[12])) / _TICK)
+        self.last.update(_threads(self.pid))
 
     def _loop(self) -> None:
         start = time.thread_time()
