@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
     from .config import Config
 
-__all__ = ["ADAPTIVE_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "LOCAL_MASTER_DEFAULTS", "UTC_CONF", "get_or_create_session",
-           "has_delta", "java_options_for_input", "local_input_size", "run_concurrently", "shuffles_for_input", "size_shuffles"]
+__all__ = ["ADAPTIVE_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "LOCAL_MASTER_DEFAULTS", "UTC_CONF",
+           "get_or_create_session", "has_delta", "java_options_for_input", "local_input_size", "run_concurrently",
+           "shuffles_for_input", "size_shuffles"]
 
 T = TypeVar("T")
 

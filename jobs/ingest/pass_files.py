@@ -46,7 +46,7 @@ SIDE_DIR = "_side"
 _SIDE_ROWS = f"{SIDE_DIR}/rows"
 #: One row per file a task wrote (what the pass's action brings to the driver); of a side file, ``tx``: its rows that
 #: are transactional commits (so the driver knows without a Spark job whether their state must be resolved) and
-#: ``info``: its info rows (the run's notes: :meth:`PassFiles.side_table` opens only the files that hold some).
+#: ``info``: its info rows (the run's notes: :meth:`PassFiles.info_rows` opens only the files that hold some).
 WRITTEN = pa.schema([pa.field("kind", pa.string()), pa.field("path", pa.string()), pa.field("rows", pa.int64()),
                      pa.field("tx", pa.int64()), pa.field("info", pa.int64())])
 #: Table rows buffered per date before they are written as a row group.

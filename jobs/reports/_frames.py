@@ -326,10 +326,11 @@ GapFacts = tuple["dt.date | None", bool]
 
 def log_gap_facts(spark: SparkSession, config: Config, table: str, cluster: str, window: tuple[dt.date, dt.date],
                   before: dt.date, state: InputState | None = None) -> GapFacts | None:
-    """:func:`lookback_gaps`' facts of ``table`` (rows from ``before`` on: the run's range) from its Delta log alone (the delta-rs sink writes one
-    ``event_date`` per data file and counts its rows), or None where only Spark can tell: the delta-spark back end,
-    a catalog table, a file whose row count the log lacks, or rows of the run's own inputs for the lookback days
-    (``state``, held in Spark). A table not written yet has no rows (as :func:`read_silver`'s empty frame)."""
+    """:func:`lookback_gaps`' facts of ``table`` (the run's range starts at ``before``) from its Delta log alone (the
+    delta-rs sink writes one ``event_date`` per data file and counts its rows), or None where only Spark can tell:
+    the delta-spark back end, a catalog table, a file whose row count the log lacks, or rows of the run's own
+    inputs for the lookback days (``state``, held in Spark). A table not written yet has no rows (as
+    :func:`read_silver`'s empty frame)."""
     from ..errors import SinkError
     from ..sink import adopts_files, table_files
 
