@@ -12,7 +12,8 @@ Notebooks, ``spark-submit`` and tests all go through :func:`get_or_create_sessio
   (:mod:`jobs.pydaemon`) when the workers run this interpreter.
 - Every session, created or handed to us, gets shuffles sized to the input (:data:`ADAPTIVE_CONF`:
   adaptive execution with coalesced shuffle partitions, and ``spark.sql.shuffle.partitions`` of
-  ``2 x defaultParallelism``, at least 8) *unless the setting was made explicitly* — by a Databricks
+  ``2 x defaultParallelism``, at least 8) and Arrow batches without a per-row size check
+  (:data:`ARROW_INPUT_CONF`) *unless the setting was made explicitly* — by a Databricks
   user, ``spark-submit --conf``, ``spark-defaults.conf`` or the config's ``[spark.conf]``: those win.
   Without this a tiny nightly input ran 200-600 tasks per report stage under spark-submit.
 
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 
     from .config import Config
 
-__all__ = ["ADAPTIVE_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "LOCAL_MASTER_DEFAULTS", "UTC_CONF",
-           "get_or_create_session", "has_delta", "java_options_for_input", "local_input_size", "run_concurrently",
+__all__ = ["ADAPTIVE_CONF", "ARROW_INPUT_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "LOCAL_MASTER_DEFAULTS",
+           "UTC_CONF", "get_or_create_session", "has_delta", "java_options_for_input", "local_input_size", "run_concurrently",
            "shuffles_for_input", "size_shuffles"]
 
 T = TypeVar("T")
@@ -79,6 +80,14 @@ ADAPTIVE_CONF: dict[str, str] = {
     # 10 M bench commits; 10-run: ~200 of ~500 report tasks and ~4 s, BENCHMARKS.md issue 16 thirteenth round)
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
+#: Arrow batches into Python workers bounded by rows only. With ``spark.sql.execution.arrow.maxBytesPerBatch`` set
+#: (Spark 4's default: 64 MiB) Spark asks its Arrow writer for the batch's size after *every row*, and for a list or
+#: struct column that question rewrites the offsets of every row already in the batch: a batch of nested rows costs
+#: O(rows^2). The epoch lineage's 15 k rows (``entries`` is a list of structs) into the commit pass's buckets took
+#: 2.5-4.6 JVM CPU-s at 1 M bench commits, 0.4 without the check (BENCHMARKS.md, issue 16 sixteenth round).
+#: ``Int.MaxValue`` is Spark's "no byte limit"; batches stay at most ``spark.sql.execution.arrow.maxRecordsPerBatch``
+#: rows (10,000), as in Spark 3. Applied to every session unless set explicitly.
+ARROW_INPUT_CONF: dict[str, str] = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 WHOLE_STAGE = "spark.sql.codegen.wholeStage"
 #: How Spark builds expression evaluators (projections, predicates, orderings): generated code compiled with
@@ -254,11 +263,12 @@ def _explicit(spark: SparkSession, key: str) -> str | None:
 
 def size_shuffles(spark: SparkSession) -> dict[str, str]:
     """Turn on adaptive execution with coalesced partitions and a shuffle width of ``2 x
-    defaultParallelism`` (at least 8) — each only where nobody set that key explicitly.
+    defaultParallelism`` (at least 8), and Arrow batches into Python bounded by rows only
+    (:data:`ARROW_INPUT_CONF`) — each only where nobody set that key explicitly.
 
     Returns the settings it changed (empty when the user's own settings were all kept).
     """
-    wanted = dict(ADAPTIVE_CONF)
+    wanted = {**ADAPTIVE_CONF, **ARROW_INPUT_CONF}
     try:
         parallelism = int(spark.sparkContext.defaultParallelism)
         wanted[SHUFFLE_PARTITIONS] = str(max(MIN_SHUFFLE_PARTITIONS, 2 * parallelism))

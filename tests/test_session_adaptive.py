@@ -1,5 +1,6 @@
-"""Shuffles sized to the input in every session: adaptive execution on, a small shuffle width, and a
-setting a user made explicitly (Databricks, spark-submit --conf, [spark.conf]) is never overridden."""
+"""Shuffles sized to the input in every session: adaptive execution on, a small shuffle width, Arrow batches into
+Python without a per-row size check, and a setting a user made explicitly (Databricks, spark-submit --conf,
+[spark.conf]) is never overridden."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from jobs.session import get_or_create_session, size_shuffles
 
 KEYS = ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
-        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "spark.sql.shuffle.partitions")
+        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "spark.sql.shuffle.partitions",
+        "spark.sql.execution.arrow.maxBytesPerBatch")
 MARKS = ("spark.epochaudit.shufflePartitions.auto", "spark.epochaudit.adaptive.auto")
 
 
@@ -36,6 +38,8 @@ def test_handed_session_without_settings_gets_adaptive_and_a_small_width(restore
     # cached frames' shuffles coalesced too (the reports cache unions of grouped rule outputs)
     assert spark.conf.get("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning") == "true"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "8"  # local[1]: max(8, 2 x 1)
+    # Int.MaxValue: Spark's "no byte limit", so no size check per row (O(rows^2) per batch of nested rows)
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == "2147483647"
 
 
 @pytest.mark.spark
@@ -45,8 +49,10 @@ def test_explicit_user_settings_win(restore) -> None:
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
     spark.conf.unset("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "false")
+    spark.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", "1048576")
     changed = size_shuffles(spark)
     assert changed == {"spark.sql.adaptive.enabled": "true"}
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == "1048576"
     assert spark.conf.get("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning") == "false"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
     assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "false"
