@@ -414,3 +414,47 @@ def test_the_files_pass_shapes_awkward_rows_as_spark_does(spark, tmp_path) -> No
     # a file from before a column existed reads it as null
     old = mp._conformed(raw.drop(["metadata_token"]), mp._raw_schema())
     assert old.column("metadata_token").null_count == old.num_rows
+
+
+def test_the_log_read_from_its_files_equals_sparks_read(spark, demo_run, tmp_path, monkeypatch) -> None:
+    """``kraft.load`` reads the replayed log with pyarrow where the Delta log lists its files (no Spark job for the
+    metadata pass to wait on): the same rows as Spark's read, one per change even when a later run wrote a
+    snapshot's rows again under another date, and Spark's read where the files are not the sink's."""
+    from jobs.config import parse_config
+    from jobs.reports import kraft
+    from jobs.reports._frames import read_silver
+    from jobs.schemas import arrow_schema
+    from jobs.sink import write_small
+
+    cfg, window, ev = demo_run
+    hist = read_silver(spark, cfg, "partition_history", "demo", (dt.date(1970, 1, 1), window[1])).toArrow()
+    assert hist.num_rows > 50
+    # the same rows in a fresh root twice: on their own dates, and again a day earlier (a rerun's copy)
+    copy = parse_config({"cluster": "demo", "output": {"root": str(tmp_path / "tables")}})
+    days = sorted(set(hist.column("event_date").to_pylist()))
+    write_small(hist.cast(arrow_schema("partition_history")), "partition_history", config=copy,
+                date_range=(days[0], days[-1]))
+    earlier = hist.set_column(hist.schema.get_field_index("event_date"), "event_date",
+                              pa.array([d - dt.timedelta(days=1) for d in hist.column("event_date").to_pylist()]))
+    write_small(earlier.cast(arrow_schema("partition_history")), "partition_history", config=copy,
+                date_range=(days[0] - dt.timedelta(days=1), days[0] - dt.timedelta(days=1)))
+
+    def canon(rows):
+        return sorted(repr(sorted(r.items())) for r in rows)
+
+    for conf in (cfg, copy):
+        files = kraft.history_rows(spark, conf, "demo", window)
+        assert files is not None
+        want = kraft.load(spark, conf, "demo", window).frame.toArrow().to_pylist()  # Spark's read of the same rows
+        assert canon(files) == canon(want)
+        assert len(files) == len({(r["metadata_offset"], r["topic_id"], r["partition"], r["change"]) for r in files})
+    assert canon(kraft.history_rows(spark, copy, "demo", window)) == canon(ev.rows)
+    # the window's end bounds the dates read; a table never written has no rows; not the sink's files: Spark reads
+    assert kraft.history_rows(spark, copy, "demo", (window[0], days[0] - dt.timedelta(days=2))) == []
+    none = parse_config({"cluster": "demo", "output": {"root": str(tmp_path / "none")}})
+    assert kraft.history_rows(spark, none, "demo", window) == []
+    import jobs.sink
+
+    monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)  # e.g. delta-spark, a catalog table
+    assert kraft.history_rows(spark, copy, "demo", window) is None
+    assert canon(kraft.load(spark, copy, "demo", window).rows) == canon(ev.rows)
