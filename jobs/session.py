@@ -88,6 +88,8 @@ ADAPTIVE_CONF: dict[str, str] = {
 #: ``Int.MaxValue`` is Spark's "no byte limit"; batches stay at most ``spark.sql.execution.arrow.maxRecordsPerBatch``
 #: rows (10,000), as in Spark 3. Applied to every session unless set explicitly.
 ARROW_INPUT_CONF: dict[str, str] = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
+#: ... unless this is set to 0 or less (no row limit): then the byte limit is all that bounds a batch, and is kept.
+MAX_RECORDS_PER_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 WHOLE_STAGE = "spark.sql.codegen.wholeStage"
 #: How Spark builds expression evaluators (projections, predicates, orderings): generated code compiled with
@@ -269,6 +271,10 @@ def size_shuffles(spark: SparkSession) -> dict[str, str]:
     Returns the settings it changed (empty when the user's own settings were all kept).
     """
     wanted = {**ADAPTIVE_CONF, **ARROW_INPUT_CONF}
+    with contextlib.suppress(Exception):
+        if int(_explicit(spark, MAX_RECORDS_PER_BATCH) or 1) <= 0:  # no row limit: the byte limit is the only bound
+            for key in ARROW_INPUT_CONF:
+                wanted.pop(key)
     try:
         parallelism = int(spark.sparkContext.defaultParallelism)
         wanted[SHUFFLE_PARTITIONS] = str(max(MIN_SHUFFLE_PARTITIONS, 2 * parallelism))

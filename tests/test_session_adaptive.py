@@ -53,6 +53,22 @@ def test_explicit_user_settings_win(restore) -> None:
     changed = size_shuffles(spark)
     assert changed == {"spark.sql.adaptive.enabled": "true"}
     assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == "1048576"
+
+
+@pytest.mark.spark
+def test_without_a_row_limit_the_byte_limit_stays(restore) -> None:
+    spark = restore
+    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", None)
+    spark.conf.unset("spark.sql.execution.arrow.maxBytesPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "0")  # Spark: no row limit
+    try:
+        assert "spark.sql.execution.arrow.maxBytesPerBatch" not in size_shuffles(spark)
+        assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch", None) is None  # Spark's 64 MiB
+    finally:
+        if before is None:
+            spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        else:
+            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
     assert spark.conf.get("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning") == "false"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
     assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "false"
