@@ -112,15 +112,27 @@ class KraftEvidence:
         return bool(self.rows)
 
 
-#: One row per change: a snapshot's rows may have been written again by a later run (dated at its start).
+#: One row per change: a snapshot's rows may have been written again by a later run (dated at its start), perhaps
+#: from another node's copy of the log; the copy kept is the one with the lowest (source, position), nulls first,
+#: whichever reads the table (so K2, which reads :attr:`KraftEvidence.frame`, and the rules fed its collected rows
+#: cite one copy).
 _HIST_KEY = ("metadata_offset", "topic_id", "partition", "change")
+
+
+def _copy_order(row: dict[str, Any]) -> tuple:
+    return tuple((row[c] is not None, row[c]) for c in ("source", "position"))
 
 
 def load(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> KraftEvidence:
     """``partition_history`` up to the window's end (times as epoch ms), collected once: read from the table's files
     on the driver where the Delta log lists them (:func:`history_rows`), else by Spark."""
     df = fr.read_silver(spark, config, "partition_history", cluster, (_EPOCH_OF_TIME, window[1]))
-    df = fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",)).dropDuplicates(list(_HIST_KEY))
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    first = Window.partitionBy(*_HIST_KEY).orderBy(F.col("source").asc_nulls_first(), F.col("position").asc_nulls_first())
+    df = (fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",)).withColumn("_copy", F.row_number().over(first))
+          .where(F.col("_copy") == 1).drop("_copy"))
     rows = history_rows(spark, config, cluster, window)
     return KraftEvidence(df, df.toArrow().to_pylist() if rows is None else rows)
 
@@ -159,7 +171,9 @@ def history_rows(spark: SparkSession, config: Config, cluster: str,
         t = t.set_column(t.schema.get_field_index("controller_ts"), "controller_ts",
                          fr.epoch_ms_arrow(t.column("controller_ts")))
         for r in t.to_pylist():
-            rows.setdefault(tuple(r[k] for k in _HIST_KEY), r)
+            key = tuple(r[k] for k in _HIST_KEY)
+            if key not in rows or _copy_order(r) < _copy_order(rows[key]):
+                rows[key] = r
     return [rows[k] for k in sorted(rows, key=lambda k: tuple((v is None, v) for v in k))]
 
 
