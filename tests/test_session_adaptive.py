@@ -53,6 +53,9 @@ def test_explicit_user_settings_win(restore) -> None:
     changed = size_shuffles(spark)
     assert changed == {"spark.sql.adaptive.enabled": "true"}
     assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == "1048576"
+    assert spark.conf.get("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning") == "false"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
+    assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "false"
 
 
 @pytest.mark.spark
@@ -69,9 +72,6 @@ def test_without_a_row_limit_the_byte_limit_stays(restore) -> None:
             spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         else:
             spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
-    assert spark.conf.get("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning") == "false"
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
-    assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "false"
 
 
 @pytest.fixture
