@@ -126,10 +126,10 @@ def _copy_order(row: dict[str, Any]) -> tuple:
 def load(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> KraftEvidence:
     """``partition_history`` up to the window's end (times as epoch ms), collected once: read from the table's files
     on the driver where the Delta log lists them (:func:`history_rows`), else by Spark."""
-    df = fr.read_silver(spark, config, "partition_history", cluster, (_EPOCH_OF_TIME, window[1]))
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    df = fr.read_silver(spark, config, "partition_history", cluster, (_EPOCH_OF_TIME, window[1]))
     first = Window.partitionBy(*_HIST_KEY).orderBy(F.col("source").asc_nulls_first(), F.col("position").asc_nulls_first())
     df = (fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",)).withColumn("_copy", F.row_number().over(first))
           .where(F.col("_copy") == 1).drop("_copy"))
