@@ -66,6 +66,7 @@ __all__ = [
     "observations_from_arrow",
     "quarantine_from_arrow",
     "read_silver",
+    "sink_files",
     "snapshots_from_arrow",
     "split_window",
     "to_gold",
@@ -324,6 +325,23 @@ LOOKBACK_NEEDS = {
 GapFacts = tuple["dt.date | None", bool]
 
 
+def sink_files(spark: SparkSession, config: Config, table: str, cluster: str,
+               date_range: tuple[dt.date, dt.date]) -> tuple[str, list[DataFile]] | None:
+    """``(root, files)`` of ``table``'s live data files for ``cluster`` in ``date_range``, from its Delta log, for a
+    reader that opens them itself; ``("", [])`` for a table not written yet (as :func:`read_silver`'s empty frame);
+    None where only Spark can read the table: the delta-spark back end, a catalog table, deletion vectors."""
+    from ..errors import SinkError
+    from ..sink import adopts_files, table_files
+
+    if not adopts_files(spark, table, config):
+        return None
+    try:
+        listed = table_files(table, config, cluster=cluster, date_range=date_range)
+    except SinkError as exc:
+        return ("", []) if str(exc).startswith("no Delta table") else None
+    return listed.root, listed.files
+
+
 def log_gap_facts(spark: SparkSession, config: Config, table: str, cluster: str, window: tuple[dt.date, dt.date],
                   before: dt.date, state: InputState | None = None) -> GapFacts | None:
     """:func:`lookback_gaps`' facts of ``table`` (the run's range starts at ``before``) from its Delta log alone (the
@@ -331,17 +349,12 @@ def log_gap_facts(spark: SparkSession, config: Config, table: str, cluster: str,
     the delta-spark back end, a catalog table, a file whose row count the log lacks, or rows of the run's own
     inputs for the lookback days (``state``, held in Spark). A table not written yet has no rows (as
     :func:`read_silver`'s empty frame)."""
-    from ..errors import SinkError
-    from ..sink import adopts_files, table_files
-
     if state is not None and state.frames.get(table) is not None and window[0] < state.before:
         return None
-    if not adopts_files(spark, table, config):
+    listed = sink_files(spark, config, table, cluster, window)
+    if listed is None:
         return None
-    try:
-        files = table_files(table, config, cluster=cluster, date_range=window).files
-    except SinkError as exc:
-        return (None, False) if str(exc).startswith("no Delta table") else None
+    files = listed[1]
     if not all(f.counted for f in files) or any(not isinstance(f.values.get("event_date"), dt.date) for f in files):
         return None
     days = [f.values["event_date"] for f in files if f.rows > 0]

@@ -325,16 +325,13 @@ class CommitSpill:
         """The spill of the window's commits, or None where the Spark cogroup runs: the delta-spark back end,
         a catalog table, escaped file names, or fewer than :data:`MIN_ROWS` (more than :data:`MAX_ROWS`)
         commits in the files."""
-        from ..errors import SinkError
-        from ..sink import adopts_files, table_files, table_location
+        from ..sink import table_location
 
-        if not adopts_files(spark, "offset_commits", config):
+        listed = fr.sink_files(spark, config, "offset_commits", cluster, window)
+        if listed is None or not listed[0]:  # only Spark reads it, or no commits were ever written
             return None
-        try:
-            listed = table_files("offset_commits", config, cluster=cluster, date_range=window)
-        except SinkError:
-            return None
-        files, early = fr.split_window("offset_commits", listed.files, window, state)
+        root, found = listed
+        files, early = fr.split_window("offset_commits", found, window, state)
         rows = sum(f.rows for f in files)
         if not (MIN_ROWS if min_rows is None else min_rows) <= rows <= MAX_ROWS or any("%" in f.path for f in files):
             return None
@@ -344,7 +341,7 @@ class CommitSpill:
         stamp = dt.datetime.now(dt.timezone.utc).strftime(_STAMP)
         scratch = f"{parent}/{stamp}-{uuid.uuid4().hex}"
         buckets = max(spark.sparkContext.defaultParallelism, -(-rows // ROWS_PER_BUCKET))
-        return cls(spark, scratch, listed.root, [f.path for f in files], spark_rows, buckets)
+        return cls(spark, scratch, root, [f.path for f in files], spark_rows, buckets)
 
     def findings(self, lineage_df: DataFrame, groups: DataFrame | None, *, tolerance_ms: int, fencing: bool = True,
                  resets: bool = True) -> DataFrame:

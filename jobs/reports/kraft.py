@@ -145,22 +145,17 @@ def history_rows(spark: SparkSession, config: Config, cluster: str,
     end, a catalog table, escaped file names. The log is small (a replayed metadata log: one row per change)."""
     import pyarrow.parquet as pq
 
-    from ..errors import SinkError
-    from ..sink import adopts_files, table_files
-
     table = "partition_history"
-    if not adopts_files(spark, table, config):
+    listed = fr.sink_files(spark, config, table, cluster, (_EPOCH_OF_TIME, window[1]))
+    if listed is None or any("%" in f.path for f in listed[1]):
         return None
-    try:
-        listed = table_files(table, config, cluster=cluster, date_range=(_EPOCH_OF_TIME, window[1]))
-    except SinkError as exc:
-        return [] if str(exc).startswith("no Delta table") else None
-    if any("%" in f.path for f in listed.files):
-        return None
-    fs, base = fr.fs_path(listed.root)
+    root, files = listed
+    if not files:
+        return []
+    fs, base = fr.fs_path(root)
     schema = schemas.arrow_schema(table)
     rows: dict[tuple, dict[str, Any]] = {}
-    for f in listed.files:
+    for f in files:
         with fs.open_input_file(f"{base}/{f.path}") as fh:
             pf = pq.ParquetFile(fh)
             have = set(pf.schema_arrow.names)

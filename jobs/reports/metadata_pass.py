@@ -494,19 +494,11 @@ class ObservationFiles:
         """The files pass over ``window``, or None where it does not apply: the delta-spark back end, a catalog
         table, escaped file names, or more than :data:`MAX_ROWS` observations in the files (the Delta log's
         counts; the task checks the files' own)."""
-        from ..errors import SinkError
-        from ..sink import adopts_files, table_files
-
         table = "metadata_observations"
-        if not adopts_files(spark, table, config):
+        listed = fr.sink_files(spark, config, table, cluster, window)
+        if listed is None:
             return None
-        try:
-            listed = table_files(table, config, cluster=cluster, date_range=window)
-            root, found = listed.root, listed.files
-        except SinkError as exc:
-            if not str(exc).startswith("no Delta table"):
-                return None
-            root, found = "", []  # nothing captured yet: the task reads no files (read_silver: an empty frame)
+        root, found = listed  # nothing captured yet: no files, the task reads none (read_silver: an empty frame)
         files, early = fr.split_window(table, found, window, state)
         # the lookback days' files count too: Spark reads them for the task then (with the run's own rows)
         if sum(f.rows for f in found) > MAX_ROWS or any("%" in f.path for f in files):
