@@ -149,8 +149,11 @@ def _session(config: Any, *, ingest: bool = False) -> Any:
 
     size = local_input_size(config) if ingest else None
     try:
+        # a run that ingests loads nearly every class an audit needs: it makes the class-data archive when
+        # there is none (finished in main, once the command is done); other commands only use it
         return get_or_create_session(master=config.spark.master, app_name=f"epoch-audit {config.cluster}",
-                                     extra_conf=dict(config.spark.conf), input_bytes=size)
+                                     extra_conf=dict(config.spark.conf), input_bytes=size,
+                                     class_data="make" if ingest else "use")
     except Exception as exc:  # the JVM did not start: almost always the master or the Java install
         raise ConfigError(f"could not start Spark with [spark] master = {config.spark.master!r}: "
                           f"{one_line(exc)} (set [spark] master, e.g. \"local[*]\", or run under "
@@ -601,7 +604,8 @@ def main() -> None:
     Native reader/writer thread pools (pyarrow, delta-rs) can still be tearing down during normal
     interpreter shutdown and abort the process with "terminate called without an active exception"
     (exit 134; delta-rs#2184, arrow#34314), turning a finished run into a failure. Everything is
-    written and flushed by then (Delta commits are synchronous), so skip that teardown.
+    written and flushed by then (Delta commits are synchronous), so skip that teardown. Before that, a JVM that
+    writes the class-data archive (:mod:`jobs.class_cache`) is let finish.
     """
     try:
         cli.main(prog_name="epoch-audit")
@@ -609,6 +613,9 @@ def main() -> None:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     sys.stdout.flush()
+    from .class_cache import finish
+
+    finish()  # the JVM writes the class-data archive as it exits (first full run only): wait for it
     sys.stderr.flush()
     os._exit(code)
 

@@ -32,6 +32,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from . import class_cache
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -126,6 +128,7 @@ def get_or_create_session(
     app_name: str = "epoch-audit",
     extra_conf: Mapping[str, Any] | None = None,
     input_bytes: int | None = None,
+    class_data: class_cache.Mode | None = None,
 ) -> SparkSession:
     """Return the active SparkSession, or build a local one.
 
@@ -139,6 +142,10 @@ def get_or_create_session(
             :data:`LOCAL_JAVA_OPTIONS` (the throughput collector), and for an input up to
             :data:`SMALL_INPUT_BYTES` :data:`SMALL_INPUT_JAVA_OPTIONS` (C1 only; :func:`java_options_for_input`),
             unless ``extra_conf`` or ``spark-defaults.conf`` sets ``spark.driver.extraJavaOptions``.
+        class_data: a *new* session's JVM maps the class-data archive of :mod:`jobs.class_cache` when there is
+            one (``"use"``), or also writes one as it exits when there is none (``"make"``: the caller then calls
+            :func:`jobs.class_cache.finish` before the process ends); None: neither. Not with an explicit
+            ``spark.driver.extraJavaOptions`` (as above).
 
     Returns:
         The session, with ``spark.sql.session.timeZone=UTC``.
@@ -162,6 +169,7 @@ def get_or_create_session(
         return active
 
     conf: dict[str, str] = {}
+    archive: class_cache.Archive | None = None
     builder = SparkSession.builder.appName(app_name)
     if not _under_spark_submit():
         # Python workers of a session we start run *this* interpreter (its virtualenv has pyarrow and
@@ -174,15 +182,27 @@ def get_or_create_session(
         if _python_daemon_usable() and not _spark_defaults_set(PYTHON_DAEMON):
             conf[PYTHON_DAEMON] = DAEMON_MODULE
         options = java_options_for_input(input_bytes)
-        if options and not _spark_defaults_set(DRIVER_JAVA_OPTIONS):  # spark-defaults.conf wins, as extra_conf does
-            conf[DRIVER_JAVA_OPTIONS] = options
+        ours = DRIVER_JAVA_OPTIONS not in extra and not _spark_defaults_set(DRIVER_JAVA_OPTIONS)
+        if ours:  # spark-defaults.conf wins, as extra_conf does
+            archive = class_cache.archive_for_session(class_data)
+            flags = " ".join(f for f in (options, archive.java_options if archive else "") if f)
+            if flags:
+                conf[DRIVER_JAVA_OPTIONS] = flags
         if "pytest" in sys.modules:
             conf["spark.ui.enabled"] = "false"
     conf.update(UTC_CONF)
     conf.update(extra)  # an explicit spark.driver.extraJavaOptions replaces the small-input flags
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception:
+        if archive is None:
+            raise
+        # the JVM would not start with the class-data archive (e.g. a damaged file): without it, and forget it
+        log.warning("Spark did not start with the class-data archive %s: starting it without", archive.path)
+        class_cache.discard(archive)
+        session = builder.config(DRIVER_JAVA_OPTIONS, options).getOrCreate()
     size_shuffles(session)
     return session
 

@@ -10,6 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_DATA = Path(os.environ.get("EPOCH_AUDIT_REAL_DATA", ROOT.parent / "shared" / "real-kafka-data"))
+# the CLI processes the tests start neither read nor write the user's class-data archive (jobs.class_cache);
+# its own tests name a folder of their own
+os.environ["EPOCH_AUDIT_CLASS_CACHE"] = "off"
 
 
 @pytest.fixture(scope="session")

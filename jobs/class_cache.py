@@ -1,0 +1,202 @@
+"""A class-data archive (Java's dynamic CDS) for the local JVMs the CLI starts: Spark's classes are parsed,
+verified and linked once, then mapped by later runs.
+
+A local audit's JVM loads Spark's, Parquet's and the JDK's classes as it goes, during the whole run (the
+planner's rules, code generation, readers and writers). Loading them took ~5-6 of the JVM's ~40-60 CPU-s of
+an audit at 1 M and at 10 M bench commits (BENCHMARKS.md, issue 16, seventeenth round). With a dynamic CDS
+archive the JVM maps them from a file instead:
+
+- **made** by the first full audit (``epoch-audit run`` that ingests, ``epoch-audit demo``) when there is none:
+  its JVM runs with ``-XX:ArchiveClassesAtExit`` and writes the archive as it exits, which :func:`finish`
+  (called by the CLI after the command, before the process ends) waits for; only then is the file renamed into
+  place, next to a note of its size;
+- **used** by every later session the CLI starts (``-XX:SharedArchiveFile``).
+
+Where: the folder ``$EPOCH_AUDIT_CLASS_CACHE`` names (``off`` turns the archive off), else
+``$XDG_CACHE_HOME/epoch-audit/jvm`` (``~/.cache/epoch-audit/jvm``). One archive (~200 MB) per Java and Spark
+install: its name carries a key of the ``java`` binary and Spark's jars, and making one removes the others.
+
+The JVM crashes on a truncated archive (SIGBUS) and ignores one it cannot use (another JDK build or class path;
+its warnings are turned off), so an archive is used only when its size is the one noted when it was made, and a
+session that fails to start with one is started again without it, the archive removed
+(:func:`jobs.session.get_or_create_session`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["ENV", "Archive", "archive_for_session", "cache_folder", "discard", "finish"]
+
+log = logging.getLogger(__name__)
+
+#: The environment variable that names the archive's folder, or turns it off (``off``, ``0``, ``false``, ``no``).
+ENV = "EPOCH_AUDIT_CLASS_CACHE"
+_OFF = {"off", "0", "false", "no", "none"}
+#: The JVM's CDS messages (e.g. "Skipping ...: Signed JAR" for ~1,000 classes as it writes the archive, or
+#: "Unable to use shared archive") go to the JVM's standard output, which is the CLI's: off.
+_QUIET = "-Xlog:cds*=off"
+#: How long :func:`finish` waits for the JVM to write the archive and exit.
+EXIT_TIMEOUT_S = 180.0
+
+Mode = Literal["use", "make"]
+
+
+@dataclass(frozen=True)
+class Archive:
+    """The archive of this Java and Spark install, and the flags of a session that uses or makes it."""
+
+    path: Path
+    java_options: str
+    making: Path | None = None
+    """The temporary file the JVM writes the archive to as it exits (None: the session uses ``path``)."""
+
+
+_making: Archive | None = None  # the archive this process's JVM writes at exit (see finish)
+
+
+def cache_folder() -> Path | None:
+    """The archive's folder: ``$EPOCH_AUDIT_CLASS_CACHE``, else ``$XDG_CACHE_HOME/epoch-audit/jvm``
+    (``~/.cache``); None when turned off."""
+    value = os.environ.get(ENV)
+    if value is not None:
+        return None if value.strip().lower() in _OFF or not value.strip() else Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "epoch-audit" / "jvm"
+
+
+def _install_key() -> str | None:
+    """A key of what the archive depends on: the ``java`` binary a new session runs and the jars on its class
+    path (names, sizes, times); None when either cannot be found."""
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    try:
+        java = os.path.realpath(java) if java else None
+        if java is None:
+            return None
+        jars = sorted(os.scandir(os.path.join(home, "jars")), key=lambda e: e.name)
+        parts = [f"{java} {os.stat(java).st_size} {os.stat(java).st_mtime_ns}"]
+        parts += [f"{e.name} {e.stat().st_size} {e.stat().st_mtime_ns}" for e in jars if e.name.endswith(".jar")]
+    except OSError:
+        return None
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _size_note(path: Path) -> Path:
+    return path.with_name(path.name + ".size")
+
+
+def _usable(path: Path) -> bool:
+    """The archive exists and has the size noted when it was made (the JVM crashes on a cut one)."""
+    try:
+        return path.stat().st_size == int(_size_note(path).read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return False
+
+
+def archive_for_session(mode: Mode | None) -> Archive | None:
+    """The archive flags for a new local JVM: ``-XX:SharedArchiveFile`` when this install's archive is there;
+    otherwise, for ``mode="make"``, ``-XX:ArchiveClassesAtExit`` into a temporary file that :func:`finish` puts
+    in place. None when turned off, for ``mode=None``, or when nothing can be used or made."""
+    global _making
+    folder = cache_folder() if mode is not None else None
+    key = _install_key() if folder is not None else None
+    if folder is None or key is None:
+        return None
+    path = folder / f"spark-{key}.jsa"
+    if any(c.isspace() or c in "\"'" for c in str(path)):  # Spark splits the JVM options at spaces
+        log.info("class-data archive off: its folder's name has spaces or quotes: %s", folder)
+        return None
+    if _usable(path):
+        # a JVM that crashes on the archive after all writes its crash log there, not into the working folder
+        return Archive(path, f"-XX:SharedArchiveFile={path} -XX:ErrorFile={folder}/hs_err_pid%p.log {_QUIET}")
+    if mode != "make":
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.info("class-data archive off: cannot create %s: %s", folder, exc)
+        return None
+    if not os.access(folder, os.W_OK):
+        return None
+    _sweep(folder)
+    tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+    _making = Archive(path, f"-XX:ArchiveClassesAtExit={tmp} {_QUIET}", making=tmp)
+    return _making
+
+
+def _sweep(folder: Path) -> None:
+    """Remove the temporary files of runs that ended before their JVM wrote the archive (killed, or a library
+    caller that never called :func:`finish`): their process is gone."""
+    for tmp in folder.glob(".spark-*.jsa.*.tmp"):
+        try:
+            pid = int(tmp.name.rsplit(".", 2)[-2])
+            os.kill(pid, 0)
+        except (ValueError, ProcessLookupError):
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def discard(archive: Archive) -> None:
+    """Forget an archive a JVM would not start with (and stop making one)."""
+    global _making
+    for p in (archive.path, _size_note(archive.path), archive.making):
+        if p is not None:
+            p.unlink(missing_ok=True)
+    if _making is archive:
+        _making = None
+
+
+def finish(spark_context: Any = None) -> Path | None:
+    """If this process's JVM is writing the archive as it exits: stop Spark, end the JVM (closing its
+    standard input ends the gateway), wait for it and put the archive in place, removing other installs'.
+    Returns the archive's path when one was made. Call it after the last Spark work, before the process ends
+    (``os._exit`` would kill the JVM halfway through writing it)."""
+    global _making
+    making, _making = _making, None
+    if making is None or making.making is None:
+        return None
+    from pyspark import SparkContext
+
+    sc = spark_context or SparkContext._active_spark_context
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    tmp = making.making
+    try:
+        if sc is not None:
+            sc.stop()
+        if proc is None or proc.stdin is None:
+            return None
+        print(f"epoch-audit: saving Spark's class-data archive for faster later runs (once per Java and Spark "
+              f"install: ~15 s, ~200 MB in {making.path.parent}; {ENV}=off turns it off)", file=sys.stderr, flush=True)
+        proc.stdin.close()
+        try:
+            code = proc.wait(timeout=EXIT_TIMEOUT_S)
+        except Exception:
+            proc.kill()
+            return None
+        if code != 0 or not tmp.exists() or tmp.stat().st_size == 0:
+            return None
+        size = tmp.stat().st_size
+        _size_note(making.path).write_text(f"{size}\n", encoding="ascii")
+        os.replace(tmp, making.path)
+        for other in (*making.path.parent.glob("spark-*.jsa*"), *making.path.parent.glob("hs_err_pid*.log")):
+            if other.name not in (making.path.name, _size_note(making.path).name):
+                other.unlink(missing_ok=True)
+        return making.path
+    except Exception as exc:  # a cache: never fail the run for it
+        print(f"epoch-audit: class-data archive not written: {exc}", file=sys.stderr)
+        return None
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,119 @@
+"""The JVM class-data archive (jobs.class_cache): made by a first run, used by later ones, and never a reason
+for Spark not to start.
+
+The session tests start their own JVMs, so they run in child processes (the suite shares one session)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jobs import class_cache
+
+# a child process: start a local session as the CLI does, run a job, then what the CLI does last
+CHILD = textwrap.dedent("""
+    import sys
+    from jobs import class_cache
+    from jobs.session import DRIVER_JAVA_OPTIONS, get_or_create_session
+    spark = get_or_create_session(master="local[1]", app_name="class-cache-test", class_data=sys.argv[1],
+                                  extra_conf={"spark.ui.enabled": "false"})
+    assert spark.range(100).count() == 100
+    print("OPTIONS", spark.sparkContext.getConf().get(DRIVER_JAVA_OPTIONS, ""))
+    print("MADE", class_cache.finish())
+""")
+
+
+def _child(folder: Path, mode: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, class_cache.ENV: str(folder)}
+    return subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, env=env, timeout=600,
+                          check=False)
+
+
+def _line(out: str, key: str) -> str:
+    return next(line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(key + " "))
+
+
+def test_folder_comes_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(class_cache.ENV, str(tmp_path / "jvm"))
+    assert class_cache.cache_folder() == tmp_path / "jvm"
+    for off in ("off", "0", "false", "no", ""):
+        monkeypatch.setenv(class_cache.ENV, off)
+        assert class_cache.cache_folder() is None
+        assert class_cache.archive_for_session("make") is None
+    monkeypatch.delenv(class_cache.ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert class_cache.cache_folder() == tmp_path / "xdg" / "epoch-audit" / "jvm"
+
+
+def test_an_archive_is_used_only_at_the_size_noted_when_it_was_made(monkeypatch, tmp_path):
+    monkeypatch.setenv(class_cache.ENV, str(tmp_path))
+    made = class_cache.archive_for_session("make")
+    assert made is not None and made.making is not None
+    assert "-XX:ArchiveClassesAtExit=" in made.java_options and "-Xlog:cds*=off" in made.java_options
+    assert class_cache.archive_for_session("use") is None  # nothing to use yet, and "use" never makes one
+    class_cache.discard(made)  # not made here: this process has no JVM writing it
+    made.path.write_bytes(b"x" * 100)
+    made.path.with_name(made.path.name + ".size").write_text("100\n")
+    used = class_cache.archive_for_session("use")
+    assert used is not None and used.making is None
+    assert f"-XX:SharedArchiveFile={made.path}" in used.java_options
+    made.path.write_bytes(b"x" * 50)  # cut short: the JVM would crash on it (SIGBUS)
+    assert class_cache.archive_for_session("use") is None
+    assert class_cache.archive_for_session(None) is None
+
+
+def test_temporary_files_of_ended_runs_are_removed(monkeypatch, tmp_path):
+    monkeypatch.setenv(class_cache.ENV, str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f".spark-0123456789abcdef.jsa.{int(dead.stdout)}.tmp"
+    alive = tmp_path / f".spark-0123456789abcdef.jsa.{os.getppid()}.tmp"
+    gone.write_bytes(b"half an archive")
+    alive.write_bytes(b"being written")
+    made = class_cache.archive_for_session("make")
+    assert made is not None
+    assert not gone.exists() and alive.exists()
+    class_cache.discard(made)
+
+
+@pytest.mark.slow
+def test_the_first_run_makes_the_archive_and_the_next_maps_it(tmp_path):
+    first = _child(tmp_path, "make")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "-XX:ArchiveClassesAtExit=" in _line(first.stdout, "OPTIONS")
+    archives = list(tmp_path.glob("spark-*.jsa"))
+    assert [str(a) for a in archives] == [_line(first.stdout, "MADE")]
+    size = archives[0].stat().st_size
+    assert size > 10 << 20  # Spark's classes, not an empty file
+    assert (tmp_path / (archives[0].name + ".size")).read_text().strip() == str(size)
+    assert not list(tmp_path.glob(".*.tmp"))
+    assert "saving Spark's class-data archive" in first.stderr
+    # the JVM's own CDS messages (thousands of lines as it writes) stay out of the output
+    assert "[cds" not in first.stdout and "[cds" not in first.stderr
+
+    second = _child(tmp_path, "make")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"-XX:SharedArchiveFile={archives[0]}" in _line(second.stdout, "OPTIONS")
+    assert _line(second.stdout, "MADE") == "None"  # made once
+    assert "[cds" not in second.stdout and "[cds" not in second.stderr
+
+    # an archive the JVM cannot map (here: cut, with a note that says otherwise) does not stop Spark: the
+    # session starts without it and the archive is removed
+    data = archives[0].read_bytes()[: 1 << 20]
+    archives[0].write_bytes(data)
+    (tmp_path / (archives[0].name + ".size")).write_text(f"{len(data)}\n")
+    third = _child(tmp_path, "use")
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "SharedArchiveFile" not in _line(third.stdout, "OPTIONS")
+    assert not archives[0].exists()
+    assert "did not start with the class-data archive" in third.stderr
+    assert not list(Path.cwd().glob("hs_err_pid*.log"))  # the crash log went to the archive's folder
+
+
+def test_a_folder_whose_name_spark_would_split_is_not_used(monkeypatch, tmp_path):
+    monkeypatch.setenv(class_cache.ENV, str(tmp_path / "my cache"))
+    assert class_cache.archive_for_session("make") is None
