@@ -101,8 +101,9 @@ def one_run(commits: int, cache: Path, master: str, conf: list[str], stages: boo
         if stages:
             extra.update(event_log_conf(out / "events"))
         # the JVM flags the CLI would choose for this input (jobs.session.java_options_for_input)
+        # and the class-data archive a CLI run made (jobs.class_cache; none: not used, as in a first run)
         spark = get_or_create_session(master=master, app_name="bench-e2e", extra_conf=extra,
-                                      input_bytes=local_input_size(config))
+                                      input_bytes=local_input_size(config), class_data="use")
         jpid = java_pid()
         cpu0 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
         jvm0, driver0 = (_cpu_s(jpid, children=False) if jpid else 0.0), time.process_time()

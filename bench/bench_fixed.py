@@ -62,7 +62,8 @@ def fixed_cost(master: str, stages: bool, full_jit: bool = False) -> dict:
         t0 = time.perf_counter()
         c0 = time.process_time()
         size = None if full_jit else local_input_size(config)
-        spark = get_or_create_session(master=master, app_name="bench-fixed", extra_conf=extra, input_bytes=size)
+        spark = get_or_create_session(master=master, app_name="bench-fixed", extra_conf=extra, input_bytes=size,
+                                      class_data="use")
         n = spark.range(1000).count()
         bare = time.perf_counter() - t0
         jpid = java_pid()
@@ -146,6 +147,11 @@ def _decode_wall(rows: int, master: str) -> float:
 def e2e_vs_decode(sizes: list[int], master: str, rounds: int) -> dict:
     """Item 2: ``rounds`` end-to-end runs over ``sizes`` commits, each between two Spark-only decodes of the
     largest size; each round's ratio is its largest run's wall over the mean of the decodes around it."""
+    from jobs import class_cache
+
+    archive = class_cache.archive_for_session("use")  # what both sides' sessions map (the CLI's runs too)
+    print(f"class-data archive: {archive.path if archive else 'none (turned off, or no CLI run has made one)'}",
+          flush=True)
     decodes = [_decode_wall(sizes[-1], master)]
     runs, ratios, slopes = [], [], []
     for r in range(rounds):
@@ -169,6 +175,7 @@ def e2e_vs_decode(sizes: list[int], master: str, rounds: int) -> dict:
     print(f"end to end / decode over {rounds} round(s): {', '.join(f'{x:.1f}x' for x in ratios)}; median {med:.1f}x"
           + (f"; CPU slope median {statistics.median(slopes):.1f} us/commit" if slopes else ""), flush=True)
     return {"e2e": runs, "decode_s": decodes, "ratios": ratios, "ratio_e2e_decode": med,
+            "class_data_archive": str(archive.path) if archive else None,
             **({"cpu_slope_us": statistics.median(slopes)} if slopes else {})}
 
 

@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.batch:
         conf["spark.sql.execution.arrow.maxRecordsPerBatch"] = str(args.batch)
     conf.update(kv.split("=", 1) for kv in args.conf)
-    spark = get_or_create_session(master=args.master, app_name="bench-spark-decode", extra_conf=conf)
+    spark = get_or_create_session(master=args.master, app_name="bench-spark-decode", extra_conf=conf,
+                                  class_data="use")  # as the end-to-end runs it is compared with
     path = cached_input(spark, Path(args.cache), args.rows, args.files)
     df = spark.read.parquet(str(path))
     n = args.rows
