@@ -187,11 +187,20 @@ try:  # the size probe never fails the check: unknown means the flags of an inpu
     print(f"java-options:{java_options_for_input(local_input_size(config))}")
 except Exception:
     pass
+try:  # the class-data archive a CLI run made (jobs.class_cache), for a local driver JVM; none: nothing
+    from jobs.class_cache import archive_for_session
+
+    archive = archive_for_session("use")
+    if archive is not None:
+        print(f"class-data:{archive.java_options}")
+except Exception:
+    pass
 EOF
 )"; then
   die "$(printf '%s' "$err" | tail -n 1)"
 fi
 local_jvm="$(printf '%s\n' "$err" | sed -n 's/^java-options://p' | tail -n 1)"
+class_data="$(printf '%s\n' "$err" | sed -n 's/^class-data://p' | tail -n 1)"
 
 # ---------------------------------------------------------------------------------------- spark-submit
 if [[ -n "${SPARK_SUBMIT:-}" ]]; then
@@ -282,10 +291,15 @@ log4j="${EPOCH_AUDIT_LOG4J:-$src/jobs/log4j2.properties}"
 log4j="$(cd "$(dirname "$log4j")" && pwd)/$(basename "$log4j")"
 # Before the pass-through options: a user's own --conf spark.driver.extraJavaOptions=... wins.
 # A local master auditing the inputs also gets the local JVM flags for their size (the throughput collector,
-# and C1 only up to jobs.session.SMALL_INPUT_BYTES; not with --reports-only).
+# and C1 only up to jobs.session.SMALL_INPUT_BYTES; not with --reports-only), and any local master the
+# class-data archive.
 driver_jvm="-Dlog4j2.configurationFile=file:$log4j"
 if [[ -n "$local_jvm" && $reports_only -eq 0 && ( -z "$master" || "$master" == local* ) ]]; then
   driver_jvm="$driver_jvm $local_jvm"
+fi
+# ... and the class-data archive of Spark's classes that a CLI run made, when there is one (jobs.class_cache)
+if [[ -n "$class_data" && ( -z "$master" || "$master" == local* ) ]]; then
+  driver_jvm="$driver_jvm $class_data"
 fi
 log_args=(--files "$log4j"
   --conf "spark.driver.extraJavaOptions=$driver_jvm"

@@ -238,3 +238,29 @@ def test_a_local_master_gets_our_worker_daemon_when_the_workers_python_has_it(tm
     bare.write_text("#!/bin/sh\nexec python3 -S -c 'import sys; sys.exit(1)'\n")
     bare.chmod(0o755)
     assert daemon not in words("--", "--master", "local[2]", PYSPARK_PYTHON=str(bare))
+
+
+def test_a_local_master_maps_the_class_data_archive_a_cli_run_made(tmp_path):
+    """Like the CLI's sessions (jobs.class_cache): a local driver JVM maps the archive when there is a whole one;
+    a cluster master's driver, or no archive, gets no flag."""
+    from jobs import class_cache
+
+    folder = tmp_path / "jvm"
+    folder.mkdir()
+    archive = folder / f"spark-{class_cache._install_key()}.jsa"
+    conf = _config(tmp_path)
+
+    def driver_options(*extra: str) -> str:
+        res = _run("--conf", str(conf), "--from", "2024-03-01", "--dry-run", *extra,
+                   env={class_cache.ENV: str(folder), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+        assert res.returncode == 0, res.stderr
+        return next(w for w in shlex.split(res.stdout) if w.startswith("spark.driver.extraJavaOptions="))
+
+    assert "SharedArchiveFile" not in driver_options("--", "--master", "local[2]")  # none made yet
+    archive.write_bytes(b"x" * 64)
+    archive.with_name(archive.name + ".size").write_text("64\n")
+    assert f"-XX:SharedArchiveFile={archive}" in driver_options("--", "--master", "local[2]")
+    assert f"-XX:SharedArchiveFile={archive}" in driver_options("--reports-only")
+    assert "SharedArchiveFile" not in driver_options("--", "--master", "yarn")
+    archive.write_bytes(b"x" * 32)  # cut short: not used
+    assert "SharedArchiveFile" not in driver_options("--", "--master", "local[2]")
