@@ -24,14 +24,17 @@ session that fails to start with one is started again without it, the archive re
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = ["ENV", "Archive", "archive_for_session", "cache_folder", "discard", "finish"]
 
@@ -40,6 +43,7 @@ log = logging.getLogger(__name__)
 #: The environment variable that names the archive's folder, or turns it off (``off``, ``0``, ``false``, ``no``).
 ENV = "EPOCH_AUDIT_CLASS_CACHE"
 _OFF = {"off", "0", "false", "no", "none"}
+_PLAIN = re.compile(r"[A-Za-z0-9/._+@=,~-]+")
 #: The JVM's CDS messages (e.g. "Skipping ...: Signed JAR" for ~1,000 classes as it writes the archive, or
 #: "Unable to use shared archive") go to the JVM's standard output, which is the CLI's: off.
 _QUIET = "-Xlog:cds*=off"
@@ -64,12 +68,22 @@ _making: Archive | None = None  # the archive this process's JVM writes at exit 
 
 def cache_folder() -> Path | None:
     """The archive's folder: ``$EPOCH_AUDIT_CLASS_CACHE``, else ``$XDG_CACHE_HOME/epoch-audit/jvm``
-    (``~/.cache``); None when turned off."""
+    (``~/.cache``); None when turned off, or when it is not an absolute path of plain characters (Spark splits
+    the JVM options at spaces and reads quotes and backslashes; the JVM reads ``:`` in an archive path and
+    ``%`` in a crash log's)."""
     value = os.environ.get(ENV)
-    if value is not None:
-        return None if value.strip().lower() in _OFF or not value.strip() else Path(value).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "epoch-audit" / "jvm"
+    try:
+        if value is not None:
+            folder = None if value.strip().lower() in _OFF or not value.strip() else Path(value).expanduser()
+        else:
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            folder = Path(base) / "epoch-audit" / "jvm"
+    except RuntimeError:  # "~user" that does not exist
+        return None
+    if folder is not None and not (folder.is_absolute() and _PLAIN.fullmatch(str(folder))):
+        log.info("class-data archive off: not an absolute path of plain characters: %s", folder)
+        return None
+    return folder
 
 
 def _install_key() -> str | None:
@@ -96,6 +110,10 @@ def _size_note(path: Path) -> Path:
     return path.with_name(path.name + ".size")
 
 
+def _failed_note(path: Path) -> Path:
+    return path.with_name(path.name + ".failed")
+
+
 def _usable(path: Path) -> bool:
     """The archive exists and has the size noted when it was made (the JVM crashes on a cut one)."""
     try:
@@ -107,20 +125,26 @@ def _usable(path: Path) -> bool:
 def archive_for_session(mode: Mode | None) -> Archive | None:
     """The archive flags for a new local JVM: ``-XX:SharedArchiveFile`` when this install's archive is there;
     otherwise, for ``mode="make"``, ``-XX:ArchiveClassesAtExit`` into a temporary file that :func:`finish` puts
-    in place. None when turned off, for ``mode=None``, or when nothing can be used or made."""
+    in place. None when turned off, for ``mode=None``, or when nothing can be used or made (never an error: the
+    archive is a cache)."""
+    try:
+        return _archive_for_session(mode)
+    except Exception as exc:
+        log.info("class-data archive off: %s", exc)
+        return None
+
+
+def _archive_for_session(mode: Mode | None) -> Archive | None:
     global _making
     folder = cache_folder() if mode is not None else None
     key = _install_key() if folder is not None else None
     if folder is None or key is None:
         return None
     path = folder / f"spark-{key}.jsa"
-    if any(c.isspace() or c in "\"'" for c in str(path)):  # Spark splits the JVM options at spaces
-        log.info("class-data archive off: its folder's name has spaces or quotes: %s", folder)
-        return None
     if _usable(path):
         # a JVM that crashes on the archive after all writes its crash log there, not into the working folder
         return Archive(path, f"-XX:SharedArchiveFile={path} -XX:ErrorFile={folder}/hs_err_pid%p.log {_QUIET}")
-    if mode != "make":
+    if mode != "make" or _failed_note(path).exists():  # a JVM that wrote no archive once would not the next time
         return None
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -148,55 +172,80 @@ def _sweep(folder: Path) -> None:
             pass
 
 
-def discard(archive: Archive) -> None:
-    """Forget an archive a JVM would not start with (and stop making one)."""
+def discard(archive: Archive, *, keep_file: bool = False) -> None:
+    """Stop making ``archive`` in this process and (unless ``keep_file``) remove it, or note that this install's
+    JVM does not make one: a JVM would not start with its flags. Best effort."""
     global _making
-    for p in (archive.path, _size_note(archive.path), archive.making):
-        if p is not None:
-            p.unlink(missing_ok=True)
     if _making is archive:
         _making = None
+    if keep_file:
+        return
+    if archive.making is not None:  # the JVM would not start to make one (e.g. -Xshare:off): not again
+        with contextlib.suppress(OSError):
+            _failed_note(archive.path).write_text("the JVM did not start with -XX:ArchiveClassesAtExit\n")
+        return
+    for p in (archive.path, _size_note(archive.path)):
+        if p is not None:
+            with contextlib.suppress(OSError):
+                p.unlink(missing_ok=True)
 
 
-def finish(spark_context: Any = None) -> Path | None:
-    """If this process's JVM is writing the archive as it exits: stop Spark, end the JVM (closing its
-    standard input ends the gateway), wait for it and put the archive in place, removing other installs'.
-    Returns the archive's path when one was made. Call it after the last Spark work, before the process ends
-    (``os._exit`` would kill the JVM halfway through writing it)."""
+def finish(exit_code: int = 0) -> Path | None:
+    """If this process's JVM is to write the archive as it exits: after a command that succeeded (``exit_code``
+    0), stop Spark, end the JVM (closing its standard input ends the gateway), wait for it and put the archive
+    in place, removing other installs' archives; after one that failed, end the JVM without writing one (its
+    classes would be those of a partial run, kept until the install changes). Returns the archive's path when
+    one was made. Call it after the last Spark work, before the process ends (``os._exit`` would kill the JVM
+    halfway through writing it). Never raises for an ``Exception``; an interrupt ends the JVM unwritten."""
     global _making
     making, _making = _making, None
     if making is None or making.making is None:
         return None
     from pyspark import SparkContext
 
-    sc = spark_context or SparkContext._active_spark_context
-    gateway = SparkContext._gateway
-    proc = getattr(gateway, "proc", None)
+    proc = getattr(SparkContext._gateway, "proc", None)
     tmp = making.making
     try:
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            return None
+        if exit_code != 0:
+            proc.kill()  # no archive of a failed run
+            proc.wait(timeout=EXIT_TIMEOUT_S)
+            return None
+        sc = SparkContext._active_spark_context
         if sc is not None:
             sc.stop()
-        if proc is None or proc.stdin is None:
-            return None
-        print(f"epoch-audit: saving Spark's class-data archive for faster later runs (once per Java and Spark "
-              f"install: ~15 s, ~200 MB in {making.path.parent}; {ENV}=off turns it off)", file=sys.stderr, flush=True)
+        _say(f"epoch-audit: saving Spark's class-data archive for faster later runs (once per Java and Spark "
+             f"install: ~15 s, ~200 MB in {making.path.parent}; {ENV}=off turns it off)")
         proc.stdin.close()
         try:
-            code = proc.wait(timeout=EXIT_TIMEOUT_S)
-        except Exception:
+            code: int | str = proc.wait(timeout=EXIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
             proc.kill()
-            return None
+            code = f"no exit within {EXIT_TIMEOUT_S:.0f} s"
         if code != 0 or not tmp.exists() or tmp.stat().st_size == 0:
+            # e.g. -Xshare:off in JAVA_TOOL_OPTIONS, or a JDK without its base archive: not again on every run
+            _failed_note(making.path).write_text(f"the JVM wrote no archive (exit: {code})\n")
             return None
         size = tmp.stat().st_size
-        _size_note(making.path).write_text(f"{size}\n", encoding="ascii")
         os.replace(tmp, making.path)
-        for other in (*making.path.parent.glob("spark-*.jsa*"), *making.path.parent.glob("hs_err_pid*.log")):
+        _size_note(making.path).write_text(f"{size}\n", encoding="ascii")
+        for other in making.path.parent.glob("spark-*.jsa*"):
             if other.name not in (making.path.name, _size_note(making.path).name):
                 other.unlink(missing_ok=True)
         return making.path
-    except Exception as exc:  # a cache: never fail the run for it
-        print(f"epoch-audit: class-data archive not written: {exc}", file=sys.stderr)
-        return None
+    except BaseException as exc:  # a cache: never fail the run for it; an interrupt ends the JVM unwritten
+        with contextlib.suppress(Exception):
+            proc.kill()
+        if isinstance(exc, Exception):
+            _say(f"epoch-audit: class-data archive not written: {exc}")
+            return None
+        raise
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # stderr closed
+        print(line, file=sys.stderr, flush=True)

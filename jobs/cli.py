@@ -607,15 +607,20 @@ def main() -> None:
     written and flushed by then (Delta commits are synchronous), so skip that teardown. Before that, a JVM that
     writes the class-data archive (:mod:`jobs.class_cache`) is let finish.
     """
+    from .class_cache import finish
+
+    code = 1  # what escapes click (--debug's tracebacks) is a failure
     try:
         cli.main(prog_name="epoch-audit")
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    sys.stdout.flush()
-    from .class_cache import finish
-
-    finish()  # the JVM writes the class-data archive as it exits (first full run only): wait for it
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        with contextlib.suppress(BaseException):  # never changes the exit code
+            # the first full run's JVM writes the class-data archive as it exits: wait for it (a failed run's ends)
+            finish(code)
     sys.stderr.flush()
     os._exit(code)
 

@@ -197,12 +197,17 @@ def get_or_create_session(
     try:
         session = builder.getOrCreate()
     except Exception:
-        if archive is None:
+        from pyspark import SparkContext
+
+        if archive is None or SparkContext._gateway is not None:  # the JVM started: the archive is not why
             raise
-        # the JVM would not start with the class-data archive (e.g. a damaged file): without it, and forget it
-        log.warning("Spark did not start with the class-data archive %s: starting it without", archive.path)
-        class_cache.discard(archive)
+        # the JVM would not start with the class-data archive (a damaged file: it crashes), or would not start at
+        # all (then the retry fails the same way and the archive stays): once more without it
+        class_cache.discard(archive, keep_file=True)
         session = builder.config(DRIVER_JAVA_OPTIONS, options).getOrCreate()
+        log.warning("Spark did not start with the class-data archive's flags (%s), and did without them",
+                    archive.java_options)
+        class_cache.discard(archive)
     size_shuffles(session)
     return session
 

@@ -6,6 +6,7 @@ The session tests start their own JVMs, so they run in child processes (the suit
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,14 +25,16 @@ CHILD = textwrap.dedent("""
                                   extra_conf={"spark.ui.enabled": "false"})
     assert spark.range(100).count() == 100
     print("OPTIONS", spark.sparkContext.getConf().get(DRIVER_JAVA_OPTIONS, ""))
-    print("MADE", class_cache.finish())
+    print("MADE", class_cache.finish(int(sys.argv[2])))  # the command's exit code
 """)
 
+needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
+                                reason="no Java to start Spark with")
 
-def _child(folder: Path, mode: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, class_cache.ENV: str(folder)}
-    return subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
+
+def _child(folder: Path, mode: str, exit_code: int = 0, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CHILD, mode, str(exit_code)], capture_output=True, text=True,
+                          env={**os.environ, class_cache.ENV: str(folder), **env}, timeout=600, check=False)
 
 
 def _line(out: str, key: str) -> str:
@@ -81,10 +84,17 @@ def test_temporary_files_of_ended_runs_are_removed(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_first_run_makes_the_archive_and_the_next_maps_it(tmp_path):
+@needs_java
+def test_the_first_good_run_makes_the_archive_and_the_next_maps_it(tmp_path):
+    # a failed first run (exit 1) leaves no archive: its JVM is ended, not left to write a partial run's classes
+    failed = _child(tmp_path, "make", exit_code=1)
+    assert failed.returncode == 0, failed.stderr[-3000:]
+    assert "-XX:ArchiveClassesAtExit=" in _line(failed.stdout, "OPTIONS")
+    assert _line(failed.stdout, "MADE") == "None"
+    assert not list(tmp_path.iterdir())
+
     first = _child(tmp_path, "make")
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "-XX:ArchiveClassesAtExit=" in _line(first.stdout, "OPTIONS")
     archives = list(tmp_path.glob("spark-*.jsa"))
     assert [str(a) for a in archives] == [_line(first.stdout, "MADE")]
     size = archives[0].stat().st_size
@@ -92,17 +102,22 @@ def test_the_first_run_makes_the_archive_and_the_next_maps_it(tmp_path):
     assert (tmp_path / (archives[0].name + ".size")).read_text().strip() == str(size)
     assert not list(tmp_path.glob(".*.tmp"))
     assert "saving Spark's class-data archive" in first.stderr
-    # the JVM's own CDS messages (thousands of lines as it writes) stay out of the output
+    # the JVM's own CDS messages (~1,300 lines as it writes) stay out of the output
     assert "[cds" not in first.stdout and "[cds" not in first.stderr
 
-    second = _child(tmp_path, "make")
+    # the next session maps Spark's classes from it (the JVM's class-loading log names the archive as their source)
+    loads = tmp_path / "class-load.log"
+    second = _child(tmp_path, "make", JAVA_TOOL_OPTIONS=f"-Xlog:class+load=info:file={loads}")
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"-XX:SharedArchiveFile={archives[0]}" in _line(second.stdout, "OPTIONS")
     assert _line(second.stdout, "MADE") == "None"  # made once
+    mapped = [line for line in loads.read_text().splitlines() if "source: shared objects file (top)" in line]
+    assert any("org.apache.spark.sql.SparkSession" in line for line in mapped), len(mapped)
     assert "[cds" not in second.stdout and "[cds" not in second.stderr
+    loads.unlink()
 
     # an archive the JVM cannot map (here: cut, with a note that says otherwise) does not stop Spark: the
-    # session starts without it and the archive is removed
+    # session starts without it, the archive is removed, and the crash log goes to the archive's folder
     data = archives[0].read_bytes()[: 1 << 20]
     archives[0].write_bytes(data)
     (tmp_path / (archives[0].name + ".size")).write_text(f"{len(data)}\n")
@@ -110,10 +125,28 @@ def test_the_first_run_makes_the_archive_and_the_next_maps_it(tmp_path):
     assert third.returncode == 0, third.stderr[-3000:]
     assert "SharedArchiveFile" not in _line(third.stdout, "OPTIONS")
     assert not archives[0].exists()
-    assert "did not start with the class-data archive" in third.stderr
-    assert not list(Path.cwd().glob("hs_err_pid*.log"))  # the crash log went to the archive's folder
+    assert "did not start with the class-data archive's flags" in third.stderr
+    assert list(tmp_path.glob("hs_err_pid*.log"))
 
 
-def test_a_folder_whose_name_spark_would_split_is_not_used(monkeypatch, tmp_path):
-    monkeypatch.setenv(class_cache.ENV, str(tmp_path / "my cache"))
-    assert class_cache.archive_for_session("make") is None
+@pytest.mark.slow
+@needs_java
+def test_a_jvm_that_writes_no_archive_is_not_asked_again(tmp_path):
+    # e.g. class sharing turned off in the environment (the JVM then refuses to start with the flag that makes
+    # one): the session starts without it, a note says so, and the next run does not try again
+    first = _child(tmp_path, "make", JAVA_TOOL_OPTIONS="-Xshare:off")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert _line(first.stdout, "MADE") == "None"
+    assert list(tmp_path.glob("spark-*.jsa.failed")) and not list(tmp_path.glob("spark-*.jsa"))
+    second = _child(tmp_path, "make", JAVA_TOOL_OPTIONS="-Xshare:off")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "ArchiveClassesAtExit" not in _line(second.stdout, "OPTIONS")
+    assert "saving Spark's class-data archive" not in second.stderr
+
+
+def test_a_folder_whose_name_spark_or_the_jvm_would_split_is_not_used(monkeypatch, tmp_path):
+    for name in (str(tmp_path / "my cache"), str(tmp_path / "a:b"), str(tmp_path / "50%"), "relative/folder",
+                 "~no-such-user-here/jvm"):
+        monkeypatch.setenv(class_cache.ENV, name)
+        assert class_cache.cache_folder() is None, name
+        assert class_cache.archive_for_session("make") is None, name
