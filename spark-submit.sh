@@ -292,12 +292,11 @@ log4j="$(cd "$(dirname "$log4j")" && pwd)/$(basename "$log4j")"
 # Before the pass-through options: a user's own --conf spark.driver.extraJavaOptions=... wins.
 # A local master auditing the inputs also gets the local JVM flags for their size (the throughput collector,
 # and C1 only up to jobs.session.SMALL_INPUT_BYTES; not with --reports-only), and any local master the
-# class-data archive.
+# class-data archive a CLI run made, when there is one (jobs.class_cache).
 driver_jvm="-Dlog4j2.configurationFile=file:$log4j"
 if [[ -n "$local_jvm" && $reports_only -eq 0 && ( -z "$master" || "$master" == local* ) ]]; then
   driver_jvm="$driver_jvm $local_jvm"
 fi
-# ... and the class-data archive of Spark's classes that a CLI run made, when there is one (jobs.class_cache)
 if [[ -n "$class_data" && ( -z "$master" || "$master" == local* ) ]]; then
   driver_jvm="$driver_jvm $class_data"
 fi

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["ENV", "Archive", "archive_for_session", "cache_folder", "discard", "finish"]
+__all__ = ["ENV", "Archive", "archive_for_session", "cache_folder", "discard", "finish", "spark_home"]
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +86,17 @@ def cache_folder() -> Path | None:
     return folder
 
 
+def spark_home() -> str:
+    """The Spark install a new local session runs: ``SPARK_HOME``, else pyspark's own folder."""
+    import pyspark
+
+    return os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+
+
 def _install_key() -> str | None:
     """A key of what the archive depends on: the ``java`` binary a new session runs and the jars on its class
     path (names, sizes, times); None when either cannot be found."""
-    import pyspark
-
-    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    home = spark_home()
     java_home = os.environ.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
     try:
@@ -172,14 +177,12 @@ def _sweep(folder: Path) -> None:
             pass
 
 
-def discard(archive: Archive, *, keep_file: bool = False) -> None:
-    """Stop making ``archive`` in this process and (unless ``keep_file``) remove it, or note that this install's
-    JVM does not make one: a JVM would not start with its flags. Best effort."""
+def discard(archive: Archive) -> None:
+    """Stop making ``archive`` in this process and remove it, or note that this install's JVM does not make one:
+    a JVM would not start with its flags. Best effort."""
     global _making
     if _making is archive:
         _making = None
-    if keep_file:
-        return
     if archive.making is not None:  # the JVM would not start to make one (e.g. -Xshare:off): not again
         with contextlib.suppress(OSError):
             _failed_note(archive.path).write_text("the JVM did not start with -XX:ArchiveClassesAtExit\n")

@@ -203,7 +203,6 @@ def get_or_create_session(
             raise
         # the JVM would not start with the class-data archive (a damaged file: it crashes), or would not start at
         # all (then the retry fails the same way and the archive stays): once more without it
-        class_cache.discard(archive, keep_file=True)
         session = builder.config(DRIVER_JAVA_OPTIONS, options).getOrCreate()
         log.warning("Spark did not start with the class-data archive's flags (%s), and did without them",
                     archive.java_options)
@@ -256,10 +255,7 @@ def _gc_chosen_by_environment() -> bool:
 def _spark_defaults_set(key: str) -> bool:
     """True when the ``spark-defaults.conf`` a new session reads (``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``,
     else pyspark's own) sets ``key``."""
-    import pyspark
-
-    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-    folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
+    folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(class_cache.spark_home(), "conf")
     try:
         with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as fh:
             return any(line.split(None, 1)[0] == key for line in fh if line.strip() and not line.lstrip().startswith("#"))
