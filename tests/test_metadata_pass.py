@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.reports import _frames
 from jobs.reports import metadata_pass as mp
 
 # ------------------------------------------------------------------------------------ the pre-filters
@@ -239,7 +240,7 @@ def test_the_files_pass_reads_the_observations_spark_reads(spark, demo_run, demo
     cfg, window, ev = demo_run
     obs, _ = demo_obs
     listed = table_files("metadata_observations", cfg, cluster="demo", date_range=window)
-    raw = pa.concat_tables([mp._conformed(pq.read_table(f"{listed.root}/{f.path}"), mp._raw_schema())
+    raw = pa.concat_tables([_frames.conformed(pq.read_table(f"{listed.root}/{f.path}"), mp._raw_schema())
                             for f in listed.files])
     got = mp.observations_arrow(raw, ev.view)
     want = obs.toArrow()
@@ -399,7 +400,7 @@ def test_the_files_pass_shapes_awkward_rows_as_spark_does(spark, tmp_path) -> No
     df = spark.createDataFrame(rows, schemas.spark_schema("metadata_observations"))
     write_table(df, "metadata_observations", config=cfg, mode="replace_range", date_range=(day, day))
     listed = table_files("metadata_observations", cfg, cluster="c", date_range=(day, day))
-    raw = pa.concat_tables([mp._conformed(pq.read_table(f"{listed.root}/{f.path}"), mp._raw_schema())
+    raw = pa.concat_tables([_frames.conformed(pq.read_table(f"{listed.root}/{f.path}"), mp._raw_schema())
                             for f in listed.files])
     got = mp.observations_arrow(raw)
     want = stale_metadata.observations(spark, cfg, "c", (day, day)).toArrow()
@@ -412,7 +413,7 @@ def test_the_files_pass_shapes_awkward_rows_as_spark_does(spark, tmp_path) -> No
     assert got.num_rows == 6 and -2 in got.column("capture_ts").to_pylist()
     assert got.column("tid").to_pylist().count(None) == 4  # three zero spellings and the null id
     # a file from before a column existed reads it as null
-    old = mp._conformed(raw.drop(["metadata_token"]), mp._raw_schema())
+    old = _frames.conformed(raw.drop(["metadata_token"]), mp._raw_schema())
     assert old.column("metadata_token").null_count == old.num_rows
 
 

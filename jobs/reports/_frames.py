@@ -63,6 +63,7 @@ __all__ = [
     "log_gap_facts",
     "lookback_gaps",
     "ms_columns",
+    "conformed",
     "observations_from_arrow",
     "quarantine_from_arrow",
     "read_silver",
@@ -200,6 +201,14 @@ def snapshot_order(s: ReplicaSnapshot) -> tuple:
 
 
 # -------------------------------------------------------------------------------------- driver side
+
+
+def conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns and types (a column an older file lacks is null, as Spark reads
+    it): a table's data file read with pyarrow, as Spark would give its rows."""
+    n = table.num_rows
+    return pa.table([table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type)
+                     for f in schema], schema=schema)
 
 
 def epoch_ms_arrow(col: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -153,16 +153,14 @@ def history_rows(spark: SparkSession, config: Config, cluster: str,
     if not files:
         return []
     fs, base = fr.fs_path(root)
-    schema = schemas.arrow_schema(table)
+    stored = schemas.arrow_schema(table)
+    schema = pa.schema([stored.field(c) for c in _HIST_COLS])
     rows: dict[tuple, dict[str, Any]] = {}
     for f in files:
         with fs.open_input_file(f"{base}/{f.path}") as fh:
             pf = pq.ParquetFile(fh)
-            have = set(pf.schema_arrow.names)
-            t = pf.read(columns=[c for c in _HIST_COLS if c in have], use_threads=False)
-        for c in _HIST_COLS:  # a column the table gained after the file was written: null, as Spark reads it
-            if c not in have:
-                t = t.append_column(schema.field(c), pa.nulls(t.num_rows, schema.field(c).type))
+            t = pf.read(columns=[c for c in _HIST_COLS if c in pf.schema_arrow.names], use_threads=False)
+        t = fr.conformed(t, schema)
         t = t.set_column(t.schema.get_field_index("controller_ts"), "controller_ts",
                          fr.epoch_ms_arrow(t.column("controller_ts")))
         for r in t.to_pylist():

@@ -388,13 +388,6 @@ def _raw_schema() -> pa.Schema:
     return pa.schema([table.field(c) for c in OBS_COLUMNS])
 
 
-def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns and types (a column an older file lacks is null)."""
-    n = table.num_rows
-    return pa.table([table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type)
-                     for f in schema], schema=schema)
-
-
 def observations_arrow(raw: pa.Table, view: LogView | None = None) -> pa.Table:
     """:func:`stale_metadata.observations` in Arrow, over rows as the table stores them (:func:`_raw_schema`): the
     rows with a partition, times as epoch ms, the capture time else the event time, ``tid`` the id unless it is
@@ -444,7 +437,7 @@ def _files_task(root: str, files: list[str], grace_ms: int, index: SpanIndex | N
                 t = t.filter(pc.invert(pc.fill_null(t.column("_marker"), False)))
                 rows += t.num_rows
                 if t.num_rows and rows <= max_rows:
-                    parts.append(_conformed(t, schema))
+                    parts.append(fr.conformed(t, schema))
         if rows > max_rows:
             yield _unfit()
             return
@@ -460,7 +453,7 @@ def _files_task(root: str, files: list[str], grace_ms: int, index: SpanIndex | N
             return
         for f, cols in zip(files, names, strict=True):
             with fs.open_input_file(f"{base}/{f}") as fh:
-                parts.append(_conformed(pq.read_table(fh, columns=cols, use_threads=False), schema))
+                parts.append(fr.conformed(pq.read_table(fh, columns=cols, use_threads=False), schema))
         obs = observations_arrow(pa.concat_tables(parts) if parts else schema.empty_table(), view)
         if obs.num_rows == 0:
             return
