@@ -22,10 +22,10 @@
    rows without any time of their own land on the ``from`` date. The rows dated in the lookback days
    before ``from`` (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`:
    detection state the reports add to what earlier runs wrote for those days (a first run, or an
-   incident run into a fresh output root, has no earlier runs). The commits' state (and the observations'
-   when their pass writes them) comes from their one write: it stages the lookback days too and the sink
-   holds those files back from the table (``write_table(hold_back=...)``) until
-   :meth:`IngestResult.release`; the other tables' state is cached;
+   incident run into a fresh output root, has no earlier runs). A table's state comes from its one write:
+   it stages the lookback days too and the sink holds those files back from the table
+   (``write_table(hold_back=...)``) until :meth:`IngestResult.release` — every table's on the delta-rs sink,
+   the commits' with delta-spark, where the other tables' state is cached from the work rows;
 4. ``quarantine`` gets one row per undecodable unit (and per unrecognised file), and ``audit_runs`` one
    row per (source kind, unit) with ``units_read = units_decoded + units_quarantined`` — counted by Spark
    aggregations over per-task stats rows, over *all* units read (not only those dated in the range).
@@ -76,9 +76,8 @@ class IngestResult:
         infos: decoder notes that are neither units nor quarantine (e.g. TLS to ports that are not broker
             ports).
         empty: source kind -> reason -> number of inputs read with zero units.
-        lookback: silver table -> the inputs' rows dated in the lookback days before the range (cached, or
-            for ``offset_commits`` and a pass's ``metadata_observations`` the Parquet files its write held
-            back; not written to the tables): pass to
+        lookback: silver table -> the inputs' rows dated in the lookback days before the range (the Parquet
+            files its write held back, or with delta-spark cached; not written to the tables): pass to
             :func:`jobs.reports.run_reports` as ``state``, then :meth:`release`.
     """
 
@@ -368,6 +367,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             # every kind's work rows: the passes' side rows once their writes ran
             return {**works, **{kind: side.get() for kind, side in sides.items()}}
 
+        # the tables whose write stages the lookback days too and holds them back as the state (no job of their
+        # own): the commits, never cached, and on the delta-rs sink every table, whose held files cost nothing
+        # more; delta-spark would persist each frame to hold its rows back, so its other states come from the
+        # cached work rows in one job (lookback_states)
+        held_state = set() if before is None else {
+            name for name in silver if name == "offset_commits" or adopts_files(spark, name, config)}
+
         def silver_writes(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
             out: list[tuple[str, Callable[[], SinkResult]]] = []
             for name in names:
@@ -375,7 +381,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                     out.append((name, pass_writes[name].get))
                 elif (rows := silver.get(name)) is None:
                     continue
-                elif name == "offset_commits" and before is not None:
+                elif name in held_state:
                     out.append((name, functools.partial(held_write, name, rows)))
                 else:
                     out.append((name, functools.partial(dated_write, name, rows)))
@@ -416,7 +422,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             states: dict[str, DataFrame] = {}
             try:
                 for name, df in silver.items():
-                    if name != "offset_commits" and name not in passes:  # a frame may fail to plan: release the rest
+                    if name not in held_state and name not in passes:  # a frame may fail to plan: release the rest
                         states[name] = _dated(df.get(), run, before).persist(StorageLevel.MEMORY_AND_DISK)
                 if not states:
                     return
@@ -464,7 +470,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         infos: list[str] = done.pop("_infos")
         done.pop("_states")
         tables: dict[str, SinkResult] = done
-        for name in ("offset_commits", *passes):
+        for name in (*held_state, *passes):
             res = tables.get(name)
             if res is not None and res.held is not None and res.held.frame is not None:
                 lookback[name] = res.held.frame
