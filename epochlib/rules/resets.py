@@ -117,7 +117,7 @@ class OffsetsSeen:
     ) -> None:
         self._ts = np.asarray(ts, dtype=np.int64)
         self._offsets = np.asarray(offsets, dtype=np.int64)
-        self._groups = list(groups)
+        self._groups = groups if isinstance(groups, Sequence) else list(groups)  # a lazy sequence stays one
         if not (len(self._ts) == len(self._offsets) == len(self._groups)):
             raise ValueError("OffsetsSeen: ts, offsets and groups must have the same length")
         self._pointer = pointer
@@ -132,7 +132,7 @@ class OffsetsSeen:
 
     def _build(self) -> tuple:
         order = np.argsort(self._ts, kind="stable")
-        offs, groups = self._offsets[order].tolist(), self._groups
+        offs, groups = self._offsets[order].tolist(), list(self._groups)
         no = -1 << 63
         o1, g1, i1, o2, i2 = no, None, -1, no, -1  # best, and best of a group other than the best's
         out_o1, out_g1, out_i1, out_o2, out_i2 = [], [], [], [], []

@@ -298,7 +298,7 @@ def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], sid
                 commits, bounds = fr.key_groups(commits)
                 found: list[Any] = []
                 for lo, hi in bounds:
-                    part = _plain(commits.slice(lo, hi - lo))
+                    part = commits.slice(lo, hi - lo)  # strings still dictionary-encoded: the pass ranks them
                     tp = (part.column("topic")[0].as_py(), part.column("partition")[0].as_py())
                     right = sides.take(pa.array(by_key.get(tp, []), pa.int64()))
                     found += run_commit_pass(part, right, tolerance_ms=tolerance_ms, fencing=fencing, resets=resets)
