@@ -191,7 +191,8 @@ class _BucketFiles:
         if self.want_pairs:  # (distinct over the dictionary codes, decoded once distinct)
             self.pairs.append(_plain(rows.select(list(_PAIRS)).group_by(list(_PAIRS)).aggregate([])))
         b = bucket_of(rows.column("topic"), rows.column("partition"), self.n)
-        order = np.argsort(b, kind="stable")
+        # (a stable sort of 16-bit keys is numpy's radix sort: ~7x faster than of the 64-bit bucket numbers)
+        order = np.argsort(b.astype(np.int16) if self.n <= np.iinfo(np.int16).max else b, kind="stable")
         rows, b = rows.take(pa.array(order)), b[order]
         cuts = np.flatnonzero(np.diff(b)) + 1
         for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(b)].tolist(), strict=True):
