@@ -15,7 +15,7 @@ Parquet files the Delta log lists (the delta-rs sink), :class:`CommitSpill` runs
    Then the side table (lineage, group records) is spilled from Spark into the same buckets (the same
    :func:`bucket_of`);
 2. **buckets**: a task per bucket reads its files and runs :func:`.commit_pass.run_commit_pass` on each
-   (topic, partition), its strings decoded — no shuffle; the JVM holds none of the files' commits (only the
+   (topic, partition), its strings still dictionary-encoded — no shuffle; the JVM holds none of the files' commits (only the
    lookback rows).
 
 The findings are those of the Spark cogroup (``tests/test_commit_spill.py``). The scratch folder stays until
@@ -60,8 +60,9 @@ ROWS_PER_BUCKET = 1 << 20
 #: The columns a spilled commit has (:func:`.commit_pass.commit_rows`' order).
 ROWS_COLUMNS = ("topic", "partition", *COMMIT_COLUMNS)
 #: The spilled columns kept dictionary-encoded from the data files to the bucket tasks (read with
-#: ``read_dictionary``): a few distinct values each (the segment file's path, for ``source``), which decoded
-#: were most of the spill's bytes and of its CPU (BENCHMARKS.md, issue 16 thirteenth round).
+#: ``read_dictionary``) and on into the pass, which ranks them: a few distinct values each (the segment file's
+#: path, for ``source``), which decoded were most of the spill's bytes and of its CPU (BENCHMARKS.md, issue 16
+#: thirteenth round), and of a bucket's (eighteenth round).
 DICTIONARY_COLUMNS = ("topic", "group_id", "source")
 _DICT = pa.dictionary(pa.int32(), pa.string())
 SCRATCH_DIR = "_commit_pass"
