@@ -334,7 +334,8 @@ def check_partition_commits(
     """F2/F4 (``fencing``) and S1/S2 (``resets``) findings of one (topic, partition)'s commits.
 
     ``commits``: the partition's *live* commits (txn_state none/committed; tombstones kept, they end a
-    sequence), any order, with ``topic``, ``partition`` and :data:`COMMIT_COLUMNS`; each group's sequence
+    sequence), any order, with ``topic``, ``partition`` and :data:`COMMIT_COLUMNS` (strings plain or
+    dictionary-encoded); each group's sequence
     is taken in :func:`commit_log_order`. ``snapshots``: the partition's lineage snapshots, any order
     (rounds within ``tolerance_ms``). ``group_states``: each group's metadata records, any order (ties in
     time go to the later log offset). The result equals ``check_commit_fencing(seq, lookup)`` and
