@@ -302,3 +302,21 @@ def test_long_irregular_sequences_call_the_rules_only_on_findings(monkeypatch) -
                                                         tolerance_ms=TOL)}  # fmt: skip
     assert {"commit_epoch_dropped", "commit_epoch_regression"} <= kinds and found > 10
     assert calls and max(calls) <= 7  # runs shorter than SHORT between tombstones may still go whole
+
+
+def test_string_ranks_read_only_the_values_rows_use() -> None:
+    """A bucket's slice keeps the bucket's whole dictionary (duplicates, nulls, values no row uses, any index
+    width): the ranks are those of the rows' own strings, as if plain, and cost what the rows use."""
+    from epochlib.rules.commit_pass import _ranks
+
+    rows = ["b", None, "a", "é", "b", "", "a"]
+    plain = _ranks(pa.chunked_array([pa.array(rows, pa.string())]), "None")
+    big = [f"unused-{i}" for i in range(100_000)]
+    dictionary = pa.array(["b", None, *big, "a", "é", "b", ""], pa.string())  # "b" twice, a null value
+    at = {"b": 0, None: 1, "a": len(big) + 2, "é": len(big) + 3, "": len(big) + 5}
+    codes = pa.array([at[r] if r != "b" or i % 2 else len(big) + 4 for i, r in enumerate(rows)], pa.int32())
+    for idx in (codes, pa.array([None if r is None else at[r] for r in rows], pa.int64())):
+        got = _ranks(pa.DictionaryArray.from_arrays(idx, dictionary), "None")
+        assert got[0].tolist() == plain[0].tolist() and got[1] == plain[1] == ["", "None", "a", "b", "é"]
+    small = pa.DictionaryArray.from_arrays(pa.array([1, None, 0], pa.int8()), pa.array([f"v{i}" for i in range(128)]))
+    assert _ranks(small, "").__getitem__(0).tolist() == [2, 0, 1]  # an int8 index at its limit, and a null row

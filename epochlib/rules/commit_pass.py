@@ -82,14 +82,17 @@ def _ints(col: pa.ChunkedArray, null: int) -> np.ndarray:
 
 def _ranks(col: pa.ChunkedArray, null: str) -> tuple[np.ndarray, list[str]]:
     """Per row, the rank of its string (``null`` for a null) among the distinct strings of ``col`` (plain or
-    dictionary-encoded), and those strings in order."""
+    dictionary-encoded), and those strings in order. Only the dictionary values the rows use are read: a
+    bucket's slice keeps the whole bucket's dictionary."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
-    values = [null if v is None else str(v) for v in enc.dictionary.to_pylist()] + [null]
-    idx = pc.fill_null(enc.indices, len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+    idx = pc.fill_null(enc.indices.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+    used, inverse = np.unique(idx, return_inverse=True)
+    values = enc.dictionary.take(pa.array(np.maximum(used, 0))).to_pylist()
+    values = [null if k < 0 or v is None else str(v) for k, v in zip(used.tolist(), values, strict=True)]
     distinct = sorted(set(values))
     rank = {v: i for i, v in enumerate(distinct)}
-    return np.array([rank[v] for v in values], dtype=np.int64)[idx], distinct
+    return np.array([rank[v] for v in values], dtype=np.int64)[inverse.reshape(-1)], distinct
 
 
 class _Names(Sequence[str]):
