@@ -107,9 +107,7 @@ class _Names(Sequence[str]):
     def __iter__(self):  # noqa: ANN204
         return iter([self.names[k] for k in self.codes.tolist()])
 
-    def __getitem__(self, i):  # noqa: ANN001, ANN204 - Sequence's int and slice forms
-        if isinstance(i, slice):
-            return [self.names[k] for k in self.codes[i].tolist()]
+    def __getitem__(self, i: int) -> str:  # type: ignore[override] - rows are read one at a time
         return self.names[self.codes[i]]
 
 
@@ -124,8 +122,9 @@ class _Commits:
         gid, names = _ranks(table.column("group_id"), "None")  # Commit: str(None)
         lo = table.column("log_offset")
         src, _ = _ranks(table.column("source"), "")
+        ts = _ints(table.column("ts"), 0)
         # commit_log_order per group, groups by id (a stable sort, as Python's; lexsort's last key is the first)
-        order = np.lexsort((_ints(table.column("position"), 0), src, _ints(table.column("ts"), 0), _ints(lo, 0),
+        order = np.lexsort((_ints(table.column("position"), 0), src, ts, _ints(lo, 0),
                             pc.is_null(lo).to_numpy(zero_copy_only=False), gid))
         t = table.select(["committed_offset", "leader_epoch", "is_tombstone", "ts", "log_offset", "source",
                           "position"]).take(pa.array(order))
@@ -140,12 +139,12 @@ class _Commits:
         ep = t.column("leader_epoch")
         tomb = t.column("is_tombstone")
         self.off_null = pc.is_null(off).to_numpy()
-        self.off = pc.fill_null(off, 0).to_numpy().astype(np.int64)
+        self.off = _ints(off, 0)
         self.ep_raw_null = pc.is_null(ep).to_numpy()
-        raw = pc.fill_null(ep, -1).to_numpy().astype(np.int64)
+        raw = _ints(ep, -1)
         self.epoch = np.where(raw < 0, -1, raw)  # Commit.epoch
         self.tomb = pc.fill_null(tomb, False).to_numpy().astype(bool)
-        self.ts = pc.fill_null(t.column("ts"), 0).to_numpy().astype(np.int64)
+        self.ts = ts[order]
         self._cols: dict[str, pa.ChunkedArray] = {c: t.column(c) for c in ("leader_epoch", "log_offset", "source", "position", "ts")}
 
     def group_id(self, start: int) -> str:

@@ -15,8 +15,8 @@ Parquet files the Delta log lists (the delta-rs sink), :class:`CommitSpill` runs
    Then the side table (lineage, group records) is spilled from Spark into the same buckets (the same
    :func:`bucket_of`);
 2. **buckets**: a task per bucket reads its files and runs :func:`.commit_pass.run_commit_pass` on each
-   (topic, partition), its strings still dictionary-encoded — no shuffle; the JVM holds none of the files' commits (only the
-   lookback rows).
+   (topic, partition), its strings still dictionary-encoded — no shuffle; the JVM holds none of the files'
+   commits (only the lookback rows).
 
 The findings are those of the Spark cogroup (``tests/test_commit_spill.py``). The scratch folder stays until
 :meth:`CommitSpill.close`, after the run's writes (a re-read of the findings reads the files again); a killed
