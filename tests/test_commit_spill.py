@@ -14,6 +14,8 @@ import sys
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.spark
 
@@ -80,12 +82,12 @@ def _commit(i: int, **kw) -> dict:
     return row
 
 
-def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) -> None:
+def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path, monkeypatch) -> None:
     import pyarrow.parquet as pq
 
     from jobs import schemas
     from jobs.config import default_config
-    from jobs.reports import commit_pass
+    from jobs.reports import commit_pass, commit_spill
     from jobs.reports._frames import key_groups as _key_groups
     from jobs.reports.commit_spill import (
         ROWS_COLUMNS,
@@ -136,15 +138,19 @@ def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path) ->
     from jobs.reports.fencing import lineage
 
     lin = lineage(spark, config, "c", window)
-    spill = CommitSpill.plan(spark, config, "c", window, min_rows=0)
-    try:
-        found = spill.findings(lin, None, tolerance_ms=0, resets=False).collect()
-        assert spill.rows_spilled == len(want)
-    finally:
-        spill.close()
     ref = commit_pass.commit_findings(commit_pass.read_commits(spark, config, "c", window), lin, None, tolerance_ms=0,
                                       resets=False).collect()  # fmt: skip
-    assert sorted(map(repr, found)) == sorted(map(repr, ref))
+    # all the files in one spill task (local[1], few rows), then a task per file
+    for per_task in (commit_spill.ROWS_PER_SPILL_TASK, 1):
+        monkeypatch.setattr(commit_spill, "ROWS_PER_SPILL_TASK", per_task)
+        spill = CommitSpill.plan(spark, config, "c", window, min_rows=0)
+        assert len(commit_spill.spill_tasks(spill.file_rows, 1)) == (1 if per_task > 1 else len(files.files))
+        try:
+            found = spill.findings(lin, None, tolerance_ms=0, resets=False).collect()
+            assert spill.rows_spilled == len(want)
+        finally:
+            spill.close()
+        assert sorted(map(repr, found)) == sorted(map(repr, ref))
     assert {r["group_id"] for r in found} >= {"g0", "g1", "g2", "gx"}
     assert [r["rule"] for r in found if r["group_id"] == "gx"] == ["F4"]
 
@@ -234,6 +240,23 @@ def test_audits_with_the_spilled_pass_find_what_the_cogroup_finds(spark, tmp_pat
         ref = commit_pass.commit_findings(commits, lin, groups, tolerance_ms=60_000, fencing=fencing, resets=resets)
         assert sorted(map(repr, got)) == sorted(map(repr, ref.collect()))
         assert {r["rule"][0] for r in got} == ({"F"} if fencing else {"S"})
+
+
+@given(st.lists(st.integers(0, 5_000_000), max_size=40), st.integers(1, 16))
+@settings(max_examples=300, deadline=None)
+def test_spill_tasks_cover_the_files_in_order_with_at_most_one_task_per_file(rows, parallelism) -> None:
+    """Every data file is spilled once, the files keep their order (a bucket's rows come in the order of a task
+    per file), every task has a file, and there are as many tasks as the rows ask (at least one per core)."""
+    from jobs.reports.commit_spill import ROWS_PER_SPILL_TASK, spill_tasks
+
+    runs = spill_tasks(rows, parallelism)
+    assert [i for run in runs for i in run] == list(range(len(rows)))
+    assert all(len(run) for run in runs)
+    assert len(runs) == min(len(rows), max(parallelism, -(-sum(rows) // ROWS_PER_SPILL_TASK)))
+    if runs and all(rows):  # no task holds far more than its share, unless one file alone does
+        share = sum(rows) / len(runs)
+        assert all(sum(rows[i] for i in run) <= 2 * share or len(run) == 1 or max(rows[i] for i in run) > share
+                   for run in runs)
 
 
 def test_a_dead_run_s_scratch_folder_is_swept_and_a_live_one_kept(tmp_path) -> None:

@@ -5,12 +5,12 @@ commit into a row, converts it to Arrow for Python, shuffles and sorts it — ~2
 10 M commits, the rules ~4 (BENCHMARKS.md, issue 16 sixth and seventh rounds). Where the commits are
 Parquet files the Delta log lists (the delta-rs sink), :class:`CommitSpill` runs the same pass as
 
-1. **spill**: a task per data file reads the commit columns with pyarrow (the repeated strings as dictionaries,
-   :data:`DICTIONARY_COLUMNS`), keeps the live commits (``txn_state`` none/committed; tombstones kept), splits
-   them into buckets of (topic, partition) (:func:`bucket_of`) and writes one Arrow IPC stream per bucket into
-   a scratch folder next to the table
-   (``<offset_commits>/_commit_pass/<token>/``), plus its distinct (group, topic, partition) for the
-   resets' group records. The rows the run decoded itself for the lookback days
+1. **spill**: a task per run of data files (:func:`spill_tasks`) reads the commit columns with pyarrow (the
+   repeated strings as dictionaries, :data:`DICTIONARY_COLUMNS`), keeps the live commits (``txn_state``
+   none/committed; tombstones kept), splits them into buckets of (topic, partition) (:func:`bucket_of`) and
+   writes one Arrow IPC stream per bucket into a scratch folder next to the table
+   (``<offset_commits>/_commit_pass/<token>/``), plus its distinct (group, topic, partition) for the resets'
+   group records. The rows the run decoded itself for the lookback days
    (:class:`~._frames.InputState`, with what earlier runs wrote for them) come from Spark the same way.
    Then the side table (lineage, group records) is spilled from Spark into the same buckets (the same
    :func:`bucket_of`);
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["MAX_ROWS", "MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_of", "sweep_scratch"]
+__all__ = ["MAX_ROWS", "MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_of", "spill_tasks", "sweep_scratch"]
 
 #: Below this many commits in the window's files the Spark cogroup runs (the demo, small incident runs). Measured
 #: (BENCHMARKS.md, twelfth round): at 250 k commits the two are even, at 1 M the spill saves ~10 of ~65 CPU-s.
@@ -57,6 +57,9 @@ MIN_ROWS = 1 << 18
 MAX_ROWS = 1 << 26
 #: Commits per bucket aimed at (a bucket task holds its bucket in memory: ~100 bytes a commit).
 ROWS_PER_BUCKET = 1 << 20
+#: Commits per spill task aimed at: a task takes a run of data files (streaming them, a row group at a time), so
+#: that each task's fixed cost and its IPC file per bucket are paid per ~2 M commits, not per data file.
+ROWS_PER_SPILL_TASK = 1 << 21
 #: The columns a spilled commit has (:func:`.commit_pass.commit_rows`' order).
 ROWS_COLUMNS = ("topic", "partition", *COMMIT_COLUMNS)
 #: The spilled columns kept dictionary-encoded from the data files to the bucket tasks (read with
@@ -232,8 +235,29 @@ class _BucketFiles:
                                           schema=_SPILLED)  # fmt: skip
 
 
-def _spill_files_fn(scratch: str, root: str, files: list[str], n: int, *, pairs: bool):  # noqa: ANN202
-    """``mapInArrow`` over ``spark.range`` ids: each id is the data file ``files[id]`` (relative to ``root``)."""
+def spill_tasks(rows: list[int], parallelism: int) -> list[range]:
+    """The data files (by their row counts, in the window's order) cut into runs, one spill task each: as many
+    runs as :data:`ROWS_PER_SPILL_TASK` asks, at least ``parallelism`` (never more than files), cut where the
+    rows so far pass an equal share. Runs keep the files' order, so a bucket's rows come in the same order as with
+    a task per file."""
+    if not rows:
+        return []
+    total = sum(rows)
+    n = min(len(rows), max(parallelism, -(-total // ROWS_PER_SPILL_TASK)))
+    runs, start, seen = [], 0, 0
+    for i, r in enumerate(rows):
+        seen += r
+        left = len(rows) - i - 1  # files after this one: enough for the runs still to come
+        if len(runs) < n - 1 and (seen * n >= total * (len(runs) + 1) or left == n - 1 - len(runs)):
+            runs.append(range(start, i + 1))
+            start = i + 1
+    runs.append(range(start, len(rows)))
+    return runs
+
+
+def _spill_files_fn(scratch: str, root: str, files: list[list[str]], n: int, *, pairs: bool):  # noqa: ANN202
+    """``mapInArrow`` over ``spark.range`` ids: each id is the run of data files ``files[id]`` (relative to
+    ``root``), spilled in order into one set of bucket files."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
@@ -243,8 +267,7 @@ def _spill_files_fn(scratch: str, root: str, files: list[str], n: int, *, pairs:
         schema = _spill_schema()
         out = _BucketFiles(fs, base, "commits", n, pairs=pairs)
         for rb in batches:
-            for i in rb.column(0).to_pylist():
-                path = f"{rbase}/{files[i]}"
+            for path in (f"{rbase}/{f}" for i in rb.column(0).to_pylist() for f in files[i]):
                 with rfs.open_input_file(path) as fh:  # one handle: the schema, then the file read with dictionaries
                     names = pq.read_schema(fh).names
                     pf = pq.ParquetFile(fh, read_dictionary=[c for c in (*DICTIONARY_COLUMNS, "txn_state")
@@ -316,9 +339,10 @@ class CommitSpill:
     """The commit pass over bucketed Arrow files (module docstring); :meth:`plan` says whether it applies."""
 
     def __init__(self, spark: SparkSession, scratch: str, root: str, files: list[str], spark_rows: DataFrame | None,
-                 buckets: int) -> None:
+                 buckets: int, file_rows: list[int] | None = None) -> None:
         self.spark, self.scratch, self.root, self.files = spark, scratch, root, files
         self.spark_rows, self.buckets = spark_rows, buckets
+        self.file_rows = [1] * len(files) if file_rows is None else file_rows  # (files weigh alike without them)
         self.rows_spilled: int | None = None  # the live commits spilled (once :meth:`findings` ran)
 
     @classmethod
@@ -343,7 +367,7 @@ class CommitSpill:
         stamp = dt.datetime.now(dt.timezone.utc).strftime(_STAMP)
         scratch = f"{parent}/{stamp}-{uuid.uuid4().hex}"
         buckets = max(spark.sparkContext.defaultParallelism, -(-rows // ROWS_PER_BUCKET))
-        return cls(spark, scratch, root, [f.path for f in files], spark_rows, buckets)
+        return cls(spark, scratch, root, [f.path for f in files], spark_rows, buckets, [f.rows for f in files])
 
     def findings(self, lineage_df: DataFrame, groups: DataFrame | None, *, tolerance_ms: int, fencing: bool = True,
                  resets: bool = True) -> DataFrame:
@@ -360,8 +384,10 @@ class CommitSpill:
         spilled_schema = to_spark_schema(_SPILLED)
         want_pairs = resets and groups is not None
         n = self.buckets
-        parts = [self.spark.range(len(self.files), numPartitions=max(1, min(len(self.files), 1000)))
-                 .mapInArrow(_spill_files_fn(self.scratch, self.root, self.files, n, pairs=want_pairs),
+        runs = [[self.files[i] for i in run]
+                for run in spill_tasks(self.file_rows, self.spark.sparkContext.defaultParallelism)]
+        parts = [self.spark.range(len(runs), numPartitions=max(1, len(runs)))
+                 .mapInArrow(_spill_files_fn(self.scratch, self.root, runs, n, pairs=want_pairs),
                              spilled_schema)]  # fmt: skip
         if self.spark_rows is not None:
             parts.append(self.spark_rows.mapInArrow(
