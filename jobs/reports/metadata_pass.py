@@ -395,7 +395,8 @@ def observations_arrow(raw: pa.Table, view: LogView | None = None) -> pa.Table:
     others, as Spark's union gives them)."""
     from .stale_metadata import _ZERO_IDS, OBS_COLUMNS
 
-    t = raw.filter(pc.is_valid(raw.column("partition")))
+    # (each filter copies every column of every row: ~0.4 s a million observations, so none where none is dropped)
+    t = raw.filter(pc.is_valid(raw.column("partition"))) if raw.column("partition").null_count else raw
     cols = {c: t.column(c) for c in OBS_COLUMNS}
     cols["event_ts"] = fr.epoch_ms_arrow(t.column("event_ts"))
     cols["capture_ts"] = pc.coalesce(fr.epoch_ms_arrow(t.column("capture_ts")), cols["event_ts"])
@@ -403,7 +404,7 @@ def observations_arrow(raw: pa.Table, view: LogView | None = None) -> pa.Table:
     cols["tid"] = pc.if_else(pc.is_in(topic_id, value_set=pa.array(_ZERO_IDS, topic_id.type)),
                              pa.scalar(None, topic_id.type), topic_id)
     out = pa.table(cols)
-    if view is None:
+    if view is None or out.column("tid").null_count == 0:
         return out
     has = pc.is_valid(out.column("tid"))
     known, unknown = out.filter(has), out.filter(pc.invert(has))
