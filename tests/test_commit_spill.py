@@ -107,13 +107,15 @@ def test_a_data_file_s_live_commits_are_the_ones_spark_reads(spark, tmp_path, mo
     rows += [_commit(42, group_id=None, txn_state=None)]
     rows += [_commit(i, topic=None, partition=0, group_id="gx", leader_epoch=ep, txn_state=None)
              for i, ep in ((43, 3), (44, 0))]  # an epoch drop: F4
-    df = spark.createDataFrame(rows, schemas.spark_schema("offset_commits"))
+    # several data files: the spill's tasks take runs of them (below)
+    df = spark.createDataFrame(rows, schemas.spark_schema("offset_commits")).repartition(3)
     window = (dt.date(2024, 3, 3), dt.date(2024, 3, 3))
     write_table(df, "offset_commits", config=config, date_range=window, cluster="c")
     want = commit_pass.commit_rows(commit_pass.read_commits(spark, config, "c", window)).collect()
     want = sorted((tuple(r) for r in want), key=repr)
 
     files = table_files("offset_commits", config, cluster="c", date_range=window)
+    assert len(files.files) == 3
     tables = [pq.read_table(f"{files.root}/{f.path}") for f in files.files]
     got = pa.concat_tables([commit_file_rows(t, _rows_schema()) for t in tables])
     assert got.column_names == list(ROWS_COLUMNS)
