@@ -341,8 +341,7 @@ def run_reports(
                     commit_found, kraft_found = shared.get()
                     found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lineage.get(),
                                                      commit_findings_df=commit_found, state=inputs)
-                    union = found.unionByName(kraft_found)
-                    found = kraft.add_causes(union if narrow else union.coalesce(cores), causes(), keep=keep)
+                    found = kraft.add_causes(found.unionByName(kraft_found), causes(), keep=keep)
                     return fencing.fencing_frame(found, rng, cluster, run.run_id)
 
                 write(fencing_plan, "fencing_violations")
