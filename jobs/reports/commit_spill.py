@@ -53,8 +53,9 @@ __all__ = ["MAX_ROWS", "MIN_ROWS", "ROWS_COLUMNS", "CommitSpill", "bucket_of", "
 #: (BENCHMARKS.md, twelfth round): at 250 k commits the two are even, at 1 M the spill saves ~10 of ~65 CPU-s.
 MIN_ROWS = 1 << 18
 #: Above this many the Spark cogroup runs again: the spill writes (spill tasks x buckets) files — ~2 k at this
-#: size (~15 k when it wrote a set per data file), slow on an object store — and its driver gathers their names,
-#: where Spark's shuffle scales out. Not raised with the spill tasks: nothing here has measured a larger run.
+#: size on up to 32 cores (~15 k when it wrote a set per data file; both counts are at least one per core, so a
+#: large cluster writes more), slow on an object store — and its driver gathers their names, where Spark's shuffle
+#: scales out. Not raised with the spill tasks: nothing here has measured a larger run.
 MAX_ROWS = 1 << 26
 #: Commits per bucket aimed at (a bucket task holds its bucket in memory: ~100 bytes a commit).
 ROWS_PER_BUCKET = 1 << 20
