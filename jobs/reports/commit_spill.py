@@ -341,10 +341,9 @@ class CommitSpill:
     """The commit pass over bucketed Arrow files (module docstring); :meth:`plan` says whether it applies."""
 
     def __init__(self, spark: SparkSession, scratch: str, root: str, files: list[str], spark_rows: DataFrame | None,
-                 buckets: int, file_rows: list[int] | None = None) -> None:
+                 buckets: int, file_rows: list[int]) -> None:
         self.spark, self.scratch, self.root, self.files = spark, scratch, root, files
-        self.spark_rows, self.buckets = spark_rows, buckets
-        self.file_rows = [1] * len(files) if file_rows is None else file_rows  # (files weigh alike without them)
+        self.spark_rows, self.buckets, self.file_rows = spark_rows, buckets, file_rows  # file_rows: per file
         self.rows_spilled: int | None = None  # the live commits spilled (once :meth:`findings` ran)
 
     @classmethod
