@@ -13,6 +13,7 @@ import random
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -250,6 +251,14 @@ def test_the_files_pass_reads_the_observations_spark_reads(spark, demo_run, demo
     assert canon(got) == canon(want.cast(got.schema))
     plain = mp.observations_arrow(raw)
     assert plain.column("tid").null_count > got.column("tid").null_count, "the demo must have ids to fill"
+    # the order too: the rows with a partition in the files' order; with the log, those with an id first
+    kept = pc.is_valid(raw.column("partition"))
+    assert not pc.all(kept).as_py(), "the demo must have rows without a partition"
+    assert plain.column("position").equals(raw.filter(kept).column("position"))
+    has = pc.is_valid(plain.column("tid"))
+    rest = [c for c in plain.column_names if c not in ("tid", "topic_id")]
+    assert got.select(rest).combine_chunks().equals(
+        pa.concat_tables([plain.filter(has), plain.filter(pc.invert(has))]).select(rest).combine_chunks())
 
 
 def test_the_files_pass_finds_what_the_spark_fed_task_finds(spark, demo_run, demo_obs) -> None:
