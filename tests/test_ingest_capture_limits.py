@@ -108,3 +108,29 @@ def test_the_notes_are_the_same_whether_the_pass_or_spark_writes_the_observation
     assert notes["files"] == notes["spark"]
     assert [n.split(": ")[1] for n in notes["files"]] == [str(tmp_path / "in" / f) for f in ("cap.pcap", "cap2.pcap")]
     assert all("port 9093" in n for n in notes["files"])
+
+
+def test_an_undecodable_response_among_good_ones_gives_no_observation_rows(tmp_path):
+    """Good and undecodable responses decoded in one chunk: the observation rows are the good responses' only
+    (the bad one is a quarantine row), and the silver rows of a mixed batch are its observation rows."""
+    import base64
+    import json
+
+    good = [metadata_response(2, cid, partitions=2)[4:] for cid in (7, 8)]  # kafka-python's bytes, unframed
+    lines = [{"ts": f"2024-03-01T00:00:0{i}Z", "api_version": 2, "response": base64.b64encode(r).decode()}
+             for i, r in enumerate([good[0], good[1][:-9], good[1]])]  # the middle one cut short
+    p = tmp_path / "cap.jsonl"
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    rb = pa.RecordBatch.from_pylist([{"source": str(p), "size": p.stat().st_size, "form": "jsonl"}],
+                                    schema=md.FILE_SCHEMA)
+    batches = [b for b in md.decode_capture_files((9092,))(iter([rb])) if b is not None]
+    rows = [r for b in batches for r in b.to_pylist()]
+    obs = [r for r in rows if r["row_kind"] == "observation"]
+    assert [(r["position"], r["correlation_id"], r["partition"]) for r in obs] == [(1, 7, 0), (1, 7, 1), (3, 8, 0),
+                                                                                   (3, 8, 1)]
+    (bad,) = [r for r in rows if r["row_kind"] == "quarantine"]
+    assert bad["position"] == 2 and "undecodable MetadataResponse" in bad["reason"]
+    # the silver columns of every row kind together: only the observations come out
+    mixed = pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+    silver = md.observations_arrow(mixed)
+    assert silver.column("correlation_id").to_pylist() == [7, 7, 8, 8]

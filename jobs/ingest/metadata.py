@@ -113,7 +113,8 @@ def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, ve
                           (responses[i] or b"")[:RAW_MAX], q_ms=ctx["capture_ms"][i],
                           client_id=ctx["client_id"][i], broker=ctx["broker"][i],
                           api_version=versions[i]))
-    good = obs.filter(pc.invert(pc.is_valid(err)))
+    # (a filter copies every column: ~0.1 s a million observations, spent only when a response was undecodable)
+    good = obs.filter(pc.invert(pc.is_valid(err))) if err.null_count < len(err) else obs
     gidx = pa.array(good.column("response_index").to_numpy(zero_copy_only=False).astype(np.int64))
     m = good.num_rows
     if not m:
@@ -308,7 +309,9 @@ _TS = pa.timestamp("us", tz="UTC")
 def observations_arrow(work: pa.RecordBatch) -> pa.RecordBatch:
     """The observation rows of a :data:`WORK` batch in the :data:`OBSERVATION_COLUMNS` (what
     :func:`observations_frame` gives in Spark)."""
-    o = work.filter(pc.equal(work.column("row_kind"), "observation"))
+    is_obs = pc.equal(work.column("row_kind"), "observation")
+    # the decode's batches are all observations or none (~0.2 s a million observations for a filter keeping all)
+    o = work if pc.all(is_obs).as_py() and is_obs.null_count == 0 else work.filter(is_obs)
     ts = o.column("capture_ms").cast(pa.timestamp("ms", tz="UTC")).cast(_TS)
     cols = [ts if name in ("capture_ts", "event_ts") else o.column(name) for name in OBSERVATION_COLUMNS]
     return pa.RecordBatch.from_arrays(cols, names=list(OBSERVATION_COLUMNS))
