@@ -477,3 +477,39 @@ def test_the_log_read_from_its_files_equals_sparks_read(spark, demo_run, tmp_pat
     monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)  # e.g. delta-spark, a catalog table
     assert kraft.history_rows(spark, copy, "demo", window) is None
     assert canon(kraft.load(spark, copy, "demo", window).rows) == canon(kept)
+
+
+def test_the_files_pass_rows_in_order_with_ids_filled_from_the_log() -> None:
+    """observations_arrow on hand-made rows: the rows without a partition go, the log fills the ids it knows (by
+    name and capture time), and the rows it had to fill come after the others, each side in the files' order;
+    without the log nothing moves. The same for input in several chunks, and for no input."""
+    from epochlib.rules.kraft import LogView
+
+    t0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
+    ms = int(t0.timestamp() * 1000)
+    rows = [  # (topic, topic_id, partition, seconds after t0)
+        ("t1", "id-a", 0, 0), ("t1", None, 1, 1), ("t2", "AAAAAAAAAAAAAAAAAAAAAA", None, 2), ("t2", None, 2, 30),
+        ("t3", None, 0, 4), ("t1", "id-b", 3, 5), ("t2", "", 4, 6)]
+    raw = pa.Table.from_pylist([{"capture_ts": t0 + dt.timedelta(seconds=s), "event_ts": t0, "topic": t,
+                                 "topic_id": i, "partition": p, "position": n, "source": "c.jsonl"}
+                                for n, (t, i, p, s) in enumerate(rows)], schema=mp._raw_schema())
+    view = LogView(incarnations={"t1": [(0, None, "log-t1")],
+                                 "t2": [(0, ms + 10_000, "log-t2a"), (ms + 10_000, None, "log-t2b")]},
+                   first_ts=0, last_ts=ms + 3_600_000)
+
+    def got(table, v=None):
+        out = mp.observations_arrow(table, v)
+        return list(zip(*(out.column(c).to_pylist() for c in ("position", "tid", "topic_id")), strict=True))
+
+    filled = [(0, "id-a", "id-a"), (5, "id-b", "id-b"), (1, "log-t1", "log-t1"), (3, "log-t2b", "log-t2b"),
+              (4, None, None), (6, "log-t2a", "")]  # (an empty id is no id, but stays the row's topic_id)
+    plain = [(0, "id-a", "id-a"), (1, None, None), (3, None, None), (4, None, None), (5, "id-b", "id-b"),
+             (6, None, "")]
+    assert got(raw, view) == filled
+    assert got(raw) == plain
+    chunked = pa.concat_tables([raw.slice(0, 3), raw.slice(3, 1), raw.slice(4)])
+    assert got(chunked, view) == filled and got(chunked) == plain
+    # ids missing only where the partition is too: the rows stay in place
+    assert got(raw.take([2, 5, 0]), view) == [(5, "id-b", "id-b"), (0, "id-a", "id-a")]
+    empty = mp.observations_arrow(raw.slice(0, 0), view)
+    assert empty.num_rows == 0 and empty.column_names[-1] == "tid"
