@@ -405,8 +405,7 @@ def observations_arrow(raw: pa.Table, view: LogView | None = None) -> pa.Table:
     # the id split, then the concatenation's combine copied every column of every row up to four times: ~0.6 s a
     # million observations each in a fresh worker), and not at all when every row is kept in place.
     keep = pc.is_valid(raw.column("partition")).to_numpy(zero_copy_only=False)
-    split = view is not None and tid.null_count > 0
-    has = pc.is_valid(tid).to_numpy(zero_copy_only=False) if split else None
+    has = pc.is_valid(tid).to_numpy(zero_copy_only=False) if view is not None and tid.null_count else None
     n_known = None
     if has is not None and not has[keep].all():
         known = np.flatnonzero(keep & has)
@@ -430,11 +429,12 @@ def observations_arrow(raw: pa.Table, view: LogView | None = None) -> pa.Table:
         return out
     unknown = out.slice(n_known)  # kraft._fill_ids
     filled = fill_log_topic_ids(view, unknown)
-    head = out.slice(0, n_known)
+    if isinstance(filled, pa.Array):
+        filled = pa.chunked_array([filled])
+    head = out.slice(0, n_known)  # only the two columns change: the others keep their one chunk
     for name, tail in (("tid", filled), ("topic_id", pc.coalesce(unknown.column("topic_id"), filled))):
-        parts = [*head.column(name).chunks, *(tail.chunks if isinstance(tail, pa.ChunkedArray) else [tail])]
-        out = out.set_column(out.schema.get_field_index(name), name,
-                             pa.chunked_array(parts, out.schema.field(name).type))
+        out = out.set_column(out.schema.get_field_index(name), name, pa.chunked_array(
+            [*head.column(name).chunks, *tail.chunks], out.schema.field(name).type))
     return out
 
 
