@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from .config import Config
 
 __all__ = ["ADAPTIVE_CONF", "ARROW_INPUT_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "LOCAL_MASTER_DEFAULTS",
-           "UTC_CONF", "get_or_create_session", "has_delta", "java_options_for_input", "local_input_size", "run_concurrently",
-           "shuffles_for_input", "size_shuffles"]
+           "SINGLE_PARTITION_CONF", "UTC_CONF", "get_or_create_session", "has_delta", "java_options_for_input",
+           "local_input_size", "one_partition", "run_concurrently", "shuffles_for_input", "size_shuffles"]
 
 T = TypeVar("T")
 
@@ -98,6 +98,12 @@ WHOLE_STAGE = "spark.sql.codegen.wholeStage"
 #: Janino, falling back to interpreted (Spark's default), or interpreted only (``NO_CODEGEN``).
 CODEGEN_FACTORY = "spark.sql.codegen.factoryMode"
 MIN_SHUFFLE_PARTITIONS = 8
+#: What a run whose shuffles make one partition sets besides (unless set explicitly): no broadcast joins, and no
+#: limit on a single partition's size (see :func:`shuffles_for_input`).
+SINGLE_PARTITION_CONF: dict[str, str] = {
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.maxSinglePartitionBytes": str(2**63 - 1),
+}
 #: Set (to the value chosen) when :func:`size_shuffles` chose the shuffle width / turned on adaptive execution
 #: itself, so a run may size them to its input (:func:`shuffles_for_input`); an explicit setting never
 #: carries them.
@@ -349,6 +355,14 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
     changed: dict[str, tuple[str, str | None]] = {SHUFFLE_PARTITIONS: (str(width), auto_width)}
     if width == 1 and auto_adaptive is not None:
         changed[ADAPTIVE] = ("false", auto_adaptive)
+    if width == 1:
+        # and its plans keep their rows in that one partition (:func:`one_partition`): no join is broadcast (each
+        # broadcast is a Spark job of its own), and a join or cogroup whose sides are in one partition each is not
+        # shuffled again because the planner cannot size them (a checkpoint's size is unknown, so larger than
+        # Spark's 128 MiB per single partition)
+        for key, value in SINGLE_PARTITION_CONF.items():
+            if _explicit(spark, key) is None:
+                changed[key] = (value, None)
     if width == 1 and _explicit(spark, WHOLE_STAGE) is None:
         # a small input's queries run faster interpreted than compiled: each stage's generated code is compiled
         # (Janino, then the JIT) for a few thousand rows (demo audit: 25.1-25.5 s -> 23.6-23.9 s)
@@ -373,6 +387,17 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
                     spark.conf.unset(key)
                 else:
                     spark.conf.set(key, before)
+
+
+def one_partition(spark: SparkSession) -> bool:
+    """True while the session's shuffles make one partition (a small run, :func:`shuffles_for_input`, or a user's
+    ``spark.sql.shuffle.partitions=1``). Then every exchange gathers all rows into one task anyway: a table read
+    into one partition from the start needs none for the joins, groupings and windows over it (one partition
+    satisfies any clustering), and a list of work rows need not be spread over more tasks than its first slices."""
+    try:
+        return spark.conf.get(SHUFFLE_PARTITIONS, None) == "1"
+    except Exception:  # a session that cannot say: as if wider
+        return False
 
 
 #: Independent Spark actions (table writes) a run keeps in flight at once. A run's steps are mostly short jobs

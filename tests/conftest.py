@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -35,6 +36,31 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def one_partition(spark):
+    """A context manager: the settings a small run works under (one shuffle partition, no adaptive execution, no
+    broadcast joins: jobs.session.shuffles_for_input, which narrows only a width it chose itself, and the shared
+    session's is explicit), restored afterwards."""
+    from jobs.session import SINGLE_PARTITION_CONF
+
+    @contextlib.contextmanager
+    def narrowed():
+        conf = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false", **SINGLE_PARTITION_CONF}
+        before = {k: spark.conf.get(k, None) for k in conf}
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        try:
+            yield
+        finally:
+            for k, v in before.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+
+    return narrowed
 
 
 _STATUS: dict[str, int] = {}

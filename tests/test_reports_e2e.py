@@ -21,7 +21,7 @@ def _key(rule: str, kind: str, ms: int, r: dict) -> tuple:
     return (rule[:2], kind, ms, r.get("topic"), r.get("partition"), r.get("group_id"))
 
 
-def test_demo_findings_match_the_truth(spark, tmp_path) -> None:
+def test_demo_findings_match_the_truth(spark, tmp_path, one_partition) -> None:
     sim_mod = pytest.importorskip("epochlib.sim")
     from jobs.accuracy import match_findings, read_truth
     from jobs.config import parse_config
@@ -82,10 +82,16 @@ def test_demo_findings_match_the_truth(spark, tmp_path) -> None:
         _key(r["rule"], r["kind"], r["event_ts"], r) for r in truth if r.get("m4_correlated")
     )
 
-    # a narrow run (what the CLI does for an input this small) keeps its shared parts as local checkpoints:
-    # the same rows, and every checkpoint's blocks are released when the reports are written
+    # a narrow run (what the CLI does for an input this small: one shuffle partition, tables read into one partition,
+    # no broadcast joins) keeps its shared parts as local checkpoints: the same rows, and every checkpoint's blocks
+    # are released when the reports are written
+    from jobs.reports import _frames as fr
+
     persistent = spark.sparkContext._jsc.getPersistentRDDs().size()
-    run_reports(spark, config, sim.date_from, sim.date_to, run, narrow=True)
+    with one_partition():
+        assert fr.read_silver(spark, config, "epoch_lineage", "demo", (sim.date_from, sim.date_to)) \
+            .rdd.getNumPartitions() == 1
+        run_reports(spark, config, sim.date_from, sim.date_to, run, narrow=True)
     assert spark.sparkContext._jsc.getPersistentRDDs().size() == persistent
     for table in ("stale_metadata", "fencing_violations", "spurious_offset_resets", "stale_metadata_rates"):
         again = read_table_arrow(table, config).to_pylist()

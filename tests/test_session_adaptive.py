@@ -86,7 +86,7 @@ def auto(restore):
 
 @pytest.mark.spark
 def test_a_small_run_narrows_the_automatic_width_and_restores_it(auto) -> None:
-    from jobs.session import shuffles_for_input
+    from jobs.session import one_partition, shuffles_for_input
 
     spark = auto
     with shuffles_for_input(spark, 16 * 2**20) as width:  # the demo's 16 MB
@@ -95,8 +95,17 @@ def test_a_small_run_narrows_the_automatic_width_and_restores_it(auto) -> None:
         assert spark.conf.get("spark.sql.adaptive.enabled") == "false"  # one partition: nothing to adapt
         assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"  # nor worth compiling
         assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"  # not even its expressions
+        assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == "-1"  # a broadcast is a Spark job of its own
+        assert int(spark.conf.get("spark.sql.maxSinglePartitionBytes").rstrip("b")) == 2**63 - 1
+        assert one_partition(spark)
         df = spark.range(10)
         assert df.groupBy((df.id % 3).alias("k")).count().count() == 3
+        # a join of two one-partition sides runs in their partition: no exchange, no broadcast
+        a, b = df.coalesce(1).localCheckpoint(), df.coalesce(1).localCheckpoint()
+        plan = a.join(b, "id")._jdf.queryExecution().executedPlan().toString()
+        assert "Exchange" not in plan and "Broadcast" not in plan
+    assert not one_partition(spark)
+    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") != "-1"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     assert spark.conf.get("spark.sql.codegen.wholeStage", None) is None  # back to Spark's default
@@ -108,11 +117,14 @@ def test_a_small_run_narrows_the_automatic_width_and_restores_it(auto) -> None:
         assert spark.conf.get("spark.sql.codegen.factoryMode", None) is None
     spark.conf.set("spark.sql.codegen.wholeStage", "true")  # a user's explicit choices are kept
     spark.conf.set("spark.sql.codegen.factoryMode", "CODEGEN_ONLY")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "1m")
     with shuffles_for_input(spark, 1000) as width:
         assert width == 1 and spark.conf.get("spark.sql.codegen.wholeStage") == "true"
         assert spark.conf.get("spark.sql.codegen.factoryMode") == "CODEGEN_ONLY"
-    spark.conf.unset("spark.sql.codegen.wholeStage")
-    spark.conf.unset("spark.sql.codegen.factoryMode")
+        assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == "1m"
+    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == "1m"
+    for key in ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode", "spark.sql.autoBroadcastJoinThreshold"):
+        spark.conf.unset(key)
     with shuffles_for_input(spark, 10 * 2**30) as width:  # never wider than the session's own width
         assert width == 8
     with shuffles_for_input(spark, None) as width:  # unknown input (a reports-only run): left alone

@@ -171,7 +171,6 @@ def run_reports(
     """
     from pyspark import StorageLevel
 
-    from ..ingest._spark import default_parallelism
     from ..runlog import RunContext
     from ..session import Once, run_concurrently
     from ..sink import write_table
@@ -199,17 +198,17 @@ def run_reports(
         return fr.lookback_gaps(frames, window, run.range_from, known)
 
     cached: list[DataFrame] = []
-    cores = default_parallelism(spark)
     spills: list[CommitSpill] = []
 
     def keep(df: DataFrame) -> DataFrame:
         # a part several steps read (the caller's frame holds its rows; released when the reports are written).
-        # In a narrow run it is computed at once into a local checkpoint, in one partition per core (a union of
-        # rule outputs has a partition per rule, each a task of every stage that reads it): the plans built on it
+        # In a narrow run it is computed at once into a local checkpoint, in one partition (a union of rule
+        # outputs has a partition per rule, each a task of every stage that reads it; and one partition, like the
+        # narrow run's table reads, needs no exchange for the joins and groupings over it): the plans built on it
         # then start from its rows instead of repeating its whole plan, whose analysis, again for every frame
         # derived from it, was ~1 s of the fencing step (BENCHMARKS.md, eleventh round). Otherwise it is cached,
         # computed by the first write that reads it
-        df = df.coalesce(cores).localCheckpoint(eager=True) if narrow else df.persist(StorageLevel.MEMORY_AND_DISK)
+        df = df.coalesce(1).localCheckpoint(eager=True) if narrow else df.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
         return df
 

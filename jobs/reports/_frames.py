@@ -293,10 +293,14 @@ def read_silver(
     the table's schema when the table does not exist yet (no such evidence was ever ingested).
 
     With ``state``, the table's rows decoded from the run's inputs for the dates before ``state.before``
-    are added to what earlier runs wrote for those dates; a row both hold (the same input) counts once."""
+    are added to what earlier runs wrote for those dates; a row both hold (the same input) counts once.
+
+    While the session's shuffles make one partition (a small run), the rows are read into one partition: the
+    rules' joins, groupings and windows over them then need no exchange (:func:`jobs.session.one_partition`)."""
     from pyspark.sql import functions as F
 
     from ..errors import SinkError
+    from ..session import one_partition
     from ..sink import read_table
 
     df = None
@@ -311,13 +315,13 @@ def read_silver(
     if df is None:
         df = spark.createDataFrame([], schemas.spark_schema(table))
     extra = state.frames.get(table) if state is not None else None
-    if extra is None or date_range[0] >= state.before:
-        return df
-    lo, before = F.lit(date_range[0]), F.lit(state.before)
-    extra = _conform(extra, df.schema).where(
-        (F.col("cluster") == F.lit(cluster)) & (F.col("event_date") >= lo) & (F.col("event_date") < before))
-    early = df.where(F.col("event_date") < before)
-    return df.where(F.col("event_date") >= before).unionByName(early.unionByName(extra).dropDuplicates())
+    if extra is not None and date_range[0] < state.before:
+        lo, before = F.lit(date_range[0]), F.lit(state.before)
+        extra = _conform(extra, df.schema).where(
+            (F.col("cluster") == F.lit(cluster)) & (F.col("event_date") >= lo) & (F.col("event_date") < before))
+        early = df.where(F.col("event_date") < before)
+        df = df.where(F.col("event_date") >= before).unionByName(early.unionByName(extra).dropDuplicates())
+    return df.coalesce(1) if one_partition(spark) else df
 
 
 #: The silver tables each rule family reads state from (what the lookback must supply), by table.

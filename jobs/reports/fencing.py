@@ -197,6 +197,8 @@ def fencing_findings(
     for the resets too (only its F rows are taken), else a fencing-only pass over ``commits_df``."""
     from pyspark.sql import functions as F
 
+    from ..session import one_partition
+
     schema = fr.findings_spark_schema()
     tol = int(config.rules.snapshot_tolerance_seconds) * 1000
     lin = lineage_df if lineage_df is not None else lineage(spark, config, cluster, window, state)
@@ -208,7 +210,10 @@ def fencing_findings(
         fr.arrow_map_fn(_l1), schema
     )
     l2 = lin.mapInArrow(fr.arrow_map_fn(_l2), schema)
-    l5_d12 = lin.repartition("topic", "partition").mapInArrow(partial(_lineage_rules, tolerance_ms=tol), schema)
+    # each (topic, partition) in one task: hash-partitioned, or all in one when the session's shuffles make one
+    # partition (the rows are read into one already, jobs.session.one_partition: no shuffle)
+    by_partition = lin.coalesce(1) if one_partition(spark) else lin.repartition("topic", "partition")
+    l5_d12 = by_partition.mapInArrow(partial(_lineage_rules, tolerance_ms=tol), schema)
     batches = fr.ms_columns(
         fr.read_silver(spark, config, "record_batches", cluster, window, state).select(*_BATCH_COLUMNS),
         ("snapshot_ts", "max_timestamp", "event_ts"),
