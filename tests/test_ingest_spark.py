@@ -121,6 +121,22 @@ def test_same_range_twice_gives_the_same_rows(spark, ingested):
     assert after == before
 
 
+def test_a_small_run_ingests_the_same_rows(spark, ingested, one_partition, tmp_path):
+    """Under a small run's settings (one shuffle partition) the work rows stay in the slices Spark makes of the driver's
+    lists, without a shuffle to spread them: the same rows, quarantine and counts."""
+    cfg, paths, _, result, root = ingested
+    with one_partition():
+        small = run_ingestion(spark, _cfg(paths, tmp_path / "out"), DAY1, DAY2, write_audit=False)
+    assert small.counts == result.counts
+    tables = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage", "metadata_observations",
+              "quarantine")
+    assert {t: _rows(str(tmp_path / "out"), t) for t in tables} == {t: _rows(root, t) for t in tables}
+
+
+def _rows(root, table):
+    return sorted(map(str, _read(root, table).drop_columns(["run_id"] if table == "quarantine" else []).to_pylist()))
+
+
 def test_a_one_day_run_leaves_other_days_untouched(spark, tmp_path):
     paths, ex = build_inputs(tmp_path / "in")
     cfg = _cfg(paths, tmp_path / "out")

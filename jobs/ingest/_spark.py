@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from .discover import InputFile
 
-__all__ = ["default_parallelism", "files_frame", "frame", "rows_of", "to_spark_schema"]
+__all__ = ["default_parallelism", "files_frame", "frame", "rows_of", "spread", "to_spark_schema"]
 
 
 def to_spark_schema(schema: pa.Schema) -> StructType:
@@ -48,11 +48,24 @@ def rows_of(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict
 
 
 def frame(spark: SparkSession, rows: list[dict], schema: pa.Schema, partitions: int) -> DataFrame:
-    """``rows`` as a DataFrame of ``schema`` spread over up to ``partitions`` tasks."""
+    """``rows`` as a DataFrame of ``schema`` spread over up to ``partitions`` tasks (in a small run, one whose
+    shuffles make one partition, over the slices Spark makes of a local list: one per core, without a shuffle
+    stage to spread them; see :func:`spread`)."""
     table = pa.Table.from_pylist(rows, schema=schema)
     sschema = to_spark_schema(schema)
     df = spark.createDataFrame([tuple(r.values()) for r in table.to_pylist()], sschema)
-    return df.repartition(max(1, min(partitions, len(rows)))) if rows else df
+    return spread(spark, df, min(partitions, len(rows)))
+
+
+def spread(spark: SparkSession, df: DataFrame, partitions: int) -> DataFrame:
+    """``df`` (a few work rows: files, byte ranges) repartitioned over ``partitions`` tasks, unless the session's
+    shuffles make one partition (:func:`jobs.session.one_partition`): a run that small decodes in seconds, and
+    the repartition is a Spark stage of its own (a task per core) to move a handful of rows."""
+    from jobs.session import one_partition
+
+    if partitions < 1 or one_partition(spark):
+        return df
+    return df.repartition(partitions)
 
 
 def files_frame(spark: SparkSession, files: Sequence[InputFile], schema: pa.Schema, parallelism: int,

@@ -111,11 +111,11 @@ def file_chunks(files: Sequence[InputFile], parallelism: int) -> list[tuple[int,
 def files_frame(spark: SparkSession, files: Sequence[InputFile], parallelism: int) -> DataFrame:
     """The checkpoint files as a few :data:`CHUNK_SCHEMA` rows spread over tasks (input of
     :func:`decode_logdir_files`)."""
-    from ._spark import to_spark_schema
+    from ._spark import spread, to_spark_schema
 
     rows = file_chunks(files, parallelism)
     df = spark.createDataFrame(rows, to_spark_schema(CHUNK_SCHEMA))
-    return df.repartition(len(rows)) if rows else df
+    return spread(spark, df, len(rows))
 
 
 def _file_rows(rb: pa.RecordBatch) -> list[dict]:

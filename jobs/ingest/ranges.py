@@ -20,7 +20,7 @@ from epochlib import records
 from jobs.frames import union_all
 from jobs.fs import open_reader
 
-from ._spark import frame, rows_of, to_spark_schema
+from ._spark import frame, rows_of, spread, to_spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -109,7 +109,7 @@ def planned_frame(
     if not big and not spread_small:
         return df
     est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
-    return df.repartition(max(1, min(est, max(parallelism * 4, len(big) * 16))))
+    return spread(spark, df, max(1, min(est, max(parallelism * 4, len(big) * 16))))
 
 
 def read_range(row: dict) -> bytes:
