@@ -98,12 +98,15 @@ WHOLE_STAGE = "spark.sql.codegen.wholeStage"
 #: Janino, falling back to interpreted (Spark's default), or interpreted only (``NO_CODEGEN``).
 CODEGEN_FACTORY = "spark.sql.codegen.factoryMode"
 MIN_SHUFFLE_PARTITIONS = 8
-#: What a run whose shuffles make one partition sets besides (unless set explicitly): no broadcast joins, and no
-#: limit on a single partition's size (see :func:`shuffles_for_input`).
+#: What a run whose shuffles make one partition sets besides (unless set explicitly): no joins broadcast by size
+#: (an explicit ``broadcast`` hint still is), and no limit on a single partition's size (see
+#: :func:`shuffles_for_input`).
 SINGLE_PARTITION_CONF: dict[str, str] = {
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.maxSinglePartitionBytes": str(2**63 - 1),
 }
+#: Set to ``true`` while :func:`shuffles_for_input` runs a small run in one shuffle partition (:func:`one_partition`).
+ONE_PARTITION_KEY = "spark.epochaudit.onePartition"
 #: Set (to the value chosen) when :func:`size_shuffles` chose the shuffle width / turned on adaptive execution
 #: itself, so a run may size them to its input (:func:`shuffles_for_input`); an explicit setting never
 #: carries them.
@@ -356,9 +359,9 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
     if width == 1 and auto_adaptive is not None:
         changed[ADAPTIVE] = ("false", auto_adaptive)
     if width == 1:
-        # and its plans keep their rows in that one partition (:func:`one_partition`): no join is broadcast (each
-        # broadcast is a Spark job of its own), and a join or cogroup whose sides are in one partition each is not
-        # shuffled again because the planner cannot size them (a checkpoint's size is unknown, so larger than
+        # and its plans keep their rows in that one partition (:func:`one_partition`): no join is broadcast by size
+        # (each broadcast is a Spark job of its own), and a join or cogroup whose sides are in one partition each is
+        # not shuffled again because the planner cannot size them (a checkpoint's size is unknown, so larger than
         # Spark's 128 MiB per single partition)
         for key, value in SINGLE_PARTITION_CONF.items():
             if _explicit(spark, key) is None:
@@ -379,6 +382,10 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
                 done[key] = before
             except Exception as exc:
                 log.info("could not set %s: %s", key, exc)
+        if width == 1 and SHUFFLE_PARTITIONS in done and ADAPTIVE in done:
+            with contextlib.suppress(Exception):  # the mark one_partition reads
+                spark.conf.set(ONE_PARTITION_KEY, "true")
+                done[ONE_PARTITION_KEY] = None
         yield width if SHUFFLE_PARTITIONS in done else None
     finally:
         for key, before in done.items():
@@ -390,12 +397,13 @@ def shuffles_for_input(spark: SparkSession, input_bytes: int | None) -> Iterator
 
 
 def one_partition(spark: SparkSession) -> bool:
-    """True while the session's shuffles make one partition (a small run, :func:`shuffles_for_input`, or a user's
-    ``spark.sql.shuffle.partitions=1``). Then every exchange gathers all rows into one task anyway: a table read
-    into one partition from the start needs none for the joins, groupings and windows over it (one partition
-    satisfies any clustering), and a list of work rows need not be spread over more tasks than its first slices."""
+    """True while a small run executes with one shuffle partition and no adaptive execution (as
+    :func:`shuffles_for_input` narrowed it; a user's own ``spark.sql.shuffle.partitions=1`` does not count: such a
+    run may be large). Then every exchange gathers all rows into one task anyway: a table read into one partition
+    from the start needs none for the joins, groupings and windows over it (one partition satisfies any
+    clustering), and a list of work rows need not be spread over more tasks than the slices Spark makes of it."""
     try:
-        return spark.conf.get(SHUFFLE_PARTITIONS, None) == "1"
+        return spark.conf.get(ONE_PARTITION_KEY, None) == "true"
     except Exception:  # a session that cannot say: as if wider
         return False
 

@@ -39,18 +39,27 @@ def spark():
 
 
 @pytest.fixture
-def one_partition(spark):
-    """A context manager: the settings a small run works under (one shuffle partition, no adaptive execution, no
-    broadcast joins: jobs.session.shuffles_for_input, which narrows only a width it chose itself, and the shared
-    session's is explicit), restored afterwards."""
-    from jobs.session import SINGLE_PARTITION_CONF
+def small_run(spark):
+    """A context manager: the shared session as one nobody configured (the width and adaptive execution chosen by
+    jobs.session.size_shuffles, which a run then narrows to its input: one partition for a small one, what the CLI
+    does), restored afterwards. The shared session's own width is explicit, which a run never narrows."""
+    from jobs.session import (
+        ADAPTIVE_CONF,
+        ARROW_INPUT_CONF,
+        AUTO_ADAPTIVE_KEY,
+        AUTO_WIDTH_KEY,
+        SHUFFLE_PARTITIONS,
+        size_shuffles,
+    )
+
+    keys = (*ADAPTIVE_CONF, *ARROW_INPUT_CONF, SHUFFLE_PARTITIONS, AUTO_WIDTH_KEY, AUTO_ADAPTIVE_KEY)
 
     @contextlib.contextmanager
-    def narrowed():
-        conf = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false", **SINGLE_PARTITION_CONF}
-        before = {k: spark.conf.get(k, None) for k in conf}
-        for k, v in conf.items():
-            spark.conf.set(k, v)
+    def automatic():
+        before = {k: spark.conf.get(k, None) for k in keys}
+        for k in keys:
+            spark.conf.unset(k)
+        size_shuffles(spark)
         try:
             yield
         finally:
@@ -60,7 +69,7 @@ def one_partition(spark):
                 else:
                     spark.conf.set(k, v)
 
-    return narrowed
+    return automatic
 
 
 _STATUS: dict[str, int] = {}

@@ -121,16 +121,39 @@ def test_same_range_twice_gives_the_same_rows(spark, ingested):
     assert after == before
 
 
-def test_a_small_run_ingests_the_same_rows(spark, ingested, one_partition, tmp_path):
-    """Under a small run's settings (one shuffle partition) the work rows stay in the slices Spark makes of the driver's
-    lists, without a shuffle to spread them: the same rows, quarantine and counts."""
+def test_a_small_run_ingests_the_same_rows(spark, ingested, small_run, tmp_path, monkeypatch):
+    """A small run (one shuffle partition, as the CLI narrows it: its work rows stay in the slices Spark makes of the
+    driver's lists, without a shuffle to spread them, and its work rows are cached in a partition per core) gives the
+    same rows, quarantine and counts."""
+    import jobs.ingest._spark as ingest_spark
+    from jobs.session import one_partition
+
     cfg, paths, _, result, root = ingested
-    with one_partition():
+    spread, seen = ingest_spark.spread, []
+
+    def watched(spark, df, partitions):
+        seen.append(one_partition(spark))
+        return spread(spark, df, partitions)
+
+    monkeypatch.setattr(ingest_spark, "spread", watched)
+    with small_run():
         small = run_ingestion(spark, _cfg(paths, tmp_path / "out"), DAY1, DAY2, write_audit=False)
+    assert seen and all(seen)  # the run was narrowed: not one list was spread
     assert small.counts == result.counts
     tables = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage", "metadata_observations",
               "quarantine")
     assert {t: _rows(str(tmp_path / "out"), t) for t in tables} == {t: _rows(root, t) for t in tables}
+
+
+def test_a_small_run_does_not_spread_its_work_lists(spark, small_run):
+    from jobs.ingest._spark import spread
+    from jobs.session import shuffles_for_input
+
+    plan = lambda df: df._jdf.queryExecution().executedPlan().toString()  # noqa: E731
+    rows = spark.range(10)
+    assert "Exchange" in plan(spread(spark, rows, 4))  # a larger run spreads them over four tasks
+    with small_run(), shuffles_for_input(spark, 1000) as width:
+        assert width == 1 and "Exchange" not in plan(spread(spark, rows, 4))
 
 
 def _rows(root, table):

@@ -21,7 +21,7 @@ def _key(rule: str, kind: str, ms: int, r: dict) -> tuple:
     return (rule[:2], kind, ms, r.get("topic"), r.get("partition"), r.get("group_id"))
 
 
-def test_demo_findings_match_the_truth(spark, tmp_path, one_partition) -> None:
+def test_demo_findings_match_the_truth(spark, tmp_path, small_run) -> None:
     sim_mod = pytest.importorskip("epochlib.sim")
     from jobs.accuracy import match_findings, read_truth
     from jobs.config import parse_config
@@ -85,12 +85,23 @@ def test_demo_findings_match_the_truth(spark, tmp_path, one_partition) -> None:
     # a narrow run (what the CLI does for an input this small: one shuffle partition, tables read into one partition,
     # no broadcast joins) keeps its shared parts as local checkpoints: the same rows, and every checkpoint's blocks
     # are released when the reports are written
-    from jobs.reports import _frames as fr
+    from jobs.session import one_partition, shuffles_for_input
 
     persistent = spark.sparkContext._jsc.getPersistentRDDs().size()
-    with one_partition():
-        assert fr.read_silver(spark, config, "epoch_lineage", "demo", (sim.date_from, sim.date_to)) \
-            .rdd.getNumPartitions() == 1
+    from jobs.reports import _frames as fr
+
+    with small_run(), shuffles_for_input(spark, 16 * 2**20) as width:  # the demo's 16 MB
+        assert width == 1 and one_partition(spark)
+        # the tables are read into one partition: a join of two needs neither a shuffle nor a broadcast, and a
+        # read with the inputs' lookback rows (a union with a deduplicated part) is one partition too
+        window = (dt.date.fromisoformat(sim.date_from) - dt.timedelta(days=7), dt.date.fromisoformat(sim.date_to))
+        lin = fr.read_silver(spark, config, "epoch_lineage", "demo", window)
+        batches = fr.read_silver(spark, config, "record_batches", "demo", window)
+        plan = lin.join(batches, ["broker", "topic", "partition"])._jdf.queryExecution().executedPlan().toString()
+        assert "Exchange" not in plan and "Broadcast" not in plan
+        state = fr.InputState(before=dt.date.fromisoformat(sim.date_to), frames={"epoch_lineage": lin})
+        with_state = fr.read_silver(spark, config, "epoch_lineage", "demo", window, state)
+        assert with_state.rdd.getNumPartitions() == 1 and with_state.count() == lin.count()
         run_reports(spark, config, sim.date_from, sim.date_to, run, narrow=True)
     assert spark.sparkContext._jsc.getPersistentRDDs().size() == persistent
     for table in ("stale_metadata", "fencing_violations", "spurious_offset_resets", "stale_metadata_rates"):

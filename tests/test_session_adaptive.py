@@ -10,7 +10,8 @@ from jobs.session import get_or_create_session, size_shuffles
 
 KEYS = ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "spark.sql.shuffle.partitions",
-        "spark.sql.execution.arrow.maxBytesPerBatch")
+        "spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.autoBroadcastJoinThreshold",
+        "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
 MARKS = ("spark.epochaudit.shufflePartitions.auto", "spark.epochaudit.adaptive.auto")
 
 
@@ -134,12 +135,15 @@ def test_a_small_run_narrows_the_automatic_width_and_restores_it(auto) -> None:
 
 @pytest.mark.spark
 def test_a_run_never_narrows_an_explicit_width(auto) -> None:
-    from jobs.session import shuffles_for_input
+    from jobs.session import one_partition, shuffles_for_input
 
     spark = auto
     spark.conf.set("spark.sql.shuffle.partitions", "64")  # a user's --conf, after the session started
     with shuffles_for_input(spark, 1000) as width:
-        assert width is None
+        assert width is None and not one_partition(spark)
         assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
         assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "64"
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # even a width of one: such a run may be large
+    with shuffles_for_input(spark, 1000) as width:
+        assert width is None and not one_partition(spark)

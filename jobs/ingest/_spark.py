@@ -48,9 +48,8 @@ def rows_of(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict
 
 
 def frame(spark: SparkSession, rows: list[dict], schema: pa.Schema, partitions: int) -> DataFrame:
-    """``rows`` as a DataFrame of ``schema`` spread over up to ``partitions`` tasks (in a small run, one whose
-    shuffles make one partition, over the slices Spark makes of a local list: one per core, without a shuffle
-    stage to spread them; see :func:`spread`)."""
+    """``rows`` as a DataFrame of ``schema`` spread over up to ``partitions`` tasks (in a small run over the slices
+    Spark makes of a local list, one per core, without a shuffle stage to spread them: :func:`spread`)."""
     table = pa.Table.from_pylist(rows, schema=schema)
     sschema = to_spark_schema(schema)
     df = spark.createDataFrame([tuple(r.values()) for r in table.to_pylist()], sschema)
@@ -58,9 +57,9 @@ def frame(spark: SparkSession, rows: list[dict], schema: pa.Schema, partitions: 
 
 
 def spread(spark: SparkSession, df: DataFrame, partitions: int) -> DataFrame:
-    """``df`` (a few work rows: files, byte ranges) repartitioned over ``partitions`` tasks, unless the session's
-    shuffles make one partition (:func:`jobs.session.one_partition`): a run that small decodes in seconds, and
-    the repartition is a Spark stage of its own (a task per core) to move a handful of rows."""
+    """``df`` (a few work rows: files, byte ranges) repartitioned over ``partitions`` tasks, unless this is a small
+    run (:func:`jobs.session.one_partition`, at most 64 MiB of input): it decodes in seconds, and the repartition is
+    a Spark stage of its own (a task per core) to move a handful of rows."""
     from jobs.session import one_partition
 
     if partitions < 1 or one_partition(spark):

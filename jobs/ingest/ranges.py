@@ -109,7 +109,9 @@ def planned_frame(
     if not big and not spread_small:
         return df
     est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
-    return spread(spark, df, max(1, min(est, max(parallelism * 4, len(big) * 16))))
+    width = max(1, min(est, max(parallelism * 4, len(big) * 16)))
+    # the ranges a large file was cut into (in the one task that planned it) are always spread
+    return df.repartition(width) if big else spread(spark, df, width)
 
 
 def read_range(row: dict) -> bytes:

@@ -473,7 +473,8 @@ def value_codes(a: pa.Array) -> np.ndarray:
 
 def key_groups(table: pa.Table) -> tuple[pa.Table, list[tuple[int, int]]]:
     """``table`` sorted by (topic, partition) (nulls their own group, as Spark groups them) and each group's row
-    range: the groups of a ``mapInArrow`` partition that was hash-partitioned by those columns."""
+    range: the groups of a ``mapInArrow`` partition that was hash-partitioned by those columns (or holds
+    every row)."""
     part = table.column("partition").combine_chunks()
     key = (value_codes(table.column("topic").combine_chunks()) << 33
            | pc.is_null(part).to_numpy(zero_copy_only=False).astype(np.int64) << 32

@@ -149,8 +149,8 @@ def _positions(values: list[Any]) -> dict[Any, list[int]]:
 
 
 def _lineage_rules(batches: Iterator[pa.RecordBatch], *, tolerance_ms: int) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` over ``epoch_lineage`` rows hash-partitioned by (topic, partition): D1/D2 per partition
-    and L5 per replica (broker) of it, each over its snapshots by time.
+    """``mapInArrow`` over ``epoch_lineage`` rows hash-partitioned by (topic, partition) (or all in one partition, in a
+    small run): D1/D2 per partition and L5 per replica (broker) of it, each over its snapshots by time.
 
     One call per Spark partition, not one per group: with ``groupBy().applyInArrow`` the ~3,300 groups of
     15 k lineage rows cost ~7 task-s of round trips, the rules themselves ~1.6 s. The task holds its
@@ -210,8 +210,8 @@ def fencing_findings(
         fr.arrow_map_fn(_l1), schema
     )
     l2 = lin.mapInArrow(fr.arrow_map_fn(_l2), schema)
-    # each (topic, partition) in one task: hash-partitioned, or all in one when the session's shuffles make one
-    # partition (the rows are read into one already, jobs.session.one_partition: no shuffle)
+    # each (topic, partition) in one task: hash-partitioned, or all in one in a small run (jobs.session.one_partition:
+    # its rows are mostly in one partition already, and coalescing moves them without a shuffle)
     by_partition = lin.coalesce(1) if one_partition(spark) else lin.repartition("topic", "partition")
     l5_d12 = by_partition.mapInArrow(partial(_lineage_rules, tolerance_ms=tol), schema)
     batches = fr.ms_columns(
