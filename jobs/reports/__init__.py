@@ -202,13 +202,13 @@ def run_reports(
 
     def keep(df: DataFrame) -> DataFrame:
         # a part several steps read (the caller's frame holds its rows; released when the reports are written).
-        # In a narrow run it is computed at once into a local checkpoint, in one partition (a union of rule
-        # outputs has a partition per rule, each a task of every stage that reads it; and one partition, like the
-        # narrow run's table reads, needs no exchange for the joins and groupings over it; the parts of a union are
-        # then computed one after the other in its task, a few seconds at most in a run this small): the plans built on it
-        # then start from its rows instead of repeating its whole plan, whose analysis, again for every frame
-        # derived from it, was ~1 s of the fencing step (BENCHMARKS.md, eleventh round). Otherwise it is cached,
-        # computed by the first write that reads it
+        # In a narrow run it is computed at once into a local checkpoint: the plans built on it then start from its
+        # rows instead of repeating its whole plan, whose analysis, again for every frame derived from it, was ~1 s
+        # of the fencing step (BENCHMARKS.md, eleventh round). It is checkpointed in one partition: a union of rule
+        # outputs has a partition per rule, each a task of every stage that reads it, and one partition, like the
+        # narrow run's table reads, needs no shuffle for the joins and groupings over it (twenty-first round; the
+        # parts of a union are then computed one after the other, in a run this small a few seconds at most).
+        # Otherwise it is cached, computed by the first write that reads it
         df = df.coalesce(1).localCheckpoint(eager=True) if narrow else df.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(df)
         return df

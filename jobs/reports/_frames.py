@@ -295,8 +295,8 @@ def read_silver(
     With ``state``, the table's rows decoded from the run's inputs for the dates before ``state.before``
     are added to what earlier runs wrote for those dates; a row both hold (the same input) counts once.
 
-    While the session's shuffles make one partition (a small run), the rows are read into one partition: the
-    rules' joins, groupings and windows over them then need no exchange (:func:`jobs.session.one_partition`)."""
+    In a small run (:func:`jobs.session.one_partition`: one shuffle partition) the rows are read into one partition:
+    the rules' joins, groupings and windows over them then need no exchange."""
     from pyspark.sql import functions as F
 
     from ..errors import SinkError
