@@ -76,13 +76,10 @@ def test_without_a_row_limit_the_byte_limit_stays(restore) -> None:
 
 
 @pytest.fixture
-def auto(restore):
-    """The session as size_shuffles leaves one nobody configured (its own choices marked)."""
-    spark = restore
-    for k in (*KEYS, *MARKS):
-        spark.conf.unset(k)
-    size_shuffles(spark)
-    return spark
+def auto(restore, small_run):
+    """The session as size_shuffles leaves one nobody configured (its own choices marked: conftest's small_run)."""
+    with small_run():
+        yield restore
 
 
 @pytest.mark.spark
