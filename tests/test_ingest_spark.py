@@ -131,9 +131,9 @@ def test_a_small_run_ingests_the_same_rows(spark, ingested, small_run, tmp_path,
     cfg, paths, _, result, root = ingested
     spread, seen = ingest_spark.spread, []
 
-    def watched(spark, df, partitions):
+    def watched(spark, df, partitions, nbytes):
         seen.append(one_partition(spark))
-        return spread(spark, df, partitions)
+        return spread(spark, df, partitions, nbytes)
 
     monkeypatch.setattr(ingest_spark, "spread", watched)
     with small_run():
@@ -146,15 +146,37 @@ def test_a_small_run_ingests_the_same_rows(spark, ingested, small_run, tmp_path,
 
 
 def test_a_small_run_does_not_spread_its_work_lists(spark, small_run):
-    from jobs.ingest._spark import spread
+    from jobs.ingest._spark import UNSPREAD_BYTES, spread
     from jobs.session import shuffles_for_input
 
     plan = lambda df: df._jdf.queryExecution().executedPlan().toString()  # noqa: E731
     rows = spark.range(10)
-    assert "Exchange" in plan(spread(spark, rows, 4))  # a larger run spreads them over four tasks
+    assert "Exchange" in plan(spread(spark, rows, 4, 80))  # a larger run spreads them over four tasks
     with small_run(), shuffles_for_input(spark, 1000) as width:
-        assert width == 1 and "Exchange" not in plan(spread(spark, rows, 4))
+        assert width == 1 and "Exchange" not in plan(spread(spark, rows, 4, 80))
+        # a long list (100,000 files) is shuffled once, not sent again in the tasks of every stage that reads it
+        assert "Exchange" in plan(spread(spark, rows, 4, UNSPREAD_BYTES + 1))
 
+
+
+def test_a_small_run_spreads_a_long_list_of_checkpoint_files(spark, small_run):
+    """Checkpoint files are tiny: a small run can list 100,000 of them. Their list (~20 MB) is shuffled once instead
+    of travelling in the tasks of every stage that reads it (Spark warned of 10 MiB tasks)."""
+    from jobs.ingest import logdirs
+    from jobs.ingest.discover import LEC, InputFile
+    from jobs.session import shuffles_for_input
+
+    plan = lambda df: df._jdf.queryExecution().executedPlan().toString()  # noqa: E731
+
+    def files(n):
+        return [InputFile("logdirs", LEC, f"/data/broker=1/snapshot=20240304T000000Z/"
+                          f"topic-{i}/leader-epoch-checkpoint", 40, broker="1", topic="topic", partition=i)
+                for i in range(n)]
+
+    with small_run(), shuffles_for_input(spark, 1000) as width:
+        assert width == 1
+        assert "Exchange" not in plan(logdirs.files_frame(spark, files(100), 2))
+        assert "Exchange" in plan(logdirs.files_frame(spark, files(20_000), 2))
 
 def _rows(root, table):
     return sorted(map(str, _read(root, table).drop_columns(["run_id"] if table == "quarantine" else []).to_pylist()))

@@ -47,22 +47,30 @@ def rows_of(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict
     return out
 
 
-def frame(spark: SparkSession, rows: list[dict], schema: pa.Schema, partitions: int) -> DataFrame:
-    """``rows`` as a DataFrame of ``schema`` spread over up to ``partitions`` tasks (in a small run over the slices
-    Spark makes of a local list, one per core, without a shuffle stage to spread them: :func:`spread`)."""
-    table = pa.Table.from_pylist(rows, schema=schema)
+def frame(spark: SparkSession, rows: list[dict] | pa.Table, schema: pa.Schema, partitions: int) -> DataFrame:
+    """``rows`` (dicts, or a table of ``schema``) as a DataFrame of ``schema`` spread over up to ``partitions``
+    tasks (in a small run over the slices Spark makes of a local list, one per core, without a shuffle stage to
+    spread them: :func:`spread`)."""
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema)
     sschema = to_spark_schema(schema)
     df = spark.createDataFrame([tuple(r.values()) for r in table.to_pylist()], sschema)
-    return spread(spark, df, min(partitions, len(rows)))
+    return spread(spark, df, min(partitions, table.num_rows), table.nbytes)
 
 
-def spread(spark: SparkSession, df: DataFrame, partitions: int) -> DataFrame:
-    """``df`` (a few work rows: files, byte ranges) repartitioned over ``partitions`` tasks, unless this is a small
-    run (:func:`jobs.session.one_partition`, at most 64 MiB of input): it decodes in seconds, and the repartition is
-    a Spark stage of its own (a task per core) to move a handful of rows."""
+#: A small run's work list up to this many bytes stays in the slices Spark makes of it (:func:`spread`). Spark warns
+#: of tasks above 1000 KiB; a larger list (100,000 checkpoint files are ~20 MB of file rows) is shuffled once
+#: rather than sent again inside the tasks of every stage that reads it.
+UNSPREAD_BYTES = 1 << 20
+
+
+def spread(spark: SparkSession, df: DataFrame, partitions: int, nbytes: int) -> DataFrame:
+    """``df`` (work rows: files, byte ranges; ``nbytes`` of them on the driver) repartitioned over ``partitions``
+    tasks, unless this is a small run (:func:`jobs.session.one_partition`, at most 64 MiB of input) whose list is at
+    most :data:`UNSPREAD_BYTES`: it decodes in seconds, and the repartition is a Spark stage of its own (a task per
+    core) to move a handful of rows."""
     from jobs.session import one_partition
 
-    if partitions < 1 or one_partition(spark):
+    if partitions < 1 or (nbytes <= UNSPREAD_BYTES and one_partition(spark)):
         return df
     return df.repartition(partitions)
 

@@ -115,7 +115,7 @@ def files_frame(spark: SparkSession, files: Sequence[InputFile], parallelism: in
 
     rows = file_chunks(files, parallelism)
     df = spark.createDataFrame(rows, to_spark_schema(CHUNK_SCHEMA))
-    return spread(spark, df, len(rows))
+    return spread(spark, df, len(rows), sum(len(blob) for _, blob in rows))
 
 
 def _file_rows(rb: pa.RecordBatch) -> list[dict]:

@@ -97,11 +97,14 @@ def planned_frame(
     small = [f for f in files if f.size <= split_bytes]
     big = [f for f in files if f.size > split_bytes]
     parts = []
+    small_bytes = 0
     if small:
         rows = rows_of(small, schema, target=split_bytes)
         for r in rows:
             r.update(start=0, end=r["size"], **whole)
-        parts.append(frame(spark, rows, schema, small_slices))
+        table = pa.Table.from_pylist(rows, schema=schema)
+        small_bytes = table.nbytes
+        parts.append(frame(spark, table, schema, small_slices))
     if big:
         rows = rows_of(big, schema, target=split_bytes)
         parts.append(frame(spark, rows, schema, len(rows)).mapInArrow(plan, to_spark_schema(schema)))
@@ -111,7 +114,7 @@ def planned_frame(
     est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
     width = max(1, min(est, max(parallelism * 4, len(big) * 16)))
     # the ranges a large file was cut into (in the one task that planned it) are always spread
-    return df.repartition(width) if big else spread(spark, df, width)
+    return df.repartition(width) if big else spread(spark, df, width, small_bytes)
 
 
 def read_range(row: dict) -> bytes:
