@@ -3,6 +3,7 @@ bad units -> quarantine with exact reconciliation, idempotent reruns, one-day ru
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 import pyarrow.compute as pc
@@ -138,45 +139,71 @@ def test_a_small_run_ingests_the_same_rows(spark, ingested, small_run, tmp_path,
     monkeypatch.setattr(ingest_spark, "spread", watched)
     with small_run():
         small = run_ingestion(spark, _cfg(paths, tmp_path / "out"), DAY1, DAY2, write_audit=False)
-    assert seen and all(seen)  # the run was narrowed: not one list was spread
+    assert seen and all(seen)  # the run was narrowed: no list (each far below 1 MiB) was spread
     assert small.counts == result.counts
     tables = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage", "metadata_observations",
               "quarantine")
     assert {t: _rows(str(tmp_path / "out"), t) for t in tables} == {t: _rows(root, t) for t in tables}
 
 
-def test_a_small_run_does_not_spread_its_work_lists(spark, small_run):
-    from jobs.ingest._spark import UNSPREAD_BYTES, spread
+def _executed(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+@contextlib.contextmanager
+def _narrowed(spark, small_run):
+    """The session as the CLI narrows a small run (one shuffle partition, the mark set)."""
     from jobs.session import shuffles_for_input
-
-    plan = lambda df: df._jdf.queryExecution().executedPlan().toString()  # noqa: E731
-    rows = spark.range(10)
-    assert "Exchange" in plan(spread(spark, rows, 4, 80))  # a larger run spreads them over four tasks
-    with small_run(), shuffles_for_input(spark, 1000) as width:
-        assert width == 1 and "Exchange" not in plan(spread(spark, rows, 4, 80))
-        # a long list (100,000 files) is shuffled once, not sent again in the tasks of every stage that reads it
-        assert "Exchange" in plan(spread(spark, rows, 4, UNSPREAD_BYTES + 1))
-
-
-
-def test_a_small_run_spreads_a_long_list_of_checkpoint_files(spark, small_run):
-    """Checkpoint files are tiny: a small run can list 100,000 of them. Their list (~20 MB) is shuffled once instead
-    of travelling in the tasks of every stage that reads it (Spark warned of 10 MiB tasks)."""
-    from jobs.ingest import logdirs
-    from jobs.ingest.discover import LEC, InputFile
-    from jobs.session import shuffles_for_input
-
-    plan = lambda df: df._jdf.queryExecution().executedPlan().toString()  # noqa: E731
-
-    def files(n):
-        return [InputFile("logdirs", LEC, f"/data/broker=1/snapshot=20240304T000000Z/"
-                          f"topic-{i}/leader-epoch-checkpoint", 40, broker="1", topic="topic", partition=i)
-                for i in range(n)]
 
     with small_run(), shuffles_for_input(spark, 1000) as width:
         assert width == 1
-        assert "Exchange" not in plan(logdirs.files_frame(spark, files(100), 2))
-        assert "Exchange" in plan(logdirs.files_frame(spark, files(20_000), 2))
+        yield
+
+
+def test_a_small_run_spreads_only_a_long_work_list(spark, small_run):
+    from jobs.ingest._spark import spread
+
+    rows = spark.range(10)
+    assert "Exchange" in _executed(spread(spark, rows, 4, 80))  # a larger run spreads them over four tasks
+    with _narrowed(spark, small_run):
+        assert "Exchange" not in _executed(spread(spark, rows, 4, 80))
+        # a 2 MiB list is shuffled to spread it, not sent again in the tasks of every stage that reads it
+        assert "Exchange" in _executed(spread(spark, rows, 4, 2 << 20))
+
+
+def _checkpoints(n: int) -> list:
+    from jobs.ingest.discover import LEC, InputFile
+
+    return [InputFile("logdirs", LEC, f"/data/broker=1/snapshot=20240304T000000Z/topic-{i}/leader-epoch-checkpoint",
+                      40, broker="1", snapshot_ms=1709510400000, topic="topic", partition=i,
+                      name="leader-epoch-checkpoint") for i in range(n)]
+
+
+def _segments(n: int) -> list:
+    from jobs.ingest.discover import SEGMENT, InputFile
+
+    return [InputFile("offsets", SEGMENT, f"/data/broker=1/__consumer_offsets-{i % 50}/{i:020d}.log", 1000,
+                      broker="1", log_partition=i % 50, base_offset=i, name=f"{i:020d}.log") for i in range(n)]
+
+
+def test_a_small_run_spreads_a_long_list_of_files(spark, small_run):
+    """Checkpoint files are tiny: a small run can list 100,000 of them. A list above 1 MiB (here 3.4 MB of
+    checkpoint chunks, 2.5 MB of range rows, 1.6 MB of file rows) is shuffled to spread it instead of travelling
+    in the tasks of every stage that reads it (Spark warned of 10 MiB tasks); a short one is not."""
+    from jobs.ingest import logdirs
+    from jobs.ingest._rows import FILE_SCHEMA
+    from jobs.ingest._spark import files_frame
+    from jobs.ingest.ranges import ranges_frame
+
+    with _narrowed(spark, small_run):
+        assert "Exchange" not in _executed(logdirs.files_frame(spark, _checkpoints(100), 2))
+        assert "Exchange" in _executed(logdirs.files_frame(spark, _checkpoints(20_000), 2))
+        # the segment ranges (planned_frame's own spread) and a plain file list (frame's)
+        assert "Exchange" not in _executed(ranges_frame(spark, _segments(10), split_bytes=1 << 20, parallelism=2))
+        assert "Exchange" in _executed(ranges_frame(spark, _segments(20_000), split_bytes=1 << 20, parallelism=2))
+        assert "Exchange" not in _executed(files_frame(spark, _segments(10), FILE_SCHEMA, 2))
+        assert "Exchange" in _executed(files_frame(spark, _segments(20_000), FILE_SCHEMA, 2))
+
 
 def _rows(root, table):
     return sorted(map(str, _read(root, table).drop_columns(["run_id"] if table == "quarantine" else []).to_pylist()))

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from .discover import InputFile
 
-__all__ = ["default_parallelism", "files_frame", "frame", "rows_of", "spread", "to_spark_schema"]
+__all__ = ["UNSPREAD_BYTES", "default_parallelism", "files_frame", "frame", "rows_of", "spread", "to_spark_schema"]
 
 
 def to_spark_schema(schema: pa.Schema) -> StructType:
@@ -49,17 +49,18 @@ def rows_of(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict
 
 def frame(spark: SparkSession, rows: list[dict] | pa.Table, schema: pa.Schema, partitions: int) -> DataFrame:
     """``rows`` (dicts, or a table of ``schema``) as a DataFrame of ``schema`` spread over up to ``partitions``
-    tasks (in a small run over the slices Spark makes of a local list, one per core, without a shuffle stage to
-    spread them: :func:`spread`)."""
-    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema)
+    tasks (in a small run a list of at most :data:`UNSPREAD_BYTES` stays in the slices Spark makes of it, one per
+    core, without a shuffle stage to spread it: :func:`spread`)."""
+    table = rows.select(schema.names) if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema)
     sschema = to_spark_schema(schema)
     df = spark.createDataFrame([tuple(r.values()) for r in table.to_pylist()], sschema)
     return spread(spark, df, min(partitions, table.num_rows), table.nbytes)
 
 
-#: A small run's work list up to this many bytes stays in the slices Spark makes of it (:func:`spread`). Spark warns
-#: of tasks above 1000 KiB; a larger list (100,000 checkpoint files are ~20 MB of file rows) is shuffled once
-#: rather than sent again inside the tasks of every stage that reads it.
+#: A small run's work list up to this many bytes on the driver (its Arrow or IPC bytes, about the pickled size Spark
+#: ships) stays in the slices Spark makes of it (:func:`spread`). Spark warns of tasks above 1000 KiB; a larger list
+#: (the ingestion of 100,000 checkpoint files ran tasks of 10,486 KiB) is shuffled to spread it rather than sent again
+#: inside the tasks of every stage that reads it.
 UNSPREAD_BYTES = 1 << 20
 
 
