@@ -63,6 +63,50 @@ def test_our_local_sessions_workers_import_the_installed_pyspark(spark) -> None:
     assert ".zip" not in path[1]
 
 
+def _thp_enabled() -> str | None:
+    """This process's ``THP_enabled`` line of ``/proc/self/status`` (Linux 5.0+), None where there is none."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return None
+    return next((line.split(":")[1].strip() for line in lines if line.startswith("THP_enabled:")), None)
+
+
+needs_thp_status = pytest.mark.skipif(_thp_enabled() is None, reason="no THP_enabled in /proc/self/status")
+
+
+@needs_thp_status
+def test_no_huge_pages_holds_for_the_processes_it_forks() -> None:
+    import subprocess
+
+    code = ("import os, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import test_pydaemon as t; "
+            "from jobs.pydaemon import no_huge_pages; before = t._thp_enabled(); ok = no_huge_pages(); "
+            "pid = os.fork()\nif pid == 0: os._exit(0 if t._thp_enabled() == '0' else 3)\n"
+            "_, st = os.waitpid(pid, 0); print(before, ok, t._thp_enabled(), os.waitstatus_to_exitcode(st))")
+    root = Path(__file__).resolve().parent
+    out = subprocess.run([sys.executable, "-c", code, str(root.parent), str(root)], capture_output=True, text=True,
+                         check=True).stdout.split()
+    if out[1] != "True":
+        pytest.skip("this kernel or sandbox refuses PR_SET_THP_DISABLE (the daemon then leaves it)")
+    assert out == ["1", "True", "0", "0"]  # on in this process's parent, off after, and off in its fork
+
+
+@needs_thp_status
+@pytest.mark.spark
+def test_our_local_sessions_workers_run_without_huge_pages(spark) -> None:
+    def status(_: int) -> list[str]:  # in the worker: this module is not on its path
+        with open("/proc/self/status") as fh:
+            return [line.split(":")[1].strip() for line in fh if line.startswith("THP_enabled:")]
+
+    import subprocess
+
+    works = subprocess.run([sys.executable, "-c", "from jobs.pydaemon import no_huge_pages; print(no_huge_pages())"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if works != "True":
+        pytest.skip("this kernel or sandbox refuses PR_SET_THP_DISABLE (the daemon then leaves it)")
+    assert spark.sparkContext.parallelize([0], 1).map(status).first() == ["0"]
+
+
 class _Cycle:
     def __init__(self) -> None:
         self.me = self
