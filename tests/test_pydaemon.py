@@ -3,6 +3,7 @@ workers' path only when they are copies of the pyspark the workers import anyway
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -105,6 +106,43 @@ def test_our_local_sessions_workers_run_without_huge_pages(spark) -> None:
     if works != "True":
         pytest.skip("this kernel or sandbox refuses PR_SET_THP_DISABLE (the daemon then leaves it)")
     assert spark.sparkContext.parallelize([0], 1).map(status).first() == ["0"]
+
+
+_FAULTS = """
+import resource, sys
+import numpy as np
+from jobs.pydaemon import keep_freed_memory, no_huge_pages
+no_huge_pages()  # 4 KiB pages, so the count does not hang on the kernel's huge-page settings
+kept = keep_freed_memory() if sys.argv[1] == "kept" else None
+def work():
+    arrays = [np.ones(2_500_000) for _ in range(3)]  # 3 x 20 MB, freed together, as a task's temporaries
+    del arrays
+work()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    work()
+print(kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc")
+def test_a_worker_reuses_the_memory_its_last_task_freed() -> None:
+    import platform
+    import subprocess
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's malloc")
+
+    def faults(mode: str, **env: str) -> tuple[str, int]:
+        out = subprocess.run([sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True, check=True,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")} | env)
+        kept, n = out.stdout.split()
+        return kept, int(n)
+
+    assert faults("default")[1] > 50_000  # glibc maps and unmaps the arrays: every page is faulted in again
+    assert faults("kept") == ("True", pytest.approx(0, abs=500))  # the freed heap is reused
+    # a user's own setting is theirs: left as it is
+    assert faults("kept", MALLOC_TRIM_THRESHOLD_="131072")[0] == "False"
 
 
 class _Cycle:
