@@ -1,6 +1,6 @@
 """The Python worker daemon of the local sessions we start (``spark.python.daemon.module``): pyspark's own
-daemon, with two per-task costs taken out. Results do not change; BENCHMARKS.md ("Issue 16", tenth round) has
-the figures.
+daemon, with four costs of the workers taken out. Results do not change; BENCHMARKS.md ("Issue 16", tenth and
+twenty-second rounds) has the figures.
 
 1. **Spark's bundled copies of pyspark leave the workers' path.** Spark puts ``pyspark.zip``, the py4j zip
    and its ``spark-core`` jar at the front of every Python worker's ``PYTHONPATH``. With pyspark installed

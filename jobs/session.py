@@ -274,7 +274,8 @@ def _spark_defaults_set(key: str) -> bool:
 
 PYTHON_DAEMON = "spark.python.daemon.module"
 #: The Python worker daemon of a local session we start: pyspark's, without Spark's bundled copies of
-#: pyspark on the workers' path and with young-generation collections between tasks (:mod:`jobs.pydaemon`).
+#: pyspark on the workers' path, with young-generation collections between tasks, and with workers that keep
+#: their freed memory and use no transparent huge pages (:mod:`jobs.pydaemon`).
 DAEMON_MODULE = "jobs.pydaemon"
 
 
