@@ -19,15 +19,14 @@ twenty-second rounds) has the figures.
 3. **No transparent huge pages in the workers.** Arrow's allocator (mimalloc) and numpy ask the kernel for huge
    pages (``madvise(MADV_HUGEPAGE)``) on their large buffers; the kernel then zeroes 2 MiB at each first touch,
    and again after the allocator hands idle memory back. A worker that holds ~1 GB for a while (the metadata
-   pass over 1 M observations) spent more time zeroing pages than in its own code: 2.8 -> 1.6 CPU-s without
-   them. ``prctl(PR_SET_THP_DISABLE)`` in the daemon, inherited by the workers it forks; Linux only, and where
-   it fails nothing changes.
+   pass over 1 M observations) spent more time zeroing pages than in its own code: 2.2-3.0 -> 1.5-1.7 CPU-s
+   without them. ``prctl(PR_SET_THP_DISABLE)`` in the daemon, inherited by the workers it forks (and what they
+   start); Linux only, and where it fails nothing changes.
 4. **Freed memory stays in the worker for reuse.** glibc's malloc hands large blocks (numpy's arrays among them)
    straight back to the kernel, and the next task's arrays fault them in again, page by page: the offsets pass
-   over 2.2 M commits took 290 k page faults and 2.2 CPU-s, 129 k and 1.9 CPU-s with blocks up to 32 MiB taken
-   from the heap and up to 256 MiB of free heap kept (``mallopt``, in the daemon so its forks inherit it; the
-   peak memory is the same). Left as it is where ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` is set,
-   and off glibc.
+   over 2.2 M commits took 290 k page faults and 2.2 CPU-s, 115-119 k and 1.94-1.95 CPU-s with blocks up to
+   32 MiB taken from the heap and up to 256 MiB of free heap kept (``mallopt``, in the daemon so its forks inherit
+   it; the peak memory is the same). Left as it is where the user set a malloc threshold, and off glibc.
 """
 
 from __future__ import annotations
@@ -71,41 +70,52 @@ def drop_bundled() -> list[str]:
     return gone
 
 
-def no_huge_pages() -> bool:
-    """Turn transparent huge pages off for this process and the ones it forks (Linux ``PR_SET_THP_DISABLE``);
-    False where that is not possible."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
+def _libc() -> Any:
+    """The C library this process runs on, through ctypes; None where ctypes or the library is not there."""
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(41, 1, 0, 0, 0) == 0  # PR_SET_THP_DISABLE
-    except (OSError, AttributeError):
+        import ctypes
+
+        return ctypes.CDLL(None)
+    except (ImportError, OSError):
+        return None
+
+
+def no_huge_pages() -> bool:
+    """Turn transparent huge pages off for this process and the ones it starts (Linux ``PR_SET_THP_DISABLE``, kept
+    across fork and exec); False where that is not possible."""
+    libc = _libc() if sys.platform.startswith("linux") else None
+    try:
+        return libc is not None and libc.prctl(41, 1, 0, 0, 0) == 0  # 41: PR_SET_THP_DISABLE
+    except AttributeError:
         return False
 
 
 #: glibc's ``mallopt`` parameters and what the workers get (:func:`keep_freed_memory`).
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-TRIM_BYTES, MMAP_BYTES = 256 << 20, 32 << 20  # 32 MiB: the largest mmap threshold glibc accepts on 64-bit
+#: 32 MiB: glibc's own dynamic mmap threshold stops there on 64-bit (``DEFAULT_MMAP_THRESHOLD_MAX``).
+TRIM_BYTES, MMAP_BYTES = 256 << 20, 32 << 20
+#: The environment's own say over those thresholds (``MALLOC_ARENA_MAX``, which YARN sets, is not one of them).
+_USER_MALLOC = frozenset({"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_"})
 
 
 def keep_freed_memory() -> bool:
     """glibc's malloc in this process (and the ones it forks) takes blocks up to :data:`MMAP_BYTES` from its heap
-    and keeps up to :data:`TRIM_BYTES` of it free, instead of mapping and unmapping them each time; False where
-    it did not (not glibc, or the user set either threshold in the environment)."""
-    if any(k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
+    and keeps up to :data:`TRIM_BYTES` of it free. By default glibc raises its mmap threshold only as it frees
+    mapped blocks, and trims the heap above twice that threshold, so a new worker's tasks map, trim and fault in
+    their arrays again and again. False where nothing was changed (not glibc, or the user set a malloc threshold in
+    :data:`_USER_MALLOC` or ``GLIBC_TUNABLES``)."""
+    if _USER_MALLOC.intersection(os.environ) or "malloc." in os.environ.get("GLIBC_TUNABLES", ""):
         return False
-    import ctypes
     import platform
 
-    if platform.libc_ver()[0] != "glibc":
-        return False
+    libc = _libc() if platform.libc_ver()[0] == "glibc" else None
     try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+        # the mmap threshold first (glibc refuses one too large): setting either turns its own adjustment off, and
+        # a fixed mmap threshold with the default trim threshold would trim more often, not less
+        return libc is not None and bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_BYTES)) and bool(
+            libc.mallopt(M_TRIM_THRESHOLD, TRIM_BYTES))
+    except AttributeError:
         return False
-    # trim first: setting either fixes both, and the mmap threshold must not be above what glibc accepts
-    return bool(mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)) and bool(mallopt(M_MMAP_THRESHOLD, MMAP_BYTES))
 
 
 class YoungCollections:
@@ -130,8 +140,11 @@ def young_collections(daemon: Any) -> bool:
 
 
 if __name__ == "__main__":
-    no_huge_pages()
-    keep_freed_memory()
+    try:  # optimisations of the workers' memory: never a reason for the daemon not to start
+        no_huge_pages()
+        keep_freed_memory()
+    except Exception:  # noqa: BLE001, S110
+        pass
     drop_bundled()
     import pyspark.daemon
 

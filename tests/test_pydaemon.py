@@ -4,6 +4,7 @@ workers' path only when they are copies of the pyspark the workers import anyway
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -73,46 +74,54 @@ def _thp_enabled() -> str | None:
     return next((line.split(":")[1].strip() for line in lines if line.startswith("THP_enabled:")), None)
 
 
-needs_thp_status = pytest.mark.skipif(_thp_enabled() is None, reason="no THP_enabled in /proc/self/status")
+needs_thp_status = pytest.mark.skipif(_thp_enabled() != "1", reason="no THP_enabled: 1 in /proc/self/status")
+_PRCTL_REFUSED = "this kernel or sandbox refuses PR_SET_THP_DISABLE (the daemon then leaves it)"
+
+_FORK = """
+import os
+from jobs.pydaemon import no_huge_pages
+def thp():
+    with open("/proc/self/status") as fh:
+        return next(line.split(":")[1].strip() for line in fh if line.startswith("THP_enabled:"))
+ok = no_huge_pages()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if thp() == "0" else 3)
+_, status = os.waitpid(pid, 0)
+print(ok, thp(), os.waitstatus_to_exitcode(status))
+"""
+
+
+def _run(code: str, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
+                          env=env).stdout.split()
 
 
 @needs_thp_status
 def test_no_huge_pages_holds_for_the_processes_it_forks() -> None:
-    import subprocess
-
-    code = ("import os, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import test_pydaemon as t; "
-            "from jobs.pydaemon import no_huge_pages; before = t._thp_enabled(); ok = no_huge_pages(); "
-            "pid = os.fork()\nif pid == 0: os._exit(0 if t._thp_enabled() == '0' else 3)\n"
-            "_, st = os.waitpid(pid, 0); print(before, ok, t._thp_enabled(), os.waitstatus_to_exitcode(st))")
-    root = Path(__file__).resolve().parent
-    out = subprocess.run([sys.executable, "-c", code, str(root.parent), str(root)], capture_output=True, text=True,
-                         check=True).stdout.split()
-    if out[1] != "True":
-        pytest.skip("this kernel or sandbox refuses PR_SET_THP_DISABLE (the daemon then leaves it)")
-    assert out == ["1", "True", "0", "0"]  # on in this process's parent, off after, and off in its fork
+    ok, after, child = _run(_FORK)
+    if ok != "True":
+        pytest.skip(_PRCTL_REFUSED)
+    assert (after, child) == ("0", "0")  # off in the process, and in its fork
 
 
 @needs_thp_status
 @pytest.mark.spark
 def test_our_local_sessions_workers_run_without_huge_pages(spark) -> None:
-    def status(_: int) -> list[str]:  # in the worker: this module is not on its path
+    if _run("from jobs.pydaemon import no_huge_pages; print(no_huge_pages())") != ["True"]:
+        pytest.skip(_PRCTL_REFUSED)
+    def worker_thp(_: int) -> list[str]:  # in a worker (nested: this module is not on the worker's path)
         with open("/proc/self/status") as fh:
             return [line.split(":")[1].strip() for line in fh if line.startswith("THP_enabled:")]
 
-    import subprocess
-
-    works = subprocess.run([sys.executable, "-c", "from jobs.pydaemon import no_huge_pages; print(no_huge_pages())"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    if works != "True":
-        pytest.skip("this kernel or sandbox refuses PR_SET_THP_DISABLE (the daemon then leaves it)")
-    assert spark.sparkContext.parallelize([0], 1).map(status).first() == ["0"]
+    assert spark.sparkContext.parallelize([0], 1).map(worker_thp).first() == ["0"]
 
 
 _FAULTS = """
 import resource, sys
 import numpy as np
 from jobs.pydaemon import keep_freed_memory, no_huge_pages
-no_huge_pages()  # 4 KiB pages, so the count does not hang on the kernel's huge-page settings
+thp_off = no_huge_pages()  # 4 KiB pages: the count does not hang on the kernel's huge-page settings
 kept = keep_freed_memory() if sys.argv[1] == "kept" else None
 def work():
     arrays = [np.ones(2_500_000) for _ in range(3)]  # 3 x 20 MB, freed together, as a task's temporaries
@@ -121,28 +130,55 @@ work()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(10):
     work()
-print(kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(thp_off, kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc")
-def test_a_worker_reuses_the_memory_its_last_task_freed() -> None:
+def _glibc_without_user_settings() -> dict[str, str]:
     import platform
-    import subprocess
 
-    if platform.libc_ver()[0] != "glibc":
+    from jobs.pydaemon import _USER_MALLOC
+
+    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("glibc's malloc")
+    if _USER_MALLOC.intersection(os.environ) or "malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        pytest.skip("this environment sets malloc thresholds of its own: the daemon leaves them")
+    return {k: v for k, v in os.environ.items() if k not in _USER_MALLOC and k != "GLIBC_TUNABLES"}
 
-    def faults(mode: str, **env: str) -> tuple[str, int]:
-        out = subprocess.run([sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True, check=True,
-                             env={k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")} | env)
-        kept, n = out.stdout.split()
-        return kept, int(n)
 
-    assert faults("default")[1] > 50_000  # glibc maps and unmaps the arrays: every page is faulted in again
-    assert faults("kept") == ("True", pytest.approx(0, abs=500))  # the freed heap is reused
+def test_a_process_reuses_the_memory_it_freed() -> None:
+    env = _glibc_without_user_settings()
+    thp_off, _, default = _run(_FAULTS, "default", env=env)
+    if thp_off != "True":
+        pytest.skip(_PRCTL_REFUSED)
+    assert int(default) > 50_000  # glibc trims its heap and maps the arrays again: every page faults in again
+    _, kept, faults = _run(_FAULTS, "kept", env=env)
+    assert kept == "True" and int(faults) < 500  # the freed heap is reused
     # a user's own setting is theirs: left as it is
-    assert faults("kept", MALLOC_TRIM_THRESHOLD_="131072")[0] == "False"
+    assert _run(_FAULTS, "kept", env={**env, "MALLOC_TRIM_THRESHOLD_": "131072"})[1] == "False"
+
+
+@pytest.mark.spark
+def test_our_local_sessions_workers_reuse_the_memory_they_freed(spark) -> None:
+    _glibc_without_user_settings()
+
+    def page_faults(_: int) -> int:
+        """In a worker: the page faults of three 20 MB arrays allocated and freed together, ten times."""
+        import resource
+
+        import numpy as np
+
+        def work() -> None:
+            arrays = [np.ones(2_500_000) for _ in range(3)]
+            del arrays
+
+        work()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(10):
+            work()
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    assert spark.sparkContext.parallelize([0], 1).map(page_faults).first() < 500  # > 50 k without the daemon's mallopt
 
 
 class _Cycle:
