@@ -47,11 +47,11 @@ def rows_of(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict
     return out
 
 
-def frame(spark: SparkSession, rows: list[dict] | pa.Table, schema: pa.Schema, partitions: int) -> DataFrame:
-    """``rows`` (dicts, or a table of ``schema``) as a DataFrame of ``schema`` spread over up to ``partitions``
-    tasks (in a small run a list of at most :data:`UNSPREAD_BYTES` stays in the slices Spark makes of it, one per
-    core, without a shuffle stage to spread it: :func:`spread`)."""
-    table = rows.select(schema.names) if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema)
+def frame(spark: SparkSession, rows: list[dict], schema: pa.Schema, partitions: int) -> DataFrame:
+    """``rows`` as a DataFrame of ``schema`` spread over up to ``partitions`` tasks (in a small run a list of at
+    most :data:`UNSPREAD_BYTES` stays in the slices Spark makes of it, one per core, without a shuffle stage to
+    spread it: :func:`spread`)."""
+    table = pa.Table.from_pylist(rows, schema=schema)
     sschema = to_spark_schema(schema)
     df = spark.createDataFrame([tuple(r.values()) for r in table.to_pylist()], sschema)
     return spread(spark, df, min(partitions, table.num_rows), table.nbytes)

@@ -20,7 +20,7 @@ from epochlib import records
 from jobs.frames import union_all
 from jobs.fs import open_reader
 
-from ._spark import frame, rows_of, spread, to_spark_schema
+from ._spark import frame, rows_of, to_spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,25 +96,21 @@ def planned_frame(
     one task per ``split_bytes`` of input — always, or only when some file was cut (``spread_small``)."""
     small = [f for f in files if f.size <= split_bytes]
     big = [f for f in files if f.size > split_bytes]
+    est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
+    width = max(1, min(est, max(parallelism * 4, len(big) * 16)))
     parts = []
-    small_bytes = 0
     if small:
         rows = rows_of(small, schema, target=split_bytes)
         for r in rows:
             r.update(start=0, end=r["size"], **whole)
-        table = pa.Table.from_pylist(rows, schema=schema)
-        small_bytes = table.nbytes
-        parts.append(frame(spark, table, schema, small_slices))
-    if big:
-        rows = rows_of(big, schema, target=split_bytes)
-        parts.append(frame(spark, rows, schema, len(rows)).mapInArrow(plan, to_spark_schema(schema)))
-    df = union_all(parts)
-    if not big and not spread_small:
-        return df
-    est = sum(max(1, -(-f.size // split_bytes)) for f in big) + max(1, len(small) // 16)
-    width = max(1, min(est, max(parallelism * 4, len(big) * 16)))
+        # without a cut file these rows are the whole list: spread once, to the final width (:func:`frame`)
+        parts.append(frame(spark, rows, schema, width if spread_small and not big else small_slices))
+    if not big:
+        return union_all(parts)
+    rows = rows_of(big, schema, target=split_bytes)
+    parts.append(frame(spark, rows, schema, len(rows)).mapInArrow(plan, to_spark_schema(schema)))
     # the ranges a large file was cut into (in the one task that planned it) are always spread
-    return df.repartition(width) if big else spread(spark, df, width, small_bytes)
+    return union_all(parts).repartition(width)
 
 
 def read_range(row: dict) -> bytes:
