@@ -65,30 +65,67 @@ def test_our_local_sessions_workers_import_the_installed_pyspark(spark) -> None:
     assert ".zip" not in path[1]
 
 
-def _thp_enabled() -> str | None:
-    """This process's ``THP_enabled`` line of ``/proc/self/status`` (Linux 5.0+), None where there is none."""
+#: What the tests measure, in one source: run here, in a subprocess (``python -c``) and in a Spark worker (which
+#: cannot import this module), so each is written once.
+_PROBES = """
+def thp_enabled():
+    # this process's THP_enabled line of /proc/self/status (Linux 5.0+), None where there is none
     try:
-        lines = Path("/proc/self/status").read_text().splitlines()
+        with open("/proc/self/status") as fh:
+            return next((line.split(":")[1].strip() for line in fh if line.startswith("THP_enabled:")), None)
     except OSError:
         return None
-    return next((line.split(":")[1].strip() for line in lines if line.startswith("THP_enabled:")), None)
 
 
-needs_thp_status = pytest.mark.skipif(_thp_enabled() != "1", reason="no THP_enabled: 1 in /proc/self/status")
+def page_faults():
+    # the page faults of three 20 MB arrays allocated and freed together (as a task's temporaries), ten times
+    import resource
+
+    import numpy as np
+
+    def work():
+        arrays = [np.ones(2_500_000) for _ in range(3)]
+        del arrays
+
+    work()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        work()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+"""
+
+
+def _probes() -> dict:
+    namespace: dict = {}
+    exec(_PROBES, namespace)  # noqa: S102 - the test's own source, above
+    return namespace
+
+
+def _in_worker(spark, probe: str):
+    """``probe`` of :data:`_PROBES`, run in a Python worker of ``spark``."""
+    source = _PROBES
+
+    def run(_: int):
+        namespace: dict = {}
+        exec(source, namespace)  # noqa: S102
+        return namespace[probe]()
+
+    return spark.sparkContext.parallelize([0], 1).map(run).first()
+
+
+needs_thp_status = pytest.mark.skipif(_probes()["thp_enabled"]() != "1",
+                                      reason="no THP_enabled: 1 in /proc/self/status")
 _PRCTL_REFUSED = "this kernel or sandbox refuses PR_SET_THP_DISABLE (the daemon then leaves it)"
 
-_FORK = """
+_FORK = _PROBES + """
 import os
 from jobs.pydaemon import no_huge_pages
-def thp():
-    with open("/proc/self/status") as fh:
-        return next(line.split(":")[1].strip() for line in fh if line.startswith("THP_enabled:"))
 ok = no_huge_pages()
 pid = os.fork()
 if pid == 0:
-    os._exit(0 if thp() == "0" else 3)
+    os._exit(0 if thp_enabled() == "0" else 3)
 _, status = os.waitpid(pid, 0)
-print(ok, thp(), os.waitstatus_to_exitcode(status))
+print(ok, thp_enabled(), os.waitstatus_to_exitcode(status))
 """
 
 
@@ -110,27 +147,16 @@ def test_no_huge_pages_holds_for_the_processes_it_forks() -> None:
 def test_our_local_sessions_workers_run_without_huge_pages(spark) -> None:
     if _run("from jobs.pydaemon import no_huge_pages; print(no_huge_pages())") != ["True"]:
         pytest.skip(_PRCTL_REFUSED)
-    def worker_thp(_: int) -> list[str]:  # in a worker (nested: this module is not on the worker's path)
-        with open("/proc/self/status") as fh:
-            return [line.split(":")[1].strip() for line in fh if line.startswith("THP_enabled:")]
 
-    assert spark.sparkContext.parallelize([0], 1).map(worker_thp).first() == ["0"]
+    assert _in_worker(spark, "thp_enabled") == "0"
 
 
-_FAULTS = """
-import resource, sys
-import numpy as np
+_FAULTS = _PROBES + """
+import sys
 from jobs.pydaemon import keep_freed_memory, no_huge_pages
 thp_off = no_huge_pages()  # 4 KiB pages: the count does not hang on the kernel's huge-page settings
 kept = keep_freed_memory() if sys.argv[1] == "kept" else None
-def work():
-    arrays = [np.ones(2_500_000) for _ in range(3)]  # 3 x 20 MB, freed together, as a task's temporaries
-    del arrays
-work()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(10):
-    work()
-print(thp_off, kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(thp_off, kept, page_faults())
 """
 
 
@@ -162,23 +188,7 @@ def test_a_process_reuses_the_memory_it_freed() -> None:
 def test_our_local_sessions_workers_reuse_the_memory_they_freed(spark) -> None:
     _glibc_without_user_settings()
 
-    def page_faults(_: int) -> int:
-        """In a worker: the page faults of three 20 MB arrays allocated and freed together, ten times."""
-        import resource
-
-        import numpy as np
-
-        def work() -> None:
-            arrays = [np.ones(2_500_000) for _ in range(3)]
-            del arrays
-
-        work()
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        for _ in range(10):
-            work()
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-    assert spark.sparkContext.parallelize([0], 1).map(page_faults).first() < 500  # > 50 k without the daemon's mallopt
+    assert _in_worker(spark, "page_faults") < 500  # > 50 k without the daemon's mallopt
 
 
 class _Cycle:
