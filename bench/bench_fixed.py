@@ -13,6 +13,7 @@
 
     python bench/bench_fixed.py                           # both parts (10 M simulated once, ~10 min)
     python bench/bench_fixed.py --only fixed
+    python bench/bench_fixed.py --only fixed --class-data off  # both sessions without the class-data archive
     python bench/bench_fixed.py --only e2e --rounds 3      # 3 end-to-end runs between 4 decodes
     python bench/bench_fixed.py --only submit --repeat 2  # 3. spark-submit vs the CLI, whole commands
     python bench/bench_fixed.py --sizes 100000,1000000 --json /tmp/fixed.json
@@ -37,9 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 HERE = Path(__file__).resolve().parent
 
 
-def fixed_cost(master: str, stages: bool, full_jit: bool = False) -> dict:
+def fixed_cost(master: str, stages: bool, full_jit: bool = False, class_data: bool = True) -> dict:
     """In this process: bare session start + trivial job, then the demo audit on that session. The session
-    is started as the CLI starts it, for the size of the inputs (``full_jit``: as for a large input)."""
+    is started as the CLI starts it, for the size of the inputs (``full_jit``: as for a large input), with the
+    class-data archive of :mod:`jobs.class_cache` when there is one (``class_data=False``: without it, as every
+    session started before the seventeenth round of issue 16, when the target was set)."""
     from bench_ingest import event_log_conf, java_pid, stage_report, tree_cpu_s
 
     from epochlib import sim
@@ -59,11 +62,14 @@ def fixed_cost(master: str, stages: bool, full_jit: bool = False) -> dict:
         extra = {**dict(config.spark.conf), "spark.ui.enabled": "false"}
         if stages:
             extra.update(event_log_conf(root / "events"))
+        from jobs import class_cache
+
+        archive = class_cache.archive_for_session("use") if class_data else None  # what the session will map
         t0 = time.perf_counter()
         c0 = time.process_time()
         size = None if full_jit else local_input_size(config)
         spark = get_or_create_session(master=master, app_name="bench-fixed", extra_conf=extra, input_bytes=size,
-                                      class_data="use")
+                                      class_data="use" if class_data else None)
         n = spark.range(1000).count()
         bare = time.perf_counter() - t0
         jpid = java_pid()
@@ -75,7 +81,8 @@ def fixed_cost(master: str, stages: bool, full_jit: bool = False) -> dict:
         audit = time.perf_counter() - t1
         audit_cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu1
         fig = {"bare_s": bare, "bare_cpu_s": bare_cpu, "demo_audit_s": audit, "demo_audit_cpu_s": audit_cpu,
-               "ratio": audit / bare, "timings": dict(out.timings), "findings": out.findings}
+               "ratio": audit / bare, "timings": dict(out.timings), "findings": out.findings,
+               "class_data_archive": str(archive.path) if archive else None}
         spark.stop()
         if stages:
             fig["stages"] = stage_report(root / "events")
@@ -190,26 +197,30 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--stages", action="store_true", help="per-stage figures of the fixed-cost run too")
     ap.add_argument("--full-jit", action="store_true",
                     help="start the fixed-cost session as for a large input (no small-input JVM flags)")
+    ap.add_argument("--class-data", choices=("use", "off"), default="use",
+                    help="fixed: the sessions with the class-data archive when there is one (as the CLI starts "
+                         "them), or without it (as before it existed); both sides of the ratio alike")
     ap.add_argument("--json")
     ap.add_argument("--child-fixed", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     if args.child_fixed:
-        fig = fixed_cost(args.master, args.stages, args.full_jit)
+        fig = fixed_cost(args.master, args.stages, args.full_jit, args.class_data == "use")
         print("RESULT " + json.dumps(fig), flush=True)
         return fig
     only = set(args.only.split(","))
     out: dict = {}
     if "fixed" in only:
         f = _child([__file__, "--child-fixed", "--master", args.master] + (["--stages"] if args.stages else [])
-                   + (["--full-jit"] if args.full_jit else []))
+                   + (["--full-jit"] if args.full_jit else []) + ["--class-data", args.class_data])
         out["fixed"] = f
         for line in f.get("stages", []):
             print(line)
         print(f"fixed cost: bare session + trivial job {f['bare_s']:.1f} s (CPU {f['bare_cpu_s']:.1f} s); demo "
               f"audit {f['demo_audit_s']:.1f} s (CPU {f['demo_audit_cpu_s']:.1f} s) = {f['ratio']:.2f}x "
-              f"(target <= 2x); split {f['timings']}", flush=True)
+              f"(target <= 2x); class-data archive: {f['class_data_archive'] or 'none'}; split {f['timings']}",
+              flush=True)
     if "submit" in only:
         sub = submit_vs_cli(args.master, args.repeat)
         out["submit"] = sub
