@@ -212,6 +212,54 @@ def test_too_many_observations_or_one_without_a_time_keep_the_spark_stages(spark
     assert mp.metadata_pass(timeless, 1000, ev.index, keep=lambda df: df) is None
 
 
+_MIB = 2**20
+
+
+@pytest.mark.parametrize(("conf", "rows"), [
+    # local: the worker has the machine's memory, whatever the executor settings say
+    ({"spark.master": "local[2]", "spark.executor.memory": "512m"}, mp.MAX_ROWS),
+    # a cluster with Spark's defaults: 384 MiB of overhead for one core
+    ({"spark.master": "yarn"}, 384 * _MIB // 1200),
+    # the default overhead is a tenth of the executor's memory (or the factor given)
+    ({"spark.master": "k8s://https://k8s:443", "spark.executor.memory": "8g"}, int(819.2 * _MIB / 1200)),
+    ({"spark.master": "yarn", "spark.executor.memory": "2048", "spark.executor.memoryOverheadFactor": "0.4"},
+     int(819.2 * _MIB / 1200)),
+    # an explicit overhead, shared by the executor's cores; spark.executor.pyspark.memory wins over it
+    ({"spark.master": "yarn", "spark.executor.memoryOverhead": "2g", "spark.executor.cores": "4"}, 512 * _MIB // 1200),
+    ({"spark.master": "yarn", "spark.executor.memoryOverhead": "8g", "spark.executor.pyspark.memory": "1gb",
+      "spark.executor.cores": "2"}, 512 * _MIB // 1200),
+    # never more than MAX_ROWS; a setting that is not a size: the Spark stages
+    ({"spark.master": "spark://host:7077", "spark.executor.memoryOverhead": "64g"}, mp.MAX_ROWS),
+    ({"spark.master": "yarn", "spark.executor.memoryOverhead": "1.5g"}, 0),
+])  # fmt: skip
+def test_on_a_cluster_the_one_task_takes_what_one_cores_python_memory_holds(conf, rows) -> None:
+    assert mp.rows_for_conf(conf.get) == rows
+
+
+def test_a_session_whose_workers_cannot_hold_the_observations_keeps_the_spark_stages(spark, demo_run, demo_obs,
+                                                                                    monkeypatch) -> None:
+    from jobs.reports import _frames as fr
+
+    obs, ev = demo_obs
+    cfg, window, _ = demo_run
+    n = fr.read_silver(spark, cfg, "metadata_observations", "demo", window).count()  # what the files pass reads
+    assert mp.one_task_rows(spark) == mp.MAX_ROWS > max(n, obs.count())  # the tests' session is local
+    plan = mp.ObservationFiles.plan(spark, cfg, "demo", window)
+    assert plan is not None
+    # as a small executor's settings would say: one row fewer than each path is handed
+    monkeypatch.setattr(mp, "one_task_rows", lambda session: obs.count() - 1)
+    assert mp.metadata_pass(obs, 1000, ev.index, keep=lambda df: df) is None
+    monkeypatch.setattr(mp, "one_task_rows", lambda session: n - 1)
+    assert mp.ObservationFiles.plan(spark, cfg, "demo", window) is None
+    assert plan.run(spark, 1000, ev.index, ev.view, keep=lambda df: df) is None
+    # ... and exactly as many: the one task
+    monkeypatch.setattr(mp, "one_task_rows", lambda session: obs.count())
+    assert mp.metadata_pass(obs, 1000, ev.index, keep=lambda df: df) is not None
+    monkeypatch.setattr(mp, "one_task_rows", lambda session: n)
+    assert mp.ObservationFiles.plan(spark, cfg, "demo", window) is not None
+    assert plan.run(spark, 1000, ev.index, ev.view, keep=lambda df: df) is not None
+
+
 def test_spark_names_a_response_as_the_rules_do(spark) -> None:
     from epochlib.rules import capture_pointer
     from jobs.reports.stale_metadata import capture_pointer_col

@@ -261,7 +261,7 @@ def run_reports(
             return (plain if fits else keep(plain)), fits
 
         obs_once = Once(observations)
-        # the files pass applies (the delta-rs sink, at most MAX_ROWS observations in the Delta log): decided on
+        # the files pass applies (the delta-rs sink, at most one_task_rows observations in the Delta log): decided on
         # the driver from the log, before any Spark job
         files = Once(lambda: metadata_pass.ObservationFiles.plan(spark, config, cluster, window, inputs))
 

@@ -20,8 +20,9 @@ them and through the same rule functions, on the same groups of rows, where Spar
 - every response once, what the rates count (so they need not read the observations again).
 
 The outcome equals the Spark path's (``tests/test_metadata_pass.py`` runs both over the same rows). A run
-takes this path when its observations number at most :data:`MAX_ROWS` (one Python worker holds them all) and
-every row has a capture time; otherwise the Spark stages run. On the delta-rs sink the task reads the table's
+takes this path when its observations number at most :func:`one_task_rows` (one Python worker holds them all:
+:data:`MAX_ROWS` under a local master, what an executor's Python memory holds on a cluster) and every row has a
+capture time; otherwise the Spark stages run. On the delta-rs sink the task reads the table's
 files itself (:class:`ObservationFiles`); elsewhere Spark hands it the rows (:func:`metadata_pass`).
 """
 
@@ -55,11 +56,68 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["MAX_ROWS", "MetadataPass", "ObservationFiles", "metadata_pass", "observations_arrow", "pass_table"]
+__all__ = ["MAX_ROWS", "PEAK_BYTES_PER_ROW", "MetadataPass", "ObservationFiles", "metadata_pass", "observations_arrow",
+           "one_task_rows", "pass_table", "rows_for_conf"]
 
 #: The most observations one task takes: its Python worker holds them as one Arrow table (~250 bytes a row) and
-#: peaks at ~1.2 KB a row (1.1 GB for the 1 M observations of the 10 M-commit bench preset).
+#: peaks at ~1.2 KB a row (:data:`PEAK_BYTES_PER_ROW`).
 MAX_ROWS = 2_000_000
+#: What the task's Python worker peaks at per observation: 1.1-1.2 GB for the ~1 M observations of the bench
+#: preset in ``local[2]`` (BENCHMARKS.md, "Issue 16", twenty-third round).
+PEAK_BYTES_PER_ROW = 1200
+#: Spark's defaults for an executor's memory and the part of it set aside beyond the heap (``spark.executor.memory``,
+#: ``spark.executor.memoryOverheadFactor``, its floor ``MEMORY_OVERHEAD_MIN_MIB``).
+_EXECUTOR_MIB, _OVERHEAD_FACTOR, _OVERHEAD_MIN_MIB = 1024, 0.1, 384
+#: MiB per unit of a Spark size (no unit: MiB, as for these settings).
+_UNITS = {"": 1, "b": 2**-20, "k": 2**-10, "m": 1, "g": 2**10, "t": 2**20, "p": 2**30}
+
+
+def one_task_rows(spark: SparkSession) -> int:
+    """The most observations the one task may take in ``spark``'s session: :data:`MAX_ROWS` under a local master,
+    whose worker runs beside the driver with the machine's memory; on a cluster, :func:`rows_for_conf` of its
+    settings (a task that outgrew its executor's memory would have the container killed by YARN or Kubernetes)."""
+
+    def get(key: str) -> str | None:
+        try:
+            return spark.conf.get(key, None)
+        except Exception:  # noqa: BLE001 (a setting Spark Connect will not read: as if unset)
+            return None
+
+    return rows_for_conf(get)
+
+
+def rows_for_conf(get: Callable[[str], str | None]) -> int:
+    """:func:`one_task_rows` from the session's settings (``get``: a key's value, None when unset). On a cluster
+    the task takes as many observations as one core's share of an executor's Python memory holds at
+    :data:`PEAK_BYTES_PER_ROW`, up to :data:`MAX_ROWS`: ``spark.executor.pyspark.memory`` when set, else the
+    overhead (``spark.executor.memoryOverhead``, else Spark's default ``spark.executor.memoryOverheadFactor``
+    of ``spark.executor.memory``, at least 384 MiB), over ``spark.executor.cores`` (1 when unset). Fewer rows
+    than that take the Spark stages, which find the same; so does a setting this cannot read (0)."""
+    if (get("spark.master") or "").startswith("local"):
+        return MAX_ROWS
+    try:
+        mib = _mib(get("spark.executor.pyspark.memory")) or _mib(get("spark.executor.memoryOverhead"))
+        if not mib:
+            executor = _mib(get("spark.executor.memory")) or _EXECUTOR_MIB
+            factor = float(get("spark.executor.memoryOverheadFactor") or _OVERHEAD_FACTOR)
+            mib = max(_OVERHEAD_MIN_MIB, executor * factor)
+        cores = max(1, int(get("spark.executor.cores") or 1))
+    except ValueError:
+        return 0
+    return min(MAX_ROWS, int(mib * 2**20 / cores / PEAK_BYTES_PER_ROW))
+
+
+def _mib(text: str | None) -> float:
+    """MiB of a Spark size setting (``2g``, ``512m``, ``1024``: MiB without a unit); 0 when unset. ValueError on
+    anything else."""
+    import re
+
+    if not text or not text.strip():
+        return 0
+    m = re.fullmatch(r"(\d+)\s*(?:([kmgtp])b?|(b)?)", text.strip().lower())
+    if m is None:
+        raise ValueError(f"not a size: {text!r}")
+    return int(m.group(1)) * _UNITS[m.group(2) or m.group(3) or ""]
 
 #: What the task returns, one kind of row each (``pass_row``): ``finding`` (the :data:`~jobs.reports._frames.FINDINGS_ARROW`
 #: columns), ``lag`` (with a log: a response with a row the log judges, its largest lag: ``broker``, ``client_id``,
@@ -333,12 +391,12 @@ class MetadataPass:
 
 
 def fits_one_task(obs: DataFrame) -> bool:
-    """True when ``obs`` holds at most :data:`MAX_ROWS` rows and none without a capture time (one small Spark
+    """True when ``obs`` holds at most :func:`one_task_rows` rows and none without a capture time (one small Spark
     job over the capture times decides)."""
     from pyspark.sql import functions as F
 
     size = obs.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("capture_ts").isNull(), 1)).alias("nulls")).first()
-    return size is not None and size["n"] <= MAX_ROWS and not size["nulls"]
+    return size is not None and size["n"] <= one_task_rows(obs.sparkSession) and not size["nulls"]
 
 
 def _outcome(passed: DataFrame, with_lags: bool) -> MetadataPass | None:
@@ -508,7 +566,7 @@ class ObservationFiles:
     def plan(cls, spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
              state: fr.InputState | None = None) -> ObservationFiles | None:
         """The files pass over ``window``, or None where it does not apply: the delta-spark back end, a catalog
-        table, escaped file names, or more than :data:`MAX_ROWS` observations in the files (the Delta log's
+        table, escaped file names, or more than :func:`one_task_rows` observations in the files (the Delta log's
         counts; the task checks the files' own)."""
         table = "metadata_observations"
         listed = fr.sink_files(spark, config, table, cluster, window)
@@ -517,7 +575,7 @@ class ObservationFiles:
         root, found = listed  # nothing captured yet: no files, the task reads none (read_silver: an empty frame)
         files, early = fr.split_window(table, found, window, state)
         # the lookback days' files count too: Spark reads them for the task then (with the run's own rows)
-        if sum(f.rows for f in found) > MAX_ROWS or any("%" in f.path for f in files):
+        if sum(f.rows for f in found) > one_task_rows(spark) or any("%" in f.path for f in files):
             return None
         rows = None if early is None else fr.read_silver(spark, config, table, cluster, early, state)
         return cls(root, tuple(f.path for f in files), rows)
@@ -525,7 +583,7 @@ class ObservationFiles:
     def run(self, spark: SparkSession, grace_ms: int, index: SpanIndex | None, view: LogView | None,
             keep: Callable[[DataFrame], DataFrame]) -> MetadataPass | None:
         """Run the task now (``keep`` keeps its rows); None when it found the observations unfit for one task
-        (more than :data:`MAX_ROWS`, or one without a capture time): the Spark stages run instead."""
+        (more than :func:`one_task_rows`, or one without a capture time): the Spark stages run instead."""
         from pyspark.sql import functions as F
 
         from .stale_metadata import OBS_COLUMNS
@@ -537,5 +595,5 @@ class ObservationFiles:
             cols = [F.col(c) if c in types else F.lit(None).cast("long").alias(c) for c in OBS_COLUMNS]
             rows = self.early.select(*cols, F.lit(False).alias("_marker"))
             given = rows.unionByName(given, allowMissingColumns=True)
-        task = _files_task(self.root, list(self.files), grace_ms, index, view, MAX_ROWS)
+        task = _files_task(self.root, list(self.files), grace_ms, index, view, one_task_rows(spark))
         return _outcome(keep(given.coalesce(1).mapInArrow(task, _spark_schema(PASS_ARROW))), index is not None)
