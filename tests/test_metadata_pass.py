@@ -212,25 +212,30 @@ def test_too_many_observations_or_one_without_a_time_keep_the_spark_stages(spark
     assert mp.metadata_pass(timeless, 1000, ev.index, keep=lambda df: df) is None
 
 
-_MIB = 2**20
-
-
 @pytest.mark.parametrize(("conf", "rows"), [
-    # local: the worker has the machine's memory, whatever the executor settings say
+    # local: the worker has the machine's memory, whatever the executor's memory settings say
     ({"spark.master": "local[2]", "spark.executor.memory": "512m"}, mp.MAX_ROWS),
-    # a cluster with Spark's defaults: 384 MiB of overhead for one core
-    ({"spark.master": "yarn"}, 384 * _MIB // 1200),
-    # the default overhead is a tenth of the executor's memory (or the factor given)
-    ({"spark.master": "k8s://https://k8s:443", "spark.executor.memory": "8g"}, int(819.2 * _MIB / 1200)),
-    ({"spark.master": "yarn", "spark.executor.memory": "2048", "spark.executor.memoryOverheadFactor": "0.4"},
-     int(819.2 * _MIB / 1200)),
+    # ... unless Spark limits each worker's address space (under any master): 4 GiB less the 1.75 GiB a worker maps
+    ({"spark.master": "local[2]", "spark.executor.pyspark.memory": "4g"}, 1_858_399),
+    # a cluster with Spark's defaults: the 384 MiB overhead is the JVM's; no task
+    ({"spark.master": "yarn"}, 0),
+    # the default overhead is a tenth of the executor's memory (less the JVM's 384 MiB and the worker's 256 MiB),
+    # or the factor given; on Kubernetes the factor Spark sets for Python counts
+    ({"spark.master": "k8s://https://k8s:443", "spark.executor.memory": "8g"}, 144_542),
+    ({"spark.master": "yarn", "spark.executor.memory": "8192", "spark.executor.memoryOverheadFactor": "0.1"}, 144_542),
+    ({"spark.master": "k8s://https://k8s:443", "spark.executor.memory": "4g",
+      "spark.kubernetes.memoryOverheadFactor": "0.4"}, 805_306),
+    ({"spark.master": "yarn", "spark.executor.memory": "4g", "spark.kubernetes.memoryOverheadFactor": "0.4"}, 0),
+    # Spark 4's floor of the default overhead
+    ({"spark.master": "yarn", "spark.executor.minMemoryOverhead": "1g"}, 309_733),
     # an explicit overhead, shared by the executor's cores; spark.executor.pyspark.memory wins over it
-    ({"spark.master": "yarn", "spark.executor.memoryOverhead": "2g", "spark.executor.cores": "4"}, 512 * _MIB // 1200),
-    ({"spark.master": "yarn", "spark.executor.memoryOverhead": "8g", "spark.executor.pyspark.memory": "1gb",
-      "spark.executor.cores": "2"}, 512 * _MIB // 1200),
-    # never more than MAX_ROWS; a setting that is not a size: the Spark stages
+    ({"spark.master": "yarn", "spark.executor.memoryOverhead": "2g", "spark.executor.cores": "4"}, 129_055),
+    ({"spark.master": "yarn", "spark.executor.memoryOverhead": "64g", "spark.executor.pyspark.memory": "8gb",
+      "spark.executor.cores": "2"}, 1_858_399),
+    # never more than MAX_ROWS; a setting that is not a size or a number: the Spark stages
     ({"spark.master": "spark://host:7077", "spark.executor.memoryOverhead": "64g"}, mp.MAX_ROWS),
     ({"spark.master": "yarn", "spark.executor.memoryOverhead": "1.5g"}, 0),
+    ({"spark.master": "yarn", "spark.executor.memoryOverheadFactor": "inf"}, 0),
 ])  # fmt: skip
 def test_on_a_cluster_the_one_task_takes_what_one_cores_python_memory_holds(conf, rows) -> None:
     assert mp.rows_for_conf(conf.get) == rows

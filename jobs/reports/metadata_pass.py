@@ -56,26 +56,31 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["MAX_ROWS", "PEAK_BYTES_PER_ROW", "MetadataPass", "ObservationFiles", "metadata_pass", "observations_arrow",
+__all__ = ["MAX_ROWS", "BYTES_PER_ROW", "MetadataPass", "ObservationFiles", "metadata_pass", "observations_arrow",
            "one_task_rows", "pass_table", "rows_for_conf"]
 
 #: The most observations one task takes: its Python worker holds them as one Arrow table (~250 bytes a row) and
-#: peaks at ~1.2 KB a row (:data:`PEAK_BYTES_PER_ROW`).
+#: peaks at ~1.2 KB a row.
 MAX_ROWS = 2_000_000
-#: What the task's Python worker peaks at per observation: 1.1-1.2 GB for the ~1 M observations of the bench
-#: preset in ``local[2]`` (BENCHMARKS.md, "Issue 16", twenty-third round).
-PEAK_BYTES_PER_ROW = 1200
-#: Spark's defaults for an executor's memory and the part of it set aside beyond the heap (``spark.executor.memory``,
-#: ``spark.executor.memoryOverheadFactor``, its floor ``MEMORY_OVERHEAD_MIN_MIB``).
+#: How :func:`rows_for_conf` sizes the task on a cluster, from its worker in a ``local[2]`` run of the bench preset's
+#: ~1 M observations: resident peak 1.16-1.27 GB and 2.9 GB of address space, against 0.4 GB and 1.7 GB for an
+#: ordinary worker of that run (pyarrow's allocator reserves its arena up front). Per row, on top of a base that
+#: does not grow with them (imports, the log's index, the run's other tasks), each with a margin; and the part of
+#: the executor's memory overhead that its JVM uses outside the heap (Spark's own floor for the overhead).
+#: BENCHMARKS.md, "Issue 16", twenty-third round.
+BYTES_PER_ROW = 1300
+WORKER_BASE_MIB = 256
+WORKER_ADDRESS_BASE_MIB = 1792
+JVM_OVERHEAD_MIB = 384
+#: Spark's defaults: an executor's memory, the share of it set aside beyond the heap, and that overhead's floor.
 _EXECUTOR_MIB, _OVERHEAD_FACTOR, _OVERHEAD_MIN_MIB = 1024, 0.1, 384
 #: MiB per unit of a Spark size (no unit: MiB, as for these settings).
 _UNITS = {"": 1, "b": 2**-20, "k": 2**-10, "m": 1, "g": 2**10, "t": 2**20, "p": 2**30}
 
 
 def one_task_rows(spark: SparkSession) -> int:
-    """The most observations the one task may take in ``spark``'s session: :data:`MAX_ROWS` under a local master,
-    whose worker runs beside the driver with the machine's memory; on a cluster, :func:`rows_for_conf` of its
-    settings (a task that outgrew its executor's memory would have the container killed by YARN or Kubernetes)."""
+    """The most observations the one task may take in ``spark``'s session (:func:`rows_for_conf` of its settings):
+    a task that outgrew its executor's memory would have the container killed by YARN or Kubernetes."""
 
     def get(key: str) -> str | None:
         try:
@@ -87,24 +92,40 @@ def one_task_rows(spark: SparkSession) -> int:
 
 
 def rows_for_conf(get: Callable[[str], str | None]) -> int:
-    """:func:`one_task_rows` from the session's settings (``get``: a key's value, None when unset). On a cluster
-    the task takes as many observations as one core's share of an executor's Python memory holds at
-    :data:`PEAK_BYTES_PER_ROW`, up to :data:`MAX_ROWS`: ``spark.executor.pyspark.memory`` when set, else the
-    overhead (``spark.executor.memoryOverhead``, else Spark's default ``spark.executor.memoryOverheadFactor``
-    of ``spark.executor.memory``, at least 384 MiB), over ``spark.executor.cores`` (1 when unset). Fewer rows
-    than that take the Spark stages, which find the same; so does a setting this cannot read (0)."""
-    if (get("spark.master") or "").startswith("local"):
-        return MAX_ROWS
+    """:func:`one_task_rows` from the session's settings (``get``: a key's value, None when unset), up to
+    :data:`MAX_ROWS`, at :data:`BYTES_PER_ROW` a row:
+
+    - with ``spark.executor.pyspark.memory`` (under any master Spark limits each worker's address space to it
+      over ``spark.executor.cores``): what that share holds beyond :data:`WORKER_ADDRESS_BASE_MIB`;
+    - else under a local master, :data:`MAX_ROWS`: the worker runs beside the driver, with the machine's memory;
+    - else on a cluster, what one core's share of the executor's memory overhead holds, less
+      :data:`JVM_OVERHEAD_MIB` for the JVM and :data:`WORKER_BASE_MIB` for the worker. The overhead is
+      ``spark.executor.memoryOverhead``, else Spark's default: ``spark.executor.memoryOverheadFactor`` (on
+      Kubernetes ``spark.kubernetes.memoryOverheadFactor``, which Spark sets to 0.4 for Python; else 0.1) of
+      ``spark.executor.memory``, at least ``spark.executor.minMemoryOverhead`` (384 MiB). With Spark's defaults
+      that leaves nothing.
+
+    More rows than that take the Spark stages, which find the same; so does a setting that is not a size (0)."""
+    master = get("spark.master") or ""
     try:
-        mib = _mib(get("spark.executor.pyspark.memory")) or _mib(get("spark.executor.memoryOverhead"))
-        if not mib:
-            executor = _mib(get("spark.executor.memory")) or _EXECUTOR_MIB
-            factor = float(get("spark.executor.memoryOverheadFactor") or _OVERHEAD_FACTOR)
-            mib = max(_OVERHEAD_MIN_MIB, executor * factor)
         cores = max(1, int(get("spark.executor.cores") or 1))
-    except ValueError:
+        python = _mib(get("spark.executor.pyspark.memory"))
+        if python:
+            budget = python / cores - WORKER_ADDRESS_BASE_MIB
+        elif master.startswith("local"):
+            return MAX_ROWS
+        else:
+            overhead = _mib(get("spark.executor.memoryOverhead"))
+            if not overhead:
+                executor = _mib(get("spark.executor.memory")) or _EXECUTOR_MIB
+                k8s = get("spark.kubernetes.memoryOverheadFactor") if master.startswith("k8s") else None
+                factor = float(get("spark.executor.memoryOverheadFactor") or k8s or _OVERHEAD_FACTOR)
+                floor = _mib(get("spark.executor.minMemoryOverhead")) or _OVERHEAD_MIN_MIB
+                overhead = max(floor, executor * factor)
+            budget = (overhead - JVM_OVERHEAD_MIB) / cores - WORKER_BASE_MIB
+        return max(0, min(MAX_ROWS, int(budget * 2**20 / BYTES_PER_ROW)))
+    except (ValueError, OverflowError):
         return 0
-    return min(MAX_ROWS, int(mib * 2**20 / cores / PEAK_BYTES_PER_ROW))
 
 
 def _mib(text: str | None) -> float:
@@ -395,8 +416,11 @@ def fits_one_task(obs: DataFrame) -> bool:
     job over the capture times decides)."""
     from pyspark.sql import functions as F
 
+    limit = one_task_rows(obs.sparkSession)
+    if limit <= 0:
+        return False
     size = obs.agg(F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("capture_ts").isNull(), 1)).alias("nulls")).first()
-    return size is not None and size["n"] <= one_task_rows(obs.sparkSession) and not size["nulls"]
+    return size is not None and size["n"] <= limit and not size["nulls"]
 
 
 def _outcome(passed: DataFrame, with_lags: bool) -> MetadataPass | None:
