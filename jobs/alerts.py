@@ -55,7 +55,8 @@ def run_document(
 
     ``counts`` are the run's :class:`~jobs.runlog.SourceCounts` (per source kind and unit); ``warnings``
     what the run could not judge fully (:attr:`jobs.audit.AuditResult.warnings`: the lookback days whose
-    state neither the inputs nor earlier runs held), the lines the terminal prints as ``warning:``.
+    state neither the inputs nor earlier runs held, settings likely to fail its tasks), the lines the terminal
+    prints as ``warning:``.
     """
     findings: dict[str, Any] = {"total": 0, "by_severity": dict.fromkeys(SEVERITIES, 0), "by_kind": [],
                                 "top": [], "missing_tables": [], "incidents": [], "input_roots": {}}

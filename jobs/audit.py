@@ -55,7 +55,8 @@ class AuditResult:
     """Day -> source kind -> silver rows of that day (only days and kinds with rows)."""
     warnings: list[str] = field(default_factory=list)
     """What the run could not judge fully, e.g. the state a rule lacked because neither the inputs nor
-    earlier runs reach back over the lookback days (printed in the run summary, never silent)."""
+    earlier runs reach back over the lookback days, and settings likely to fail its tasks (a
+    ``spark.executor.pyspark.memory`` below what a Python worker maps). Printed in the run summary, never silent."""
 
     @property
     def quarantined(self) -> int:
@@ -183,8 +184,12 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
     from .ingest import run_ingestion
     from .reports import run_reports
     from .runlog import SourceCounts, audit_run_table, run_status, source_status, write_audit_runs
-    from .session import named_step, shuffles_for_input
+    from .session import named_step, python_memory_warning, shuffles_for_input
 
+    memory = python_memory_warning(spark)  # before the tasks it would fail
+    if memory:
+        result.warnings.append(memory)
+        say(f"warning: {memory}")
     wanted = tuple(config.reports if reports is None else reports)
     configured = [k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)]
     t0 = time.perf_counter()
@@ -223,11 +228,12 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             finally:
                 _release(result)
             result.findings = dict(getattr(result.reports, "findings", {}) or {})
-            result.warnings.extend(getattr(result.reports, "lookback_gaps", ()) or ())
+            gaps = list(getattr(result.reports, "lookback_gaps", ()) or ())
+            result.warnings.extend(gaps)
             result.timings["reports"] = time.perf_counter() - t1
             for table, n in sorted(result.findings.items()):
                 say(f"reports: {table:<24} {n:>8,} findings")
-            for line in result.warnings:
+            for line in gaps:
                 say(f"warning: {line}")
         if ingest and configured:
             tracker.step("completeness")

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ADAPTIVE_CONF", "ARROW_INPUT_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "LOCAL_MASTER_DEFAULTS",
            "SINGLE_PARTITION_CONF", "UTC_CONF", "get_or_create_session", "has_delta", "java_options_for_input",
-           "local_input_size", "one_partition", "run_concurrently", "shuffles_for_input", "size_shuffles"]
+           "WORKER_ADDRESS_MIB", "conf_getter", "local_input_size", "one_partition", "python_memory_warning",
+           "run_concurrently", "shuffles_for_input", "size_mib", "size_shuffles", "worker_address_limit_mib"]
 
 T = TypeVar("T")
 
@@ -487,6 +488,63 @@ class Once(Generic[T]):
         if self._error is not None:
             raise self._error
         return self._value
+
+
+#: The address space one of this job's Python workers maps before it holds a task's rows: pyarrow's allocator
+#: reserves its arena up front. Its workers mapped 1.7 GB in a 1 M-commit run; with
+#: ``spark.executor.pyspark.memory=1400m`` (a limit on each worker's address space) the run failed with
+#: ``MemoryError``, at 1800m it ran (BENCHMARKS.md, "Issue 16", twenty-third round).
+WORKER_ADDRESS_MIB = 1792
+#: MiB per unit of a Spark size (no unit: MiB, as for Spark's memory settings).
+_UNITS = {"": 1, "b": 2**-20, "k": 2**-10, "m": 1, "g": 2**10, "t": 2**20, "p": 2**30}
+
+
+def size_mib(text: str | None) -> float:
+    """MiB of a Spark memory setting (``2g``, ``512m``, ``1024``: MiB without a unit); 0 when unset. ValueError
+    on anything else (Spark rejects fractions too)."""
+    import re
+
+    if not text or not text.strip():
+        return 0
+    m = re.fullmatch(r"(\d+)\s*(?:([kmgtp])b?|(b)?)", text.strip().lower())
+    if m is None:
+        raise ValueError(f"not a size: {text!r}")
+    return int(m.group(1)) * _UNITS[m.group(2) or m.group(3) or ""]
+
+
+def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
+    """A key's value in ``spark``'s session, None when unset or unreadable (Spark Connect reads fewer keys)."""
+
+    def get(key: str) -> str | None:
+        try:
+            return spark.conf.get(key, None)
+        except Exception:  # noqa: BLE001
+            return None
+
+    return get
+
+
+def worker_address_limit_mib(get: Callable[[str], str | None]) -> float:
+    """The address space each Python worker may map under ``spark.executor.pyspark.memory`` (Spark limits each
+    worker to it over ``spark.executor.cores``, under any master): MiB, 0 when unset. ValueError when a setting
+    is not a size or a number."""
+    python = size_mib(get("spark.executor.pyspark.memory"))
+    return python / max(1, int(get("spark.executor.cores") or 1)) if python else 0
+
+
+def python_memory_warning(spark: SparkSession) -> str | None:
+    """A warning for a run whose ``spark.executor.pyspark.memory`` leaves each Python worker less address space
+    than :data:`WORKER_ADDRESS_MIB`: its tasks are likely to fail with ``MemoryError``, however small the input."""
+    try:
+        limit = worker_address_limit_mib(conf_getter(spark))
+    except ValueError:
+        return None  # Spark itself rejects such a setting
+    if not limit or limit >= WORKER_ADDRESS_MIB:
+        return None
+    return (f"spark.executor.pyspark.memory gives each Python worker {limit:,.0f} MiB of address space; this job's "
+            f"workers map ~{WORKER_ADDRESS_MIB:,} MiB before they hold any rows (pyarrow's allocator), so tasks may "
+            f"fail with MemoryError: raise it to at least {WORKER_ADDRESS_MIB // 1024 + 1}g per executor core, or "
+            f"leave it unset")
 
 
 def has_delta(spark: SparkSession) -> bool:

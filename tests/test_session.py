@@ -245,3 +245,66 @@ def test_a_local_session_lists_named_files_on_the_driver(spark, tmp_path) -> Non
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
     assert tracker.getJobIdsForGroup(group) == []
     assert df.count() == 40
+
+
+class _Conf:
+    """A session whose settings are a dict (what ``spark.conf.get(key, None)`` returns)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.conf = self
+        self.values = values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+@pytest.mark.parametrize(("text", "mib"), [
+    ("2g", 2048), ("2GB", 2048), (" 512m ", 512), ("1024", 1024), ("4k", 4 / 1024), ("1t", 2**20),
+    ("3145728b", 3), (None, 0), ("", 0),
+])  # fmt: skip
+def test_spark_memory_sizes_read_as_spark_reads_them(text, mib) -> None:
+    from jobs.session import size_mib
+
+    assert size_mib(text) == mib
+
+
+@pytest.mark.parametrize("text", ["1.5g", "lots", "2 gigabytes", "-1g"])
+def test_a_memory_size_spark_would_reject_is_an_error(text) -> None:
+    from jobs.session import size_mib
+
+    with pytest.raises(ValueError, match="not a size"):
+        size_mib(text)
+
+
+@pytest.mark.parametrize(("conf", "warned"), [
+    ({}, False),  # unset: no limit
+    ({"spark.executor.pyspark.memory": "1400m"}, True),  # measured: such a run failed with MemoryError
+    ({"spark.executor.pyspark.memory": "2g"}, False),
+    ({"spark.executor.pyspark.memory": "4g", "spark.executor.cores": "4"}, True),  # 1 GiB per worker
+    ({"spark.executor.pyspark.memory": "8g", "spark.executor.cores": "4"}, False),
+    ({"spark.executor.pyspark.memory": "1.5g"}, False),  # Spark itself rejects it
+])
+def test_a_python_memory_limit_below_what_a_worker_maps_is_warned_of(conf, warned) -> None:
+    from jobs.session import python_memory_warning
+
+    warning = python_memory_warning(_Conf(conf))
+    assert (warning is not None) == warned
+    if warned:
+        assert "spark.executor.pyspark.memory" in warning and "MemoryError" in warning
+
+
+@pytest.mark.spark
+def test_a_run_carries_the_python_memory_warning(spark, tmp_path, monkeypatch) -> None:
+    import jobs.session
+    from jobs.audit import run_audit
+    from jobs.config import parse_config
+
+    (tmp_path / "md").mkdir()
+    config = parse_config({"cluster": "warn", "inputs": {"metadata": str(tmp_path / "md")},
+                           "output": {"root": str(tmp_path / "out")}})
+    said: list[str] = []
+    monkeypatch.setattr(jobs.session, "python_memory_warning", lambda session: "workers too small")
+    result = run_audit(spark, config, "2024-03-04", "2024-03-04", reports=[], progress=said.append,
+                       progress_interval=0)
+    assert result.warnings == ["workers too small"]
+    assert said.count("warning: workers too small") == 1

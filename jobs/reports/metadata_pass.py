@@ -63,32 +63,26 @@ __all__ = ["MAX_ROWS", "BYTES_PER_ROW", "MetadataPass", "ObservationFiles", "met
 #: peaks at ~1.2 KB a row.
 MAX_ROWS = 2_000_000
 #: How :func:`rows_for_conf` sizes the task on a cluster, from its worker in a ``local[2]`` run of the bench preset's
-#: ~1 M observations: resident peak 1.16-1.27 GB and 2.9 GB of address space, against 0.4 GB and 1.7 GB for an
-#: ordinary worker of that run (pyarrow's allocator reserves its arena up front). Per row, on top of a base that
-#: does not grow with them (imports, the log's index, the run's other tasks), each with a margin; and the part of
-#: the executor's memory overhead that its JVM uses outside the heap (Spark's own floor for the overhead).
-#: BENCHMARKS.md, "Issue 16", twenty-third round.
+#: ~1 M observations: resident peak 1.16-1.27 GB, against 0.4 GB for an ordinary worker of that run. Per row, on top
+#: of a base that does not grow with them (imports, the log's index, the run's other tasks), each with a margin; and
+#: the part of the executor's memory overhead that its JVM uses outside the heap (Spark's own floor for the
+#: overhead). Under ``spark.executor.pyspark.memory`` the base is what a worker maps
+#: (:data:`jobs.session.WORKER_ADDRESS_MIB`): with it set to 1800m the task over those rows failed with
+#: ``MemoryError``. BENCHMARKS.md, "Issue 16", twenty-third round.
 BYTES_PER_ROW = 1300
 WORKER_BASE_MIB = 256
-WORKER_ADDRESS_BASE_MIB = 1792
 JVM_OVERHEAD_MIB = 384
 #: Spark's defaults: an executor's memory, the share of it set aside beyond the heap, and that overhead's floor.
 _EXECUTOR_MIB, _OVERHEAD_FACTOR, _OVERHEAD_MIN_MIB = 1024, 0.1, 384
-#: MiB per unit of a Spark size (no unit: MiB, as for these settings).
-_UNITS = {"": 1, "b": 2**-20, "k": 2**-10, "m": 1, "g": 2**10, "t": 2**20, "p": 2**30}
 
 
 def one_task_rows(spark: SparkSession) -> int:
     """The most observations the one task may take in ``spark``'s session (:func:`rows_for_conf` of its settings):
-    a task that outgrew its executor's memory would have the container killed by YARN or Kubernetes."""
+    a task that outgrew its executor's memory would have the container killed by YARN or Kubernetes, or fail with
+    ``MemoryError`` under ``spark.executor.pyspark.memory``."""
+    from ..session import conf_getter
 
-    def get(key: str) -> str | None:
-        try:
-            return spark.conf.get(key, None)
-        except Exception:  # noqa: BLE001 (a setting Spark Connect will not read: as if unset)
-            return None
-
-    return rows_for_conf(get)
+    return rows_for_conf(conf_getter(spark))
 
 
 def rows_for_conf(get: Callable[[str], str | None]) -> int:
@@ -96,7 +90,7 @@ def rows_for_conf(get: Callable[[str], str | None]) -> int:
     :data:`MAX_ROWS`, at :data:`BYTES_PER_ROW` a row:
 
     - with ``spark.executor.pyspark.memory`` (under any master Spark limits each worker's address space to it
-      over ``spark.executor.cores``): what that share holds beyond :data:`WORKER_ADDRESS_BASE_MIB`;
+      over ``spark.executor.cores``): what that share holds beyond :data:`jobs.session.WORKER_ADDRESS_MIB`;
     - else under a local master, :data:`MAX_ROWS`: the worker runs beside the driver, with the machine's memory;
     - else on a cluster, what one core's share of the executor's memory overhead holds, less
       :data:`JVM_OVERHEAD_MIB` for the JVM and :data:`WORKER_BASE_MIB` for the worker. The overhead is
@@ -106,39 +100,28 @@ def rows_for_conf(get: Callable[[str], str | None]) -> int:
       that leaves nothing.
 
     More rows than that take the Spark stages, which find the same; so does a setting that is not a size (0)."""
+    from ..session import WORKER_ADDRESS_MIB, size_mib, worker_address_limit_mib
+
     master = get("spark.master") or ""
     try:
-        cores = max(1, int(get("spark.executor.cores") or 1))
-        python = _mib(get("spark.executor.pyspark.memory"))
-        if python:
-            budget = python / cores - WORKER_ADDRESS_BASE_MIB
+        limit = worker_address_limit_mib(get)
+        if limit:
+            budget = limit - WORKER_ADDRESS_MIB
         elif master.startswith("local"):
             return MAX_ROWS
         else:
-            overhead = _mib(get("spark.executor.memoryOverhead"))
+            overhead = size_mib(get("spark.executor.memoryOverhead"))
             if not overhead:
-                executor = _mib(get("spark.executor.memory")) or _EXECUTOR_MIB
+                executor = size_mib(get("spark.executor.memory")) or _EXECUTOR_MIB
                 k8s = get("spark.kubernetes.memoryOverheadFactor") if master.startswith("k8s") else None
                 factor = float(get("spark.executor.memoryOverheadFactor") or k8s or _OVERHEAD_FACTOR)
-                floor = _mib(get("spark.executor.minMemoryOverhead")) or _OVERHEAD_MIN_MIB
+                floor = size_mib(get("spark.executor.minMemoryOverhead")) or _OVERHEAD_MIN_MIB
                 overhead = max(floor, executor * factor)
+            cores = max(1, int(get("spark.executor.cores") or 1))
             budget = (overhead - JVM_OVERHEAD_MIB) / cores - WORKER_BASE_MIB
         return max(0, min(MAX_ROWS, int(budget * 2**20 / BYTES_PER_ROW)))
     except (ValueError, OverflowError):
         return 0
-
-
-def _mib(text: str | None) -> float:
-    """MiB of a Spark size setting (``2g``, ``512m``, ``1024``: MiB without a unit); 0 when unset. ValueError on
-    anything else."""
-    import re
-
-    if not text or not text.strip():
-        return 0
-    m = re.fullmatch(r"(\d+)\s*(?:([kmgtp])b?|(b)?)", text.strip().lower())
-    if m is None:
-        raise ValueError(f"not a size: {text!r}")
-    return int(m.group(1)) * _UNITS[m.group(2) or m.group(3) or ""]
 
 #: What the task returns, one kind of row each (``pass_row``): ``finding`` (the :data:`~jobs.reports._frames.FINDINGS_ARROW`
 #: columns), ``lag`` (with a log: a response with a row the log judges, its largest lag: ``broker``, ``client_id``,
