@@ -129,6 +129,7 @@ def run_audit(
     progress: Progress | None = None,
     progress_interval: float = 10.0,
     run_id: str | None = None,
+    warn: Progress | None = None,
 ) -> AuditResult:
     """Audit ``[date_from, date_to]``: decode the inputs into silver tables, then write the reports.
 
@@ -140,6 +141,9 @@ def run_audit(
         reports: which report tables to write; ``()`` for none.
         ingest: False to rerun only the reports over silver tables written earlier.
         progress: called with one human-readable line per step (the CLI prints them).
+        warn: called with each of :attr:`AuditResult.warnings` as it arises, also in a run that then
+            fails (the CLI prints them under ``--quiet`` too); by default they go to ``progress`` as
+            ``warning: ...`` lines.
         progress_interval: seconds between Spark task-count lines (0 turns them off).
         run_id: a fixed run id (tests); a fresh one by default.
 
@@ -150,13 +154,15 @@ def run_audit(
 
     Raises:
         jobs.errors.EpochAuditError: bad configuration, unreadable inputs, a failed table write. A run
-            that raises still appends its ``audit_runs`` row, with ``status = failed`` and the error
-            (unless that write fails too: the original error is raised either way).
+            that raises still appends its ``audit_runs`` row, with ``status = failed`` and the error,
+            followed by the run's warnings so far (unless that write fails too: the original error is
+            raised either way).
     """
     from .runlog import audit_run_table, write_audit_runs
     from .sink import running_as
 
     say = progress or (lambda _line: None)
+    warned = warn or (lambda text: say(f"warning: {text}"))
     start, end = parse_date_range(date_from, date_to)
     run = RunContext.start(config, start, end, run_id=run_id)
     result = AuditResult(run=run)
@@ -164,10 +170,12 @@ def run_audit(
         f"output {config.output.table_location('')}")
     try:
         with running_as(run.run_id):
-            _run(spark, config, start, end, run, result, reports, ingest, say, progress_interval)
+            _run(spark, config, start, end, run, result, reports, ingest, say, warned, progress_interval)
     except Exception as exc:
         result.status = "failed"
-        error = one_line(exc, 2000)
+        # the warnings so far follow the error, e.g. the memory setting that explains a MemoryError
+        noted = "".join(f" [warning: {w}]" for w in result.warnings)
+        error = one_line(exc, max(500, 2000 - len(noted))) + noted
         counts = result.ingest.counts if result.ingest is not None else ()
         try:
             write_audit_runs(audit_run_table(run, counts, result.findings, status="failed",
@@ -179,7 +187,7 @@ def run_audit(
 
 
 def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run: RunContext,
-         result: AuditResult, reports: Sequence[str] | None, ingest: bool, say: Progress,
+         result: AuditResult, reports: Sequence[str] | None, ingest: bool, say: Progress, warn: Progress,
          progress_interval: float) -> None:
     from .ingest import run_ingestion
     from .reports import run_reports
@@ -189,7 +197,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
     memory = python_memory_warning(spark)  # before the tasks it would fail
     if memory:
         result.warnings.append(memory)
-        say(f"warning: {memory}")
+        warn(memory)
     wanted = tuple(config.reports if reports is None else reports)
     configured = [k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)]
     t0 = time.perf_counter()
@@ -234,7 +242,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             for table, n in sorted(result.findings.items()):
                 say(f"reports: {table:<24} {n:>8,} findings")
             for line in gaps:
-                say(f"warning: {line}")
+                warn(line)
         if ingest and configured:
             tracker.step("completeness")
             result.rows_per_day = (per_day.result() if per_day is not None

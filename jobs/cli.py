@@ -27,7 +27,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,18 @@ def _say(quiet: bool) -> Callable[[str], None]:
             click.echo(f"[{m:02d}:{s:02d}] {line}", err=True)
 
     return say
+
+
+def _warner(into: list[str]) -> Callable[[str], None]:
+    """Prints each of a run's warnings as it arises, ``--quiet`` or not (they are not progress), and keeps
+    them in ``into``: a run that fails has no result to carry them to ``--summary-json``."""
+    loud = _say(False)
+
+    def warn(text: str) -> None:
+        into.append(text)
+        loud(f"warning: {text}")
+
+    return warn
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -204,14 +216,16 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     if not reports_only:
         _check_inputs(config)
     say = _say(quiet)
+    warned: list[str] = []
     t0 = time.monotonic()
     spark = _session(config, ingest=not reports_only)
     try:
-        result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say)
+        result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say, warn=_warner(warned))
     except Exception as exc:
         code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
         _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
-                       duration_s=time.monotonic() - t0, error=" ".join(str(exc).split()), exit_code=code)
+                       duration_s=time.monotonic() - t0, error=" ".join(str(exc).split()), exit_code=code,
+                       warnings=warned)
         raise
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))
@@ -238,8 +252,9 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
 
 def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, metrics_file: str | None,
                    *, status: str, summary: Any, duration_s: float, result: Any = None, error: str | None = None,
-                   exit_code: int | None = None) -> None:
-    """The --summary-json and --metrics-file outputs (also for a failed run, so an alert can fire)."""
+                   exit_code: int | None = None, warnings: Sequence[str] = ()) -> None:
+    """The --summary-json and --metrics-file outputs (also for a failed run, so an alert can fire; its
+    ``warnings`` are the ones printed before it failed)."""
     if not summary_json and not metrics_file:
         return
     from .alerts import run_document, write_metrics, write_summary_json
@@ -250,7 +265,7 @@ def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, 
         duration_s=duration_s, sources=result.sources if result else None,
         counts=result.ingest.counts if result is not None and result.ingest is not None else (),
         rows_per_day=result.rows_per_day if result else None, error=error, exit_code=exit_code,
-        warnings=result.warnings if result else ())
+        warnings=result.warnings if result else warnings)
     if summary_json:
         write_summary_json(summary_json, doc)
     if metrics_file:
@@ -290,7 +305,7 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
         offsets=str(inputs / "offsets"), logdirs=str(inputs / "logdirs"), metadata=str(inputs / "metadata"),
         cluster_metadata=str(res.cluster_metadata), output_root=str(root / "tables"))
     spark = _session(config, ingest=True)
-    run_audit(spark, config, start, end, progress=say)
+    run_audit(spark, config, start, end, progress=say, warn=_warner([]))
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))
     click.echo(f"Ground truth (what the simulator injected): {res.truth_path}")

@@ -90,7 +90,7 @@ def test_run_without_conf_uses_only_the_flags(runner: CliRunner, tmp_path: Path,
 
 
 def test_summary_json_carries_the_run_s_lookback_warnings(runner: CliRunner, tmp_path: Path, monkeypatch) -> None:
-    """What the terminal prints as "warning: lookback: ..." reaches --summary-json too (audit_runs unchanged)."""
+    """What the terminal prints as "warning: lookback: ..." (also under -q) reaches --summary-json too."""
     from jobs.audit import AuditResult
 
     gap = ("lookback: no offset_commits rows dated 2024-02-29..2024-02-29 in the inputs or earlier runs; F4, S1/S2 "
@@ -98,6 +98,7 @@ def test_summary_json_carries_the_run_s_lookback_warnings(runner: CliRunner, tmp
     write_findings(tmp_path / "t")
 
     def fake_run_audit(spark, config, start, end, **kwargs):
+        kwargs["warn"](gap)  # as the run meets it
         return AuditResult(run=RunContext.start(config, start), warnings=[gap], timings={"total": 1.5})
 
     monkeypatch.setattr("jobs.audit.run_audit", fake_run_audit)
@@ -108,6 +109,7 @@ def test_summary_json_carries_the_run_s_lookback_warnings(runner: CliRunner, tmp
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["warnings"] == [gap] and doc["duration_s"] == 1.5
+    assert res.output.count(f"warning: {gap}") == 1  # -q drops progress lines, not warnings
 
 
 def test_simulate_hint_is_a_complete_safe_command(runner: CliRunner, tmp_path: Path) -> None:

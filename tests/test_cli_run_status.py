@@ -93,22 +93,29 @@ def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Pa
     last_success = m[("epoch_audit_last_success_timestamp_seconds", ())]
     assert m[("epoch_audit_run_duration_seconds", ())] > 0
 
-    # a failed run writes its audit_runs row with the error, keeps the last success in the metrics
+    # a failed run writes its audit_runs row with the error, keeps the last success in the metrics; the
+    # warnings it printed before it failed (under -q too) follow the error and reach the JSON
     import jobs.reports
+    import jobs.session
 
     def broken(*a, **k):
         raise SinkError("disk full while writing fencing_violations")
 
     mp = pytest.MonkeyPatch()
     mp.setattr(jobs.reports, "run_reports", broken)
+    mp.setattr(jobs.session, "python_memory_warning", lambda session: "workers too small")
     try:
         res = CliRunner().invoke(cli, args)
     finally:
         mp.undo()
     assert res.exit_code == EXIT_SINK and "disk full" in res.output
+    assert "warning: workers too small" in res.output
     failed = [r for r in _runs(out) if r["status"] == "failed"]
-    assert failed and {r["error"] for r in failed} == {"disk full while writing fencing_violations"}
-    assert json.loads((tmp_path / "s.json").read_text())["status"] == "failed"
+    assert failed and {r["error"] for r in failed} == {
+        "disk full while writing fencing_violations [warning: workers too small]"}
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "failed" and doc["warnings"] == ["workers too small"]
+    assert doc["error"] == "disk full while writing fencing_violations"
     m = _metrics(tmp_path / "m.prom")
     assert m[("epoch_audit_run_status", (("status", "failed"),))] == 1
     assert m[("epoch_audit_last_success_timestamp_seconds", ())] == last_success
