@@ -495,21 +495,49 @@ class Once(Generic[T]):
 #: ``spark.executor.pyspark.memory=1400m`` (a limit on each worker's address space) the run failed with
 #: ``MemoryError``, at 1800m it ran (BENCHMARKS.md, "Issue 16", twenty-third round).
 WORKER_ADDRESS_MIB = 1792
-#: MiB per unit of a Spark size (no unit: MiB, as for Spark's memory settings).
-_UNITS = {"": 1, "b": 2**-20, "k": 2**-10, "m": 1, "g": 2**10, "t": 2**20, "p": 2**30}
+#: Bytes per unit of a Spark size (no unit: MiB, as for Spark's memory settings).
+_UNIT_BYTES = {"": 2**20, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
 
 
-def size_mib(text: str | None) -> float:
-    """MiB of a Spark memory setting (``2g``, ``512m``, ``1024``: MiB without a unit); 0 when unset. ValueError
-    on anything else (Spark rejects fractions too)."""
+def size_mib(text: str | None) -> int:
+    """Whole MiB of a Spark memory setting (``2g``, ``512m``, ``1024``: MiB without a unit), rounded down as Spark
+    converts it (``512k`` is 0, which Spark takes as no limit); 0 when unset. ValueError on anything Spark rejects
+    (fractions, spaces inside, other units)."""
     import re
 
     if not text or not text.strip():
         return 0
-    m = re.fullmatch(r"(\d+)\s*(?:([kmgtp])b?|(b)?)", text.strip().lower())
+    m = re.fullmatch(r"([0-9]+)(?:([kmgtp])b?|(b)?)", text.strip().lower())
     if m is None:
         raise ValueError(f"not a size: {text!r}")
-    return int(m.group(1)) * _UNITS[m.group(2) or m.group(3) or ""]
+    return int(m.group(1)) * _UNIT_BYTES[m.group(2) or m.group(3) or ""] // 2**20
+
+
+def task_slots(get: Callable[[str], str | None], spark_version: str | None = None) -> int:
+    """How many tasks share one executor's memory, as Spark divides ``spark.executor.pyspark.memory`` among them:
+    ``spark.executor.cores`` (1 when unset, as under a local master), from Spark 4.3 (SPARK-58192) over
+    ``spark.task.cpus`` rounded up. ``spark_version``: pyspark's by default. ValueError when a setting is not a
+    number."""
+    import re
+    from decimal import Decimal, InvalidOperation
+
+    cores = int(get("spark.executor.cores") or 1)
+    if cores < 1:
+        raise ValueError(f"spark.executor.cores is {cores}")
+    if spark_version is None:
+        import pyspark
+
+        spark_version = pyspark.__version__
+    v = re.match(r"(\d+)\.(\d+)", spark_version)
+    if v is None or (int(v.group(1)), int(v.group(2))) < (4, 3):
+        return cores
+    try:
+        cpus = Decimal(get("spark.task.cpus") or "1")
+    except InvalidOperation:
+        raise ValueError(f"spark.task.cpus is not a number: {get('spark.task.cpus')!r}") from None
+    if not cpus.is_finite() or cpus <= 0:
+        raise ValueError(f"spark.task.cpus is {cpus}")
+    return max(1, math.ceil(Decimal(cores) / cpus))
 
 
 def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
@@ -524,27 +552,33 @@ def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
     return get
 
 
-def worker_address_limit_mib(get: Callable[[str], str | None]) -> float:
-    """The address space each Python worker may map under ``spark.executor.pyspark.memory`` (Spark limits each
-    worker to it over ``spark.executor.cores``, under any master): MiB, 0 when unset. ValueError when a setting
+def worker_address_limit_mib(get: Callable[[str], str | None], spark_version: str | None = None) -> int:
+    """The address space each Python worker may map under ``spark.executor.pyspark.memory``, in whole MiB as Spark
+    computes it (the setting over :func:`task_slots`, under any master); 0 when unset. ValueError when a setting
     is not a size or a number."""
     python = size_mib(get("spark.executor.pyspark.memory"))
-    return python / max(1, int(get("spark.executor.cores") or 1)) if python else 0
+    return python // task_slots(get, spark_version) if python else 0
 
 
 def python_memory_warning(spark: SparkSession) -> str | None:
     """A warning for a run whose ``spark.executor.pyspark.memory`` leaves each Python worker less address space
-    than :data:`WORKER_ADDRESS_MIB`: its tasks are likely to fail with ``MemoryError``, however small the input."""
+    than :data:`WORKER_ADDRESS_MIB`: its tasks are likely to fail with ``MemoryError``, however small the input.
+    None under a local master on macOS or Windows, where Spark's workers do not enforce the limit."""
+    get = conf_getter(spark)
+    if (get("spark.master") or "").startswith("local") and sys.platform in ("darwin", "win32"):
+        return None
     try:
-        limit = worker_address_limit_mib(conf_getter(spark))
-    except ValueError:
+        limit = worker_address_limit_mib(get)
+        slots = task_slots(get)
+    except (ValueError, OverflowError):
         return None  # Spark itself rejects such a setting
     if not limit or limit >= WORKER_ADDRESS_MIB:
         return None
-    return (f"spark.executor.pyspark.memory gives each Python worker {limit:,.0f} MiB of address space; this job's "
-            f"workers map ~{WORKER_ADDRESS_MIB:,} MiB before they hold any rows (pyarrow's allocator), so tasks may "
-            f"fail with MemoryError: raise it to at least {WORKER_ADDRESS_MIB // 1024 + 1}g per executor core, or "
-            f"leave it unset")
+    share = f" shared by {slots} concurrent tasks per executor" if slots > 1 else ""
+    return (f"spark.executor.pyspark.memory={get('spark.executor.pyspark.memory')}{share} gives each Python worker "
+            f"{limit:,} MiB of address space; this job's workers map ~{WORKER_ADDRESS_MIB:,} MiB before they hold "
+            f"any rows (pyarrow's allocator), so tasks may fail with MemoryError: set it to at least "
+            f"{math.ceil(WORKER_ADDRESS_MIB * slots / 1024)}g, or leave it unset")
 
 
 def has_delta(spark: SparkSession) -> bool:

@@ -236,8 +236,23 @@ def test_too_many_observations_or_one_without_a_time_keep_the_spark_stages(spark
     ({"spark.master": "spark://host:7077", "spark.executor.memoryOverhead": "64g"}, mp.MAX_ROWS),
     ({"spark.master": "yarn", "spark.executor.memoryOverhead": "1.5g"}, 0),
     ({"spark.master": "yarn", "spark.executor.memoryOverheadFactor": "inf"}, 0),
+    # a local master reads no core count without spark.executor.pyspark.memory
+    ({"spark.master": "local[2]", "spark.executor.cores": "x"}, mp.MAX_ROWS),
+    ({"spark.master": "local[2]", "spark.executor.cores": "x", "spark.executor.pyspark.memory": "4g"}, 0),
 ])  # fmt: skip
 def test_on_a_cluster_the_one_task_takes_what_one_cores_python_memory_holds(conf, rows) -> None:
+    assert mp.rows_for_conf(conf.get) == rows
+
+
+@pytest.mark.parametrize(("version", "rows"), [("4.3.0", 129_055), ("4.2.0", 0)])
+def test_the_overhead_is_shared_by_task_slots_as_spark_shares_it(version, rows, monkeypatch) -> None:
+    """8 cores at 2 CPUs a task are 4 workers from Spark 4.3 (SPARK-58192): the 2 GiB overhead of the 4-core
+    example above; before 4.3 Spark divides by the 8 cores, which leaves the worker nothing."""
+    import pyspark
+
+    monkeypatch.setattr(pyspark, "__version__", version)
+    conf = {"spark.master": "yarn", "spark.executor.memoryOverhead": "2g", "spark.executor.cores": "8",
+            "spark.task.cpus": "2"}
     assert mp.rows_for_conf(conf.get) == rows
 
 

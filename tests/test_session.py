@@ -259,8 +259,9 @@ class _Conf:
 
 
 @pytest.mark.parametrize(("text", "mib"), [
-    ("2g", 2048), ("2GB", 2048), (" 512m ", 512), ("1024", 1024), ("4k", 4 / 1024), ("1t", 2**20),
-    ("3145728b", 3), (None, 0), ("", 0),
+    ("2g", 2048), ("2GB", 2048), (" 512m ", 512), ("1024", 1024), ("1t", 2**20), ("3145728b", 3),
+    # whole MiB, rounded down as Spark converts: 512k is 0, which Spark takes as no limit
+    ("4k", 0), ("512k", 0), ("1536k", 1), ("3145729b", 3), (None, 0), ("", 0),
 ])  # fmt: skip
 def test_spark_memory_sizes_read_as_spark_reads_them(text, mib) -> None:
     from jobs.session import size_mib
@@ -268,7 +269,7 @@ def test_spark_memory_sizes_read_as_spark_reads_them(text, mib) -> None:
     assert size_mib(text) == mib
 
 
-@pytest.mark.parametrize("text", ["1.5g", "lots", "2 gigabytes", "-1g"])
+@pytest.mark.parametrize("text", ["1.5g", "lots", "2 gigabytes", "-1g", "512 m", "\u0665\u0661\u0662m"])
 def test_a_memory_size_spark_would_reject_is_an_error(text) -> None:
     from jobs.session import size_mib
 
@@ -276,25 +277,66 @@ def test_a_memory_size_spark_would_reject_is_an_error(text) -> None:
         size_mib(text)
 
 
-@pytest.mark.parametrize(("conf", "warned"), [
-    ({}, False),  # unset: no limit
-    ({"spark.executor.pyspark.memory": "1400m"}, True),  # measured: such a run failed with MemoryError
-    ({"spark.executor.pyspark.memory": "2g"}, False),
-    ({"spark.executor.pyspark.memory": "4g", "spark.executor.cores": "4"}, True),  # 1 GiB per worker
-    ({"spark.executor.pyspark.memory": "8g", "spark.executor.cores": "4"}, False),
-    ({"spark.executor.pyspark.memory": "1.5g"}, False),  # Spark itself rejects it
-])
-def test_a_python_memory_limit_below_what_a_worker_maps_is_warned_of(conf, warned) -> None:
+@pytest.mark.parametrize(("conf", "version", "slots"), [
+    ({}, "4.3.0", 1),  # a local master: the whole setting per worker
+    ({"spark.executor.cores": "4"}, "4.3.0", 4),
+    ({"spark.executor.cores": "4", "spark.task.cpus": "2"}, "4.3.0", 2),  # SPARK-58192: task slots
+    ({"spark.executor.cores": "4", "spark.task.cpus": "0.5"}, "4.3.1", 8),
+    ({"spark.executor.cores": "3", "spark.task.cpus": "2"}, "5.0.0", 2),  # rounded up
+    ({"spark.executor.cores": "4", "spark.task.cpus": "2"}, "4.0.1", 4),  # before 4.3: cores
+])  # fmt: skip
+def test_spark_divides_python_memory_among_the_executor_s_task_slots(conf, version, slots) -> None:
+    from jobs.session import task_slots, worker_address_limit_mib
+
+    assert task_slots(conf.get, version) == slots
+    assert worker_address_limit_mib({**conf, "spark.executor.pyspark.memory": "8g"}.get, version) == 8192 // slots
+
+
+@pytest.mark.parametrize("conf", [{"spark.executor.cores": "x"}, {"spark.executor.cores": "0"},
+                                  {"spark.task.cpus": "0"}, {"spark.task.cpus": "many"}, {"spark.task.cpus": "nan"}])
+def test_task_slots_of_settings_spark_rejects_are_an_error(conf) -> None:
+    from jobs.session import task_slots
+
+    with pytest.raises(ValueError):
+        task_slots(conf.get, "4.3.0")
+
+
+@pytest.mark.parametrize(("conf", "advice"), [
+    ({}, None),  # unset: no limit
+    ({"spark.executor.pyspark.memory": "1400m"}, "at least 2g"),  # measured: such a run failed with MemoryError
+    ({"spark.executor.pyspark.memory": "2g"}, None),
+    ({"spark.executor.pyspark.memory": "512k"}, None),  # 0 MiB: Spark sets no limit
+    ({"spark.executor.pyspark.memory": "4g", "spark.executor.cores": "4"}, "at least 7g"),  # 1 GiB per worker
+    ({"spark.executor.pyspark.memory": "8g", "spark.executor.cores": "4"}, None),
+    ({"spark.executor.pyspark.memory": "1.5g"}, None),  # Spark itself rejects it
+    ({"spark.executor.pyspark.memory": "9" * 400 + "p", "spark.executor.cores": "3"}, None),  # and this
+])  # fmt: skip
+def test_a_python_memory_limit_below_what_a_worker_maps_is_warned_of(conf, advice) -> None:
     from jobs.session import python_memory_warning
 
     warning = python_memory_warning(_Conf(conf))
-    assert (warning is not None) == warned
-    if warned:
-        assert "spark.executor.pyspark.memory" in warning and "MemoryError" in warning
+    assert (warning is not None) == (advice is not None)
+    if advice:
+        assert "spark.executor.pyspark.memory=" in warning and "MemoryError" in warning and advice in warning
+
+
+def test_no_python_memory_warning_where_spark_does_not_enforce_the_limit(monkeypatch) -> None:
+    from jobs.session import python_memory_warning
+
+    small = {"spark.executor.pyspark.memory": "1g"}
+    monkeypatch.setattr("sys.platform", "darwin")
+    assert python_memory_warning(_Conf({**small, "spark.master": "local[2]"})) is None
+    assert python_memory_warning(_Conf({**small, "spark.master": "yarn"})) is not None  # the workers are elsewhere
+    monkeypatch.setattr("sys.platform", "linux")
+    assert python_memory_warning(_Conf({**small, "spark.master": "local[2]"})) is not None
 
 
 @pytest.mark.spark
 def test_a_run_carries_the_python_memory_warning(spark, tmp_path, monkeypatch) -> None:
+    """Each warning is said once, as it arises, the memory one first; a run that also has lookback gaps keeps both."""
+    from types import SimpleNamespace
+
+    import jobs.reports
     import jobs.session
     from jobs.audit import run_audit
     from jobs.config import parse_config
@@ -304,7 +346,11 @@ def test_a_run_carries_the_python_memory_warning(spark, tmp_path, monkeypatch) -
                            "output": {"root": str(tmp_path / "out")}})
     said: list[str] = []
     monkeypatch.setattr(jobs.session, "python_memory_warning", lambda session: "workers too small")
-    result = run_audit(spark, config, "2024-03-04", "2024-03-04", reports=[], progress=said.append,
+    monkeypatch.setattr(jobs.reports, "run_reports",
+                        lambda *a, **k: SimpleNamespace(findings={}, lookback_gaps=["lookback: no state"]))
+    result = run_audit(spark, config, "2024-03-04", "2024-03-04", reports=["stale_metadata"], progress=said.append,
                        progress_interval=0)
-    assert result.warnings == ["workers too small"]
-    assert said.count("warning: workers too small") == 1
+    assert result.warnings == ["workers too small", "lookback: no state"]
+    warned = [line for line in said if line.startswith("warning: ")]
+    assert warned == ["warning: workers too small", "warning: lookback: no state"]
+    assert said.index(warned[0]) < said.index("ingest: decoding inputs into silver tables")  # before the tasks

@@ -90,9 +90,10 @@ def rows_for_conf(get: Callable[[str], str | None]) -> int:
     :data:`MAX_ROWS`, at :data:`BYTES_PER_ROW` a row:
 
     - with ``spark.executor.pyspark.memory`` (under any master Spark limits each worker's address space to it
-      over ``spark.executor.cores``): what that share holds beyond :data:`jobs.session.WORKER_ADDRESS_MIB`;
+      over the executor's task slots, :func:`jobs.session.task_slots`): what that share holds beyond
+      :data:`jobs.session.WORKER_ADDRESS_MIB`;
     - else under a local master, :data:`MAX_ROWS`: the worker runs beside the driver, with the machine's memory;
-    - else on a cluster, what one core's share of the executor's memory overhead holds, less
+    - else on a cluster, what one task slot's share of the executor's memory overhead holds, less
       :data:`JVM_OVERHEAD_MIB` for the JVM and :data:`WORKER_BASE_MIB` for the worker. The overhead is
       ``spark.executor.memoryOverhead``, else Spark's default: ``spark.executor.memoryOverheadFactor`` (on
       Kubernetes ``spark.kubernetes.memoryOverheadFactor``, which Spark sets to 0.4 for Python; else 0.1) of
@@ -100,7 +101,7 @@ def rows_for_conf(get: Callable[[str], str | None]) -> int:
       that leaves nothing.
 
     More rows than that take the Spark stages, which find the same; so does a setting that is not a size (0)."""
-    from ..session import WORKER_ADDRESS_MIB, size_mib, worker_address_limit_mib
+    from ..session import WORKER_ADDRESS_MIB, size_mib, task_slots, worker_address_limit_mib
 
     master = get("spark.master") or ""
     try:
@@ -117,8 +118,7 @@ def rows_for_conf(get: Callable[[str], str | None]) -> int:
                 factor = float(get("spark.executor.memoryOverheadFactor") or k8s or _OVERHEAD_FACTOR)
                 floor = size_mib(get("spark.executor.minMemoryOverhead")) or _OVERHEAD_MIN_MIB
                 overhead = max(floor, executor * factor)
-            cores = max(1, int(get("spark.executor.cores") or 1))
-            budget = (overhead - JVM_OVERHEAD_MIB) / cores - WORKER_BASE_MIB
+            budget = (overhead - JVM_OVERHEAD_MIB) / task_slots(get) - WORKER_BASE_MIB
         return max(0, min(MAX_ROWS, int(budget * 2**20 / BYTES_PER_ROW)))
     except (ValueError, OverflowError):
         return 0
