@@ -14,6 +14,7 @@
     python bench/bench_fixed.py                           # both parts (10 M simulated once, ~10 min)
     python bench/bench_fixed.py --only fixed
     python bench/bench_fixed.py --only fixed --class-data off  # both sessions without the class-data archive
+    python bench/bench_fixed.py --only fixed --again 2     # and the same audit twice more, warm
     python bench/bench_fixed.py --only e2e --rounds 3      # 3 end-to-end runs between 4 decodes
     python bench/bench_fixed.py --only submit --repeat 2  # 3. spark-submit vs the CLI, whole commands
     python bench/bench_fixed.py --sizes 100000,1000000 --json /tmp/fixed.json
@@ -38,11 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 HERE = Path(__file__).resolve().parent
 
 
-def fixed_cost(master: str, stages: bool, full_jit: bool = False, class_data: bool = True) -> dict:
+def fixed_cost(master: str, stages: bool, full_jit: bool = False, class_data: bool = True, again: int = 0) -> dict:
     """In this process: bare session start + trivial job, then the demo audit on that session. The session
     is started as the CLI starts it, for the size of the inputs (``full_jit``: as for a large input), with the
     class-data archive of :mod:`jobs.class_cache` when there is one (``class_data=False``: without it, as every
-    session started before the seventeenth round of issue 16, when the target was set)."""
+    session started before the seventeenth round of issue 16, when the target was set). ``again``: that many more
+    audits of the same inputs in the same session, each into a fresh output root: the same work with the JVM and
+    the Python workers warm, which shows how much of the first audit is their warm-up."""
     from bench_ingest import event_log_conf, java_pid, stage_report, tree_cpu_s
 
     from epochlib import sim
@@ -82,7 +85,15 @@ def fixed_cost(master: str, stages: bool, full_jit: bool = False, class_data: bo
         audit_cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu1
         fig = {"bare_s": bare, "bare_cpu_s": bare_cpu, "demo_audit_s": audit, "demo_audit_cpu_s": audit_cpu,
                "ratio": audit / bare, "timings": dict(out.timings), "findings": out.findings,
-               "class_data_archive": str(archive.path) if archive else None}
+               "class_data_archive": str(archive.path) if archive else None, "again": []}
+        for i in range(again):
+            cpu1 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
+            t1 = time.perf_counter()
+            rerun = run_audit(spark, config.with_overrides(output_root=str(root / f"tables-again-{i + 1}")), start, end)
+            wall = time.perf_counter() - t1
+            assert rerun.findings == out.findings, (rerun.findings, out.findings)
+            fig["again"].append({"demo_audit_s": wall, "ratio": wall / bare,
+                                 "demo_audit_cpu_s": (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu1})
         spark.stop()
         if stages:
             fig["stages"] = stage_report(root / "events")
@@ -200,20 +211,23 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--class-data", choices=("use", "off"), default="use",
                     help="fixed: the sessions with the class-data archive when there is one (as the CLI starts "
                          "them), or without it (as before it existed); both sides of the ratio alike")
+    ap.add_argument("--again", type=int, default=0, metavar="N",
+                    help="fixed: N more demo audits in the same session (warm JVM and workers), each reported")
     ap.add_argument("--json")
     ap.add_argument("--child-fixed", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     if args.child_fixed:
-        fig = fixed_cost(args.master, args.stages, args.full_jit, args.class_data == "use")
+        fig = fixed_cost(args.master, args.stages, args.full_jit, args.class_data == "use", args.again)
         print("RESULT " + json.dumps(fig), flush=True)
         return fig
     only = set(args.only.split(","))
     out: dict = {}
     if "fixed" in only:
         f = _child([__file__, "--child-fixed", "--master", args.master] + (["--stages"] if args.stages else [])
-                   + (["--full-jit"] if args.full_jit else []) + ["--class-data", args.class_data])
+                   + (["--full-jit"] if args.full_jit else []) + ["--class-data", args.class_data]
+                   + ["--again", str(args.again)])
         out["fixed"] = f
         for line in f.get("stages", []):
             print(line)
@@ -221,6 +235,9 @@ def main(argv: list[str] | None = None) -> dict:
               f"audit {f['demo_audit_s']:.1f} s (CPU {f['demo_audit_cpu_s']:.1f} s) = {f['ratio']:.2f}x "
               f"(target <= 2x); class-data archive: {f['class_data_archive'] or 'none'}; split {f['timings']}",
               flush=True)
+        for i, a in enumerate(f.get("again", []), 1):
+            print(f"  the same audit again ({i + 1} in this session, warm JVM and workers): {a['demo_audit_s']:.1f} s "
+                  f"(CPU {a['demo_audit_cpu_s']:.1f} s) = {a['ratio']:.2f}x", flush=True)
     if "submit" in only:
         sub = submit_vs_cli(args.master, args.repeat)
         out["submit"] = sub
