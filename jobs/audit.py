@@ -174,7 +174,7 @@ def run_audit(
     except Exception as exc:
         result.status = "failed"
         # the warnings so far follow the error, e.g. the memory setting that explains a MemoryError
-        noted = "".join(f" [warning: {w}]" for w in result.warnings)
+        noted = "".join(f" [warning: {' '.join(w.split())}]" for w in result.warnings)  # one line, as the error
         error = one_line(exc, max(500, 2000 - len(noted))) + noted
         counts = result.ingest.counts if result.ingest is not None else ()
         try:

@@ -103,18 +103,18 @@ def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Pa
 
     mp = pytest.MonkeyPatch()
     mp.setattr(jobs.reports, "run_reports", broken)
-    mp.setattr(jobs.session, "python_memory_warning", lambda session: "workers too small")
+    mp.setattr(jobs.session, "python_memory_warning", lambda session: "workers too\nsmall")
     try:
         res = CliRunner().invoke(cli, args)
     finally:
         mp.undo()
     assert res.exit_code == EXIT_SINK and "disk full" in res.output
-    assert "warning: workers too small" in res.output
+    assert "warning: workers too\nsmall" in res.output
     failed = [r for r in _runs(out) if r["status"] == "failed"]
-    assert failed and {r["error"] for r in failed} == {
+    assert failed and {r["error"] for r in failed} == {  # one line
         "disk full while writing fencing_violations [warning: workers too small]"}
     doc = json.loads((tmp_path / "s.json").read_text())
-    assert doc["status"] == "failed" and doc["warnings"] == ["workers too small"]
+    assert doc["status"] == "failed" and doc["warnings"] == ["workers too\nsmall"]
     assert doc["error"] == "disk full while writing fencing_violations"
     m = _metrics(tmp_path / "m.prom")
     assert m[("epoch_audit_run_status", (("status", "failed"),))] == 1
