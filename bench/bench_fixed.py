@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if args.again < 0:
+        ap.error("--again must be at least 0")
     if args.child_fixed:
         fig = fixed_cost(args.master, args.stages, args.full_jit, args.class_data == "use", args.again)
         print("RESULT " + json.dumps(fig), flush=True)

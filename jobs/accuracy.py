@@ -210,8 +210,10 @@ def measure_preset(
     *,
     tolerance_ms: int = 1000,
     say: Callable[[str], None] = lambda _line: None,
+    warn: Callable[[str], None] | None = None,
 ) -> PresetAccuracy:
-    """Simulate ``scenario`` into ``out``, audit it and match the findings to its truth."""
+    """Simulate ``scenario`` into ``out``, audit it and match the findings to its truth (``say``: progress lines;
+    ``warn``: the run's warnings, by default as ``warning:`` progress lines)."""
     from epochlib import sim
 
     from .audit import run_audit
@@ -222,7 +224,7 @@ def measure_preset(
     res = sim.simulate(scenario, out / "inputs")
     config = audit_config(scenario.name, res, out / "tables")
     run_audit(spark, config, res.date_from, res.date_to, progress=lambda line: say(f"{scenario.name}: {line}"),
-              progress_interval=0)  # fmt: skip
+              progress_interval=0, warn=None if warn is None else (lambda text: warn(f"{scenario.name}: {text}")))
     result = match_findings(read_truth(res.truth), read_findings(config), tolerance_ms)
     return PresetAccuracy(scenario.name, result, time.perf_counter() - t0, dict(res.counts))
 
@@ -279,9 +281,10 @@ def run_accuracy(
     spark: Any = None,
     scenarios: Sequence[Any] | None = None,
     say: Callable[[str], None] = lambda _line: None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[PresetAccuracy]:
     """Measure every preset (or the given ``scenarios``) in one Spark session; ``out/<preset>`` must not
-    already hold a simulation."""
+    already hold a simulation (``say``, ``warn``: as :func:`measure_preset`)."""
     from epochlib import sim
 
     from .session import get_or_create_session
@@ -291,4 +294,4 @@ def run_accuracy(
         spark = get_or_create_session(master=master, app_name="epoch-audit accuracy",
                                       extra_conf={"spark.sql.shuffle.partitions": "4"})  # fmt: skip
     root = Path(out)
-    return [measure_preset(spark, sc, root / sc.name, tolerance_ms=tolerance_ms, say=say) for sc in todo]
+    return [measure_preset(spark, sc, root / sc.name, tolerance_ms=tolerance_ms, say=say, warn=warn) for sc in todo]

@@ -99,8 +99,9 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _say(quiet: bool) -> Callable[[str], None]:
-    t0 = time.monotonic()
+def _say(quiet: bool, t0: float | None = None) -> Callable[[str], None]:
+    """Progress lines on stderr, ``[mm:ss]`` since ``t0`` (now by default); nothing under ``--quiet``."""
+    t0 = time.monotonic() if t0 is None else t0
 
     def say(line: str) -> None:
         if not quiet:
@@ -110,10 +111,11 @@ def _say(quiet: bool) -> Callable[[str], None]:
     return say
 
 
-def _warner(into: list[str]) -> Callable[[str], None]:
-    """Prints each of a run's warnings as it arises, ``--quiet`` or not (they are not progress), and keeps
-    them in ``into``: a run that fails has no result to carry them to ``--summary-json``."""
-    loud = _say(False)
+def _warner(into: list[str], t0: float) -> Callable[[str], None]:
+    """Prints each of a run's warnings as it arises, ``--quiet`` or not (they are not progress), on the progress
+    lines' clock (``t0``), and keeps them in ``into``: a run that fails has no result to carry them to
+    ``--summary-json``."""
+    loud = _say(False, t0)
 
     def warn(text: str) -> None:
         into.append(text)
@@ -215,12 +217,13 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
                      cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster, reports=reports)
     if not reports_only:
         _check_inputs(config)
-    say = _say(quiet)
-    warned: list[str] = []
     t0 = time.monotonic()
+    say = _say(quiet, t0)
+    warned: list[str] = []
     spark = _session(config, ingest=not reports_only)
     try:
-        result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say, warn=_warner(warned))
+        result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
+                           warn=_warner(warned, t0))
     except Exception as exc:
         code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
         _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
@@ -290,7 +293,8 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     from .config import default_config
     from .summary import format_summary, summarise
 
-    say = _say(quiet)
+    t0 = time.monotonic()
+    say = _say(quiet, t0)
     root = Path(out).resolve()
     try:
         scenario = sim.preset(preset, seed=seed)
@@ -305,7 +309,7 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
         offsets=str(inputs / "offsets"), logdirs=str(inputs / "logdirs"), metadata=str(inputs / "metadata"),
         cluster_metadata=str(res.cluster_metadata), output_root=str(root / "tables"))
     spark = _session(config, ingest=True)
-    run_audit(spark, config, start, end, progress=say, warn=_warner([]))
+    run_audit(spark, config, start, end, progress=say, warn=_warner([], t0))
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))
     click.echo(f"Ground truth (what the simulator injected): {res.truth_path}")
@@ -599,7 +603,7 @@ def accuracy(presets: str, out: str, master: str, commits: int | None, tolerance
             raise ConfigError(f"{Path(out) / sc.name} already holds a simulation; choose another --out")
     t0 = time.monotonic()
     results = run_accuracy(names, out, master=master, tolerance_ms=tolerance_ms, scenarios=scenarios,
-                           say=_say(quiet))  # fmt: skip
+                           say=_say(quiet, t0), warn=_warner([], t0))  # fmt: skip
     click.echo(format_accuracy(results))
     click.echo(f"wall time {time.monotonic() - t0:.0f} s")
     if not all(r.result.ok for r in results):

@@ -497,6 +497,7 @@ class Once(Generic[T]):
 WORKER_ADDRESS_MIB = 1792
 #: Bytes per unit of a Spark size (no unit: MiB, as for Spark's memory settings).
 _UNIT_BYTES = {"": 2**20, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+_LONG_MAX, _INT_MAX = 2**63 - 1, 2**31 - 1
 
 
 def size_mib(text: str | None) -> int:
@@ -510,19 +511,22 @@ def size_mib(text: str | None) -> int:
     m = re.fullmatch(r"([0-9]+)(?:([kmgtp])b?|(b)?)", text.strip().lower())
     if m is None:
         raise ValueError(f"not a size: {text!r}")
-    return int(m.group(1)) * _UNIT_BYTES[m.group(2) or m.group(3) or ""] // 2**20
+    size = int(m.group(1)) * _UNIT_BYTES[m.group(2) or m.group(3) or ""]
+    if size > _LONG_MAX:  # Spark reads sizes as Java longs
+        raise ValueError(f"not a size: {text!r} (too large)")
+    return size // 2**20
 
 
 def task_slots(get: Callable[[str], str | None], spark_version: str | None = None) -> int:
     """How many tasks share one executor's memory, as Spark divides ``spark.executor.pyspark.memory`` among them:
-    ``spark.executor.cores`` (1 when unset, as under a local master), from Spark 4.3 (SPARK-58192) over
-    ``spark.task.cpus`` rounded up. ``spark_version``: pyspark's by default. ValueError when a setting is not a
-    number."""
+    ``spark.executor.cores`` (1 when unset, as under a local master); from Spark 4.3 (SPARK-58192) that over
+    ``spark.task.cpus``, rounded up, or with dynamic allocation on a cluster rounded down (the tasks that fit),
+    at least 1. ``spark_version``: pyspark's by default. ValueError when a setting is not a number."""
     import re
     from decimal import Decimal, InvalidOperation
 
     cores = int(get("spark.executor.cores") or 1)
-    if cores < 1:
+    if not 1 <= cores <= _INT_MAX:  # a Java int
         raise ValueError(f"spark.executor.cores is {cores}")
     if spark_version is None:
         import pyspark
@@ -537,7 +541,10 @@ def task_slots(get: Callable[[str], str | None], spark_version: str | None = Non
         raise ValueError(f"spark.task.cpus is not a number: {get('spark.task.cpus')!r}") from None
     if not cpus.is_finite() or cpus <= 0:
         raise ValueError(f"spark.task.cpus is {cpus}")
-    return max(1, math.ceil(Decimal(cores) / cpus))
+    dynamic = ((get("spark.dynamicAllocation.enabled") or "").strip().lower() == "true"
+               and not (get("spark.master") or "").startswith("local"))
+    share = Decimal(cores) / cpus
+    return max(1, int(share) if dynamic else math.ceil(share))
 
 
 def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
@@ -552,33 +559,35 @@ def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
     return get
 
 
-def worker_address_limit_mib(get: Callable[[str], str | None], spark_version: str | None = None) -> int:
+def worker_address_limit_mib(get: Callable[[str], str | None], spark_version: str | None = None) -> int | None:
     """The address space each Python worker may map under ``spark.executor.pyspark.memory``, in whole MiB as Spark
-    computes it (the setting over :func:`task_slots`, under any master); 0 when unset. ValueError when a setting
-    is not a size or a number."""
+    computes it (the setting over :func:`task_slots`, under any master; 0 when that rounds to nothing, which Spark
+    refuses when the task starts); None when unset. ValueError (or ArithmeticError) when a setting is not a size or
+    a number Spark would take."""
     python = size_mib(get("spark.executor.pyspark.memory"))
-    return python // task_slots(get, spark_version) if python else 0
+    return python // task_slots(get, spark_version) if python else None
 
 
 def python_memory_warning(spark: SparkSession) -> str | None:
     """A warning for a run whose ``spark.executor.pyspark.memory`` leaves each Python worker less address space
     than :data:`WORKER_ADDRESS_MIB`: its tasks are likely to fail with ``MemoryError``, however small the input.
-    None under a local master on macOS or Windows, where Spark's workers do not enforce the limit."""
+    None under a local master on macOS or Windows, where Spark's workers do not enforce the limit; None for a
+    setting Spark itself rejects. Never raises."""
     get = conf_getter(spark)
     if (get("spark.master") or "").startswith("local") and sys.platform in ("darwin", "win32"):
         return None
     try:
         limit = worker_address_limit_mib(get)
+        if limit is None or limit >= WORKER_ADDRESS_MIB:
+            return None
         slots = task_slots(get)
-    except (ValueError, OverflowError):
+        share = f" shared by {slots} concurrent tasks per executor" if slots > 1 else ""
+        return (f"spark.executor.pyspark.memory={get('spark.executor.pyspark.memory')}{share} gives each Python "
+                f"worker {limit:,} MiB of address space; this job's workers map ~{WORKER_ADDRESS_MIB:,} MiB before "
+                f"they hold any rows (pyarrow's allocator), so tasks may fail with MemoryError: set it to at least "
+                f"{-(-WORKER_ADDRESS_MIB * slots // 1024)}g, or leave it unset")
+    except (ValueError, ArithmeticError):
         return None  # Spark itself rejects such a setting
-    if not limit or limit >= WORKER_ADDRESS_MIB:
-        return None
-    share = f" shared by {slots} concurrent tasks per executor" if slots > 1 else ""
-    return (f"spark.executor.pyspark.memory={get('spark.executor.pyspark.memory')}{share} gives each Python worker "
-            f"{limit:,} MiB of address space; this job's workers map ~{WORKER_ADDRESS_MIB:,} MiB before they hold "
-            f"any rows (pyarrow's allocator), so tasks may fail with MemoryError: set it to at least "
-            f"{math.ceil(WORKER_ADDRESS_MIB * slots / 1024)}g, or leave it unset")
 
 
 def has_delta(spark: SparkSession) -> bool:

@@ -112,6 +112,24 @@ def test_summary_json_carries_the_run_s_lookback_warnings(runner: CliRunner, tmp
     assert res.output.count(f"warning: {gap}") == 1  # -q drops progress lines, not warnings
 
 
+def test_warnings_are_stamped_on_the_progress_lines_clock(capsys) -> None:
+    import time
+
+    warn = cli_mod._warner(seen := [], time.monotonic() - 65)
+    warn("workers too small")
+    assert capsys.readouterr().err == "[01:05] warning: workers too small\n" and seen == ["workers too small"]
+
+
+def test_accuracy_prints_a_run_s_warnings_under_quiet(runner: CliRunner, tmp_path: Path, monkeypatch) -> None:
+    def fake_run_accuracy(names, out, **kwargs):
+        kwargs["warn"]("demo: workers too small")
+        return []
+
+    monkeypatch.setattr("jobs.accuracy.run_accuracy", fake_run_accuracy)
+    res = runner.invoke(cli, ["accuracy", "--presets", "demo", "--out", str(tmp_path / "acc"), "-q"])
+    assert "warning: demo: workers too small" in res.output
+
+
 def test_simulate_hint_is_a_complete_safe_command(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "my sim"
     res = runner.invoke(cli, ["simulate", "--preset", "demo", "--out", str(out), "--commits", "50"])

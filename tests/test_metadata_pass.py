@@ -239,8 +239,11 @@ def test_too_many_observations_or_one_without_a_time_keep_the_spark_stages(spark
     # a local master reads no core count without spark.executor.pyspark.memory
     ({"spark.master": "local[2]", "spark.executor.cores": "x"}, mp.MAX_ROWS),
     ({"spark.master": "local[2]", "spark.executor.cores": "x", "spark.executor.pyspark.memory": "4g"}, 0),
+    # a setting whose share rounds to 0 MiB is a limit (Spark refuses it), not the local default
+    ({"spark.master": "local[2]", "spark.executor.cores": "4", "spark.executor.pyspark.memory": "3m"}, 0),
+    ({"spark.master": "yarn", "spark.executor.memoryOverhead": "2g", "spark.task.cpus": "1e-1000000"}, 0),
 ])  # fmt: skip
-def test_on_a_cluster_the_one_task_takes_what_one_cores_python_memory_holds(conf, rows) -> None:
+def test_on_a_cluster_the_one_task_takes_what_one_task_slots_python_memory_holds(conf, rows) -> None:
     assert mp.rows_for_conf(conf.get) == rows
 
 

@@ -269,7 +269,8 @@ def test_spark_memory_sizes_read_as_spark_reads_them(text, mib) -> None:
     assert size_mib(text) == mib
 
 
-@pytest.mark.parametrize("text", ["1.5g", "lots", "2 gigabytes", "-1g", "512 m", "\u0665\u0661\u0662m"])
+@pytest.mark.parametrize("text", ["1.5g", "lots", "2 gigabytes", "-1g", "512 m", "\u0665\u0661\u0662m",
+                                  "8388608t"])  # Spark reads a size as a Java long
 def test_a_memory_size_spark_would_reject_is_an_error(text) -> None:
     from jobs.session import size_mib
 
@@ -282,7 +283,13 @@ def test_a_memory_size_spark_would_reject_is_an_error(text) -> None:
     ({"spark.executor.cores": "4"}, "4.3.0", 4),
     ({"spark.executor.cores": "4", "spark.task.cpus": "2"}, "4.3.0", 2),  # SPARK-58192: task slots
     ({"spark.executor.cores": "4", "spark.task.cpus": "0.5"}, "4.3.1", 8),
-    ({"spark.executor.cores": "3", "spark.task.cpus": "2"}, "5.0.0", 2),  # rounded up
+    ({"spark.executor.cores": "3", "spark.task.cpus": "2"}, "5.0.0", 2),  # rounded up ...
+    ({"spark.executor.cores": "3", "spark.task.cpus": "2", "spark.dynamicAllocation.enabled": "true",
+      "spark.master": "yarn"}, "4.3.0", 1),  # ... down with dynamic allocation: the tasks that fit
+    ({"spark.executor.cores": "3", "spark.task.cpus": "2", "spark.dynamicAllocation.enabled": "true",
+      "spark.master": "local[3]"}, "4.3.0", 2),  # which a local master never has
+    ({"spark.executor.cores": "1", "spark.task.cpus": "2", "spark.dynamicAllocation.enabled": "true",
+      "spark.master": "yarn"}, "4.3.0", 1),  # at least one
     ({"spark.executor.cores": "4", "spark.task.cpus": "2"}, "4.0.1", 4),  # before 4.3: cores
 ])  # fmt: skip
 def test_spark_divides_python_memory_among_the_executor_s_task_slots(conf, version, slots) -> None:
@@ -293,6 +300,7 @@ def test_spark_divides_python_memory_among_the_executor_s_task_slots(conf, versi
 
 
 @pytest.mark.parametrize("conf", [{"spark.executor.cores": "x"}, {"spark.executor.cores": "0"},
+                                  {"spark.executor.cores": str(2**31)},
                                   {"spark.task.cpus": "0"}, {"spark.task.cpus": "many"}, {"spark.task.cpus": "nan"}])
 def test_task_slots_of_settings_spark_rejects_are_an_error(conf) -> None:
     from jobs.session import task_slots
@@ -308,8 +316,10 @@ def test_task_slots_of_settings_spark_rejects_are_an_error(conf) -> None:
     ({"spark.executor.pyspark.memory": "512k"}, None),  # 0 MiB: Spark sets no limit
     ({"spark.executor.pyspark.memory": "4g", "spark.executor.cores": "4"}, "at least 7g"),  # 1 GiB per worker
     ({"spark.executor.pyspark.memory": "8g", "spark.executor.cores": "4"}, None),
-    ({"spark.executor.pyspark.memory": "1.5g"}, None),  # Spark itself rejects it
-    ({"spark.executor.pyspark.memory": "9" * 400 + "p", "spark.executor.cores": "3"}, None),  # and this
+    ({"spark.executor.pyspark.memory": "3m", "spark.executor.cores": "4"}, "at least 7g"),  # 0 MiB: Spark refuses
+    ({"spark.executor.pyspark.memory": "1.5g"}, None),  # Spark itself rejects it, and these (no exception either)
+    ({"spark.executor.pyspark.memory": "4g", "spark.task.cpus": "1e-1000000"}, None),
+    ({"spark.executor.pyspark.memory": "1" + "0" * 403 + "m", "spark.executor.cores": "1" + "0" * 400}, None),
 ])  # fmt: skip
 def test_a_python_memory_limit_below_what_a_worker_maps_is_warned_of(conf, advice) -> None:
     from jobs.session import python_memory_warning

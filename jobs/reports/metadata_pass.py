@@ -106,7 +106,7 @@ def rows_for_conf(get: Callable[[str], str | None]) -> int:
     master = get("spark.master") or ""
     try:
         limit = worker_address_limit_mib(get)
-        if limit:
+        if limit is not None:
             budget = limit - WORKER_ADDRESS_MIB
         elif master.startswith("local"):
             return MAX_ROWS
@@ -120,7 +120,7 @@ def rows_for_conf(get: Callable[[str], str | None]) -> int:
                 overhead = max(floor, executor * factor)
             budget = (overhead - JVM_OVERHEAD_MIB) / task_slots(get) - WORKER_BASE_MIB
         return max(0, min(MAX_ROWS, int(budget * 2**20 / BYTES_PER_ROW)))
-    except (ValueError, OverflowError):
+    except (ValueError, ArithmeticError):
         return 0
 
 #: What the task returns, one kind of row each (``pass_row``): ``finding`` (the :data:`~jobs.reports._frames.FINDINGS_ARROW`
