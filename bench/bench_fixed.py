@@ -76,24 +76,27 @@ def fixed_cost(master: str, stages: bool, full_jit: bool = False, class_data: bo
         n = spark.range(1000).count()
         bare = time.perf_counter() - t0
         jpid = java_pid()
-        bare_cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - c0
+
+        def cpu() -> float:  # the JVM's process tree (with the Python workers) and this process
+            return (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
+
+        bare_cpu = cpu() - c0
         assert n == 1000
-        cpu1 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
-        t1 = time.perf_counter()
-        out = run_audit(spark, config, start, end)
-        audit = time.perf_counter() - t1
-        audit_cpu = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu1
+
+        def timed_audit(output_root: Path | None = None) -> tuple:
+            cfg = config if output_root is None else config.with_overrides(output_root=str(output_root))
+            c, t = cpu(), time.perf_counter()
+            done = run_audit(spark, cfg, start, end)
+            return done, time.perf_counter() - t, cpu() - c
+
+        out, audit, audit_cpu = timed_audit()
         fig = {"bare_s": bare, "bare_cpu_s": bare_cpu, "demo_audit_s": audit, "demo_audit_cpu_s": audit_cpu,
                "ratio": audit / bare, "timings": dict(out.timings), "findings": out.findings,
                "class_data_archive": str(archive.path) if archive else None, "again": []}
         for i in range(again):
-            cpu1 = (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time()
-            t1 = time.perf_counter()
-            rerun = run_audit(spark, config.with_overrides(output_root=str(root / f"tables-again-{i + 1}")), start, end)
-            wall = time.perf_counter() - t1
+            rerun, wall, wall_cpu = timed_audit(root / f"tables-again-{i + 1}")
             assert rerun.findings == out.findings, (rerun.findings, out.findings)
-            fig["again"].append({"demo_audit_s": wall, "ratio": wall / bare,
-                                 "demo_audit_cpu_s": (tree_cpu_s(jpid) if jpid else 0.0) + time.process_time() - cpu1})
+            fig["again"].append({"demo_audit_s": wall, "ratio": wall / bare, "demo_audit_cpu_s": wall_cpu})
         spark.stop()
         if stages:
             fig["stages"] = stage_report(root / "events")

@@ -162,7 +162,7 @@ def run_audit(
     from .sink import running_as
 
     say = progress or (lambda _line: None)
-    warned = warn or (lambda text: say(f"warning: {text}"))
+    on_warning = warn or (lambda text: say(f"warning: {text}"))
     start, end = parse_date_range(date_from, date_to)
     run = RunContext.start(config, start, end, run_id=run_id)
     result = AuditResult(run=run)
@@ -170,7 +170,7 @@ def run_audit(
         f"output {config.output.table_location('')}")
     try:
         with running_as(run.run_id):
-            _run(spark, config, start, end, run, result, reports, ingest, say, warned, progress_interval)
+            _run(spark, config, start, end, run, result, reports, ingest, say, on_warning, progress_interval)
     except Exception as exc:
         result.status = "failed"
         # the warnings so far follow the error, e.g. the memory setting that explains a MemoryError
