@@ -130,6 +130,7 @@ def run_audit(
     progress_interval: float = 10.0,
     run_id: str | None = None,
     warn: Progress | None = None,
+    on_start: Callable[[RunContext], None] | None = None,
 ) -> AuditResult:
     """Audit ``[date_from, date_to]``: decode the inputs into silver tables, then write the reports.
 
@@ -146,6 +147,9 @@ def run_audit(
             ``warning: ...`` lines.
         progress_interval: seconds between Spark task-count lines (0 turns them off).
         run_id: a fixed run id (tests); a fresh one by default.
+        on_start: called with the run's identity (:class:`~jobs.runlog.RunContext`: ``run_id``,
+            ``started_at``) before any work, so that a caller can name the run even when it fails (the CLI's
+            ``--summary-json`` of a failed run carries the ``run_id`` of its ``audit_runs`` row).
 
     Returns:
         An :class:`AuditResult` whose ``status`` says whether every configured input yielded data
@@ -166,6 +170,8 @@ def run_audit(
     start, end = parse_date_range(date_from, date_to)
     run = RunContext.start(config, start, end, run_id=run_id)
     result = AuditResult(run=run)
+    if on_start is not None:
+        on_start(run)
     say(f"run {run.run_id[:12]}: cluster {config.cluster}, {start} .. {end}, "
         f"output {config.output.table_location('')}")
     try:

@@ -220,15 +220,16 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     t0 = time.monotonic()
     say = _say(quiet, t0)
     warned: list[str] = []
+    started: list[Any] = []  # the run's RunContext, once it has one: a failed run's JSON names it too
     spark = _session(config, ingest=not reports_only)
     try:
         result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
-                           warn=_warner(warned, t0))
+                           warn=_warner(warned, t0), on_start=started.append)
     except Exception as exc:
         code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
         _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
                        duration_s=time.monotonic() - t0, error=" ".join(str(exc).split()), exit_code=code,
-                       warnings=warned)
+                       warnings=warned, run=started[0] if started else None)
         raise
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))
@@ -255,16 +256,17 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
 
 def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, metrics_file: str | None,
                    *, status: str, summary: Any, duration_s: float, result: Any = None, error: str | None = None,
-                   exit_code: int | None = None, warnings: Sequence[str] = ()) -> None:
+                   exit_code: int | None = None, warnings: Sequence[str] = (), run: Any = None) -> None:
     """The --summary-json and --metrics-file outputs (also for a failed run, so an alert can fire; its
-    ``warnings`` are the ones printed before it failed)."""
+    ``warnings`` are the ones printed before it failed, ``run`` its RunContext when it got that far)."""
     if not summary_json and not metrics_file:
         return
     from .alerts import run_document, write_metrics, write_summary_json
 
+    run = result.run if result else run
     doc = run_document(
         cluster=config.cluster, date_from=start, date_to=end, status=status, summary=summary,
-        run_id=result.run.run_id if result else None, started_at=result.run.started_at if result else None,
+        run_id=run.run_id if run else None, started_at=run.started_at if run else None,
         duration_s=duration_s, sources=result.sources if result else None,
         counts=result.ingest.counts if result is not None and result.ingest is not None else (),
         rows_per_day=result.rows_per_day if result else None, error=error, exit_code=exit_code,

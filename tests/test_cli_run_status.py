@@ -116,6 +116,9 @@ def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Pa
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["status"] == "failed" and doc["warnings"] == ["workers too\nsmall"]
     assert doc["error"] == "disk full while writing fencing_violations"
+    # the JSON names the failed run as its audit_runs rows do, so an alert can lead to them
+    assert {r["run_id"] for r in failed} == {doc["run_id"]} and doc["run_id"] != runs[0]["run_id"]
+    assert {r["started_at"].isoformat() for r in failed} == {doc["started_at"]}
     m = _metrics(tmp_path / "m.prom")
     assert m[("epoch_audit_run_status", (("status", "failed"),))] == 1
     assert m[("epoch_audit_last_success_timestamp_seconds", ())] == last_success
