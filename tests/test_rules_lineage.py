@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from epochlib.lineage import EpochEntry
 from epochlib.rules import (
     BatchHeader,
@@ -82,6 +85,29 @@ def test_l1_without_snapshot_in_path_uses_fallback():
         QuarantineRecord(source="/x/t-0/leader-epoch-checkpoint", reason="v"), fallback_ts=77
     )
     assert f.event_ts == 77 and f.broker is None and f.topic == "t"
+
+
+def test_l1_of_a_checkpoint_under_a_malformed_snapshot_or_partition_name_still_reports():
+    """Ingestion quarantines a checkpoint whose snapshot time or partition number is malformed; L1 names it
+    with what the path gives (the run's date for the time) instead of failing the fencing report."""
+    (f,) = check_checkpoint_unreadable(QuarantineRecord(
+        source="/ld/broker=1/snapshot=20251302T130000Z/orders-3/leader-epoch-checkpoint", reason="r"), fallback_ts=5)
+    assert (f.event_ts, f.broker, f.topic, f.partition) == (5, "1", "orders", 3)
+    for name in ("orders-99999999999", "orders-2147483648", "orders-" + "9" * 5000):
+        (f,) = check_checkpoint_unreadable(QuarantineRecord(
+            source=f"/ld/broker=1/snapshot=20241001T000000Z/{name}/leader-epoch-checkpoint", reason="r"))
+        assert f.event_ts == 1727740800000 and (f.topic, f.partition) == (None, None)
+    assert parse_logdir_path("b/snapshot=20240101T000000Z/t-2147483647/x")["partition"] == 2**31 - 1
+
+
+_DIGITS = st.text(alphabet="0123456789", min_size=1, max_size=14)
+
+
+@given(st.text(alphabet="b=/-x", max_size=12), _DIGITS, _DIGITS, st.text(alphabet="t-.", max_size=6), _DIGITS)
+def test_parse_logdir_path_never_raises(junk, day, time, topic, partition):
+    path = f"{junk}broker=1/snapshot={day[:8]:0<8}T{time[:6]:0<6}Z/t{topic}-{partition}/leader-epoch-checkpoint"
+    out = parse_logdir_path(path)
+    assert out["partition"] is None or 0 <= out["partition"] < 2**31
 
 
 def test_parse_logdir_path_with_dashes_in_topic():

@@ -30,6 +30,7 @@ CHECKPOINT_NAME = "leader-epoch-checkpoint"
 _BROKER_RE = re.compile(r"(?:^|/)broker=([^/]+)")
 _SNAPSHOT_RE = re.compile(r"(?:^|/)snapshot=(\d{8}T\d{6}Z)")
 _TP_RE = re.compile(r"^(.+)-(\d+)$")
+_PARTITION_MAX = 2**31 - 1  # a partition is a Java int: a larger number is no partition directory
 
 
 def parse_logdir_path(path: str) -> dict[str, Any]:
@@ -40,10 +41,14 @@ def parse_logdir_path(path: str) -> dict[str, Any]:
     if m := _BROKER_RE.search(p):
         out["broker"] = m.group(1)
     if m := _SNAPSHOT_RE.search(p):
-        t = _dt.datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=_dt.timezone.utc)
-        out["snapshot_ts"] = int(t.timestamp() * 1000)
+        try:  # a quarantined file may sit under a malformed name (month 13): that part is then missing
+            t = _dt.datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=_dt.timezone.utc)
+            out["snapshot_ts"] = int(t.timestamp() * 1000)
+        except ValueError:
+            pass
     parts = [x for x in p.split("/") if x]
-    if len(parts) >= 2 and (m := _TP_RE.match(parts[-2])):
+    if len(parts) >= 2 and (m := _TP_RE.match(parts[-2])) and len(m.group(2)) <= 10 \
+            and int(m.group(2)) <= _PARTITION_MAX:
         out["topic"], out["partition"] = m.group(1), int(m.group(2))
     return out
 
