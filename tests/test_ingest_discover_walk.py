@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobs.config import ConfigError, parse_config
+from jobs.errors import InputError
 from jobs.ingest import IngestResult
 from jobs.ingest import discover as disc
 from jobs.runlog import RunContext
@@ -35,8 +36,13 @@ def test_a_symlink_out_of_the_root_is_skipped_with_its_reason_unless_allowed(tmp
     os.symlink(outside, root / "more")
     inv = disc.discover(offsets=str(root))
     assert [Path(f.source).name for f in inv.files] == [SEG]
-    assert not inv.unrecognised
-    assert inv.reasons("offsets") == {disc.LINK_OUTSIDE: 2}
+    # evidence the run did not read: quarantined with the reason, so the source is not "ok"
+    assert {(Path(u.source).name, u.reason) for u in inv.unrecognised} == {
+        (n, f"not read: {disc.LINK_OUTSIDE}") for n in ("passwd.txt", "more")}
+    assert not inv.skipped
+    os.symlink(outside / "passwd", root / ".hidden.txt")  # a name the run ignores anyway: no loss
+    inv = disc.discover(offsets=str(root))
+    assert len(inv.unrecognised) == 2 and inv.reasons("offsets") == {disc.LINK_OUTSIDE: 1}
     allowed = disc.discover(offsets=str(root), follow_symlinks=True)
     assert sorted(Path(f.source).name for f in allowed.files) == [SEG, "dump.jsonl", "passwd.txt"]
     assert not allowed.skipped
@@ -52,7 +58,9 @@ def test_a_symlink_loop_is_never_descended_and_inside_links_are_not_read_twice(t
     for follow in (False, True):
         inv = disc.discover(offsets=str(root), follow_symlinks=follow)
         assert [f.source for f in inv.files] == [str(part / SEG)], follow
-        assert inv.reasons("offsets") == {disc.LINK_LOOP: 1, disc.LINK_INSIDE: 2, disc.LINK_BROKEN: 1}
+        assert inv.reasons("offsets") == {disc.LINK_LOOP: 1, disc.LINK_INSIDE: 2}  # read elsewhere: no loss
+        assert [(Path(u.source).name, u.reason) for u in inv.unrecognised] == [
+            ("dangling.jsonl", f"not read: {disc.LINK_BROKEN}")]
 
 
 def test_a_loop_out_of_the_root_is_descended_once_when_links_are_followed(tmp_path):
@@ -68,8 +76,52 @@ def test_a_loop_out_of_the_root_is_descended_once_when_links_are_followed(tmp_pa
 def test_a_fifo_is_skipped_not_opened(tmp_path):
     root, _ = _offsets_tree(tmp_path)
     os.mkfifo(root / "pipe.jsonl")
+    os.mkfifo(root / "broker=1" / "__consumer_offsets-0" / "00000000000000000009.log")
+    os.mkfifo(root / "broker=1" / "__consumer_offsets-0" / "00000000000000000009.index")  # ignored anyway
     inv = disc.discover(offsets=str(root))
     assert inv.reasons("offsets") == {disc.NOT_REGULAR: 1}
+    assert sorted(Path(u.source).name for u in inv.unrecognised) == ["00000000000000000009.log", "pipe.jsonl"]
+    assert {u.reason for u in inv.unrecognised} == {f"not read: {disc.NOT_REGULAR}"}
+
+
+def test_a_name_that_is_not_utf8_is_quarantined_with_a_printable_source(tmp_path):
+    """Linux names are bytes: one that is not UTF-8 cannot go into a table, so it is not read, and says so
+    (it used to fail the run's first write)."""
+    root, _ = _offsets_tree(tmp_path)
+    raw = os.fsencode(root) + b"/broker=1/__consumer_offsets-0/dump\xff.txt"
+    with open(raw, "wb") as fh:
+        fh.write(b"x")
+    os.mkdir(os.fsencode(root) + b"/broker=\xe9")
+    with open(os.fsencode(root) + b"/broker=\xe9/a.jsonl", "wb") as fh:
+        fh.write(b"{}\n")
+    inv = disc.discover(offsets=str(root))
+    assert [Path(f.source).name for f in inv.files] == [SEG]
+    assert sorted(u.source[len(str(root)) + 1:] for u in inv.unrecognised) == [
+        "broker=1/__consumer_offsets-0/dump\\xff.txt", "broker=\\xe9"]
+    assert {u.reason for u in inv.unrecognised} == {f"not read: {disc.NAME_NOT_UTF8}"}
+    for u in inv.unrecognised:
+        u.source.encode("utf-8")
+    with pytest.raises(InputError, match="offsets input path is not valid UTF-8: .*broker=\\\\xe9"):
+        disc.discover(offsets=os.fsdecode(os.fsencode(root) + b"/broker=\xe9"))
+
+
+def test_partition_numbers_and_base_offsets_beyond_kafka_s_are_quarantined(tmp_path):
+    root, _ = _offsets_tree(tmp_path)
+    for d, name in (("__consumer_offsets-99999999999", SEG), ("__consumer_offsets-2147483648", SEG),
+                    ("__consumer_offsets-1", "99999999999999999999.log")):
+        (root / "broker=1" / d).mkdir(exist_ok=True)
+        (root / "broker=1" / d / name).write_bytes(b"x")
+    (root / "broker=1" / "__consumer_offsets-2147483647").mkdir()
+    (root / "broker=1" / "__consumer_offsets-2147483647" / "09223372036854775807.log").write_bytes(b"x")
+    inv = disc.discover(offsets=str(root))
+    assert sorted((f.partition, f.base_offset) for f in inv.files) == [(0, 0), (2**31 - 1, 2**63 - 1)]
+    assert sorted(u.reason for u in inv.unrecognised) == [disc.PARTITION_RANGE, disc.PARTITION_RANGE,
+                                                          disc.BASE_OFFSET_RANGE]
+    snap = tmp_path / "logdirs" / "broker=1" / "snapshot=20240301T000000Z" / "t-0"
+    snap.mkdir(parents=True)
+    (snap / "99999999999999999999.log").write_bytes(b"x")
+    inv = disc.discover(logdirs=str(tmp_path / "logdirs"))
+    assert [u.reason for u in inv.unrecognised] == [disc.BASE_OFFSET_RANGE] and not inv.files
 
 
 def test_topics_starting_with_an_underscore_are_decoded_not_hidden(tmp_path):

@@ -23,7 +23,7 @@ from epochlib import protocol, records
 from epochlib.records import NewRecord
 from jobs.config import Config, Inputs, Output
 from jobs.ingest import run_ingestion
-from jobs.ingest.discover import EMPTY_FILE, LINK_OUTSIDE
+from jobs.ingest.discover import EMPTY_FILE, LINK_BROKEN, LINK_OUTSIDE, NAME_NOT_UTF8, NOT_REGULAR
 
 pytestmark = pytest.mark.spark
 
@@ -68,6 +68,11 @@ def build(base: Path) -> dict[str, str]:
     outside.mkdir()
     (outside / "secret.txt").write_text(_console("g-outside", 1) + "\n")
     os.symlink(outside / "secret.txt", off / "linked.txt")
+    os.symlink(outside / "gone.log", seg.parent / "00000000000000000005.log")  # a segment that is not there
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(seg.parent / "00000000000000000009.log")  # never opened: it would block the driver
+    with open(os.fsencode(off) + b"/dump\xff.txt", "w") as fh:  # a name no table can hold
+        fh.write(_console("g-bad-name", 1) + "\n")
     # captures: 20 good lines (2 partitions each), a ts of Infinity and one of 2^62
     resp = protocol.encode_metadata_response(metadata_body(4), 9, 100)
     cap = [capture_line(T1 + j, "c", "b1:9092", 9, resp) for j in range(20)]
@@ -106,7 +111,8 @@ def test_poison_values_are_quarantined_and_the_good_rows_land(runs):
     assert obs.num_rows == 40
     q = _read(root, "quarantine")
     kinds = Counter(zip(q.column("source_kind").to_pylist(), q.column("unit").to_pylist(), strict=True))
-    assert kinds == {("offsets", "line"): 6, ("offsets", "record"): 1, ("metadata", "line"): 2}
+    assert kinds == {("offsets", "line"): 6, ("offsets", "record"): 1, ("metadata", "line"): 2,
+                     ("offsets", "file"): 4 if hasattr(os, "mkfifo") else 3}  # the entries it could not read
     reasons = " | ".join(q.column("reason").to_pylist())
     assert "outside 0001-01-01..9999-12-31" in reasons and "does not fit a 32-bit column" in reasons
     for c in result.counts:
@@ -122,13 +128,22 @@ def test_kip848_group_epoch_reaches_group_metadata_from_a_console_dump(runs):
     assert [(r["record_type"], r["generation"]) for r in rows] == [("consumer_group_metadata", 42)]
 
 
-def test_symlinks_out_of_the_root_are_skipped_and_empty_files_counted(runs):
+def test_what_could_not_be_read_is_quarantined_and_empty_files_counted(runs):
+    """A link out of the root, a broken link, a FIFO named like a segment and a name that is not UTF-8 are not
+    read: each is a quarantine row with its reason (the offsets source is then partial, not ok)."""
     _, out = runs
     result, root = out["whole"]
-    assert "g-outside" not in set(_read(root, "offset_commits").column("group_id").to_pylist())
-    assert result.skipped == {"offsets": {LINK_OUTSIDE: 1}}
+    groups = set(_read(root, "offset_commits").column("group_id").to_pylist())
+    assert "g-outside" not in groups and "g-bad-name" not in groups
+    assert result.skipped == {}
     assert result.empty == {"offsets": {EMPTY_FILE: 1}}
-    assert any("skipped, not read" in n for n in result.notes())
+    q = [r for r in _read(root, "quarantine").to_pylist() if r["unit"] == "file"]
+    assert sorted((r["source"].rsplit("/", 1)[-1], r["reason"]) for r in q) == sorted([
+        ("linked.txt", f"not read: {LINK_OUTSIDE}"), ("00000000000000000005.log", f"not read: {LINK_BROKEN}"),
+        ("dump\\xff.txt", f"not read: {NAME_NOT_UTF8}"),
+        *([("00000000000000000009.log", f"not read: {NOT_REGULAR}")] if hasattr(os, "mkfifo") else [])])
+    files = result.count("offsets", "file")
+    assert files.units_quarantined == len(q) and files.units_read == len(q)
 
 
 def test_a_topic_starting_with_an_underscore_is_decoded(runs):

@@ -18,7 +18,11 @@ topic's partition directory such as ``_schemas-0`` or ``_confluent-metrics-3``),
 which becomes a ``quarantine`` row with unit ``file``, never an exception. Besides those, *empty*
 inputs (a zero-byte segment, JSONL or text dump, a directory named like an input file with nothing in
 it) are read with zero units, and *skipped* entries are not read at all, each with its reason
-(:class:`Skipped`).
+(:class:`Skipped`). A skipped entry that may hold evidence (a broken link, a FIFO, an unreadable entry, a link
+out of the root, a name that is not UTF-8; not a link to a path read anyway, nor a name the job ignores) is
+unrecognised too, ``not read: <reason>``: a run never calls a source ``ok`` with evidence it did not read
+(:func:`unread_units`). Names beyond Kafka's ranges (a partition above 2^31 - 1, a segment above 2^63 - 1)
+are unrecognised.
 
 Local roots are walked by :func:`walk_local`, which does not follow symbolic links out of the root
 unless ``follow_symlinks`` says so, never reads a link to a path inside the root twice (the target is
@@ -30,7 +34,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -59,8 +63,12 @@ ROOT_CHECKPOINTS = {
     "recovery-point-offset-checkpoint": "recovery_point",
 }
 
-_SEGMENT = re.compile(r"(\d{20})\.log")
-_OFFSETS_DIR = re.compile(r"__consumer_offsets-(\d+)")
+_SEGMENT = re.compile(r"([0-9]{20})\.log")
+_OFFSETS_DIR = re.compile(r"__consumer_offsets-([0-9]+)")
+#: Kafka's offsets are Java longs and its partitions Java ints: a name beyond them is no segment or partition.
+_OFFSET_MAX, _PARTITION_MAX = 2**63 - 1, 2**31 - 1
+BASE_OFFSET_RANGE = "segment file name beyond Kafka's largest offset (2^63 - 1)"
+PARTITION_RANGE = "partition number beyond Kafka's largest partition (2^31 - 1)"
 _BROKER = re.compile(r"broker=([^/]+)")
 _SNAPSHOT = re.compile(r"snapshot=([^/]+)")
 _PARTITION_DIR = re.compile(r"_[A-Za-z0-9._-]*-\d+")
@@ -120,6 +128,9 @@ LINK_BROKEN = "broken symbolic link"
 LINK_SEEN = "directory already read through another link"
 NOT_REGULAR = "not a regular file (FIFO, socket or device)"
 UNREADABLE_DIR = "unreadable directory"
+NAME_NOT_UTF8 = "name is not valid UTF-8 (rename it to read it; shown with \\x escapes)"
+#: Skipped entries whose target is read anyway (at another path) or holds nothing new: no evidence is lost.
+_NOTHING_LOST = frozenset({LINK_INSIDE, LINK_LOOP, LINK_SEEN})
 EMPTY_FILE = "empty file"
 EMPTY_DIR = "directory named like an input file, with nothing in it"
 
@@ -195,11 +206,16 @@ def classify_offsets(entries: list[FileEntry]) -> Inventory:
             continue
         seg = _SEGMENT.fullmatch(name)
         parent = parts[-2] if len(parts) >= 2 else ""
-        if seg and _OFFSETS_DIR.fullmatch(parent):
+        part = _OFFSETS_DIR.fullmatch(parent)
+        if seg and part:
+            number = part.group(1)
+            if len(number) > 10 or int(number) > _PARTITION_MAX or int(seg.group(1)) > _OFFSET_MAX:
+                inv.unrecognised.append(Unrecognised("offsets", e.source, e.size, BASE_OFFSET_RANGE
+                                                     if int(seg.group(1)) > _OFFSET_MAX else PARTITION_RANGE))
+                continue
             inv.files.append(InputFile(
                 "offsets", SEGMENT, e.source, e.size, broker=_broker(e.rel),
-                topic="__consumer_offsets", log_partition=int(_OFFSETS_DIR.fullmatch(parent).group(1)),
-                partition=int(_OFFSETS_DIR.fullmatch(parent).group(1)),
+                topic="__consumer_offsets", log_partition=int(number), partition=int(number),
                 base_offset=int(seg.group(1)), name=name,
             ))
         elif seg or _KAFKA_AUX.fullmatch(name):
@@ -267,6 +283,8 @@ def classify_logdirs(entries: list[FileEntry]) -> Inventory:
             inv.files.append(InputFile("logdirs", LEC, e.source, e.size, **common))
         elif name == "partition.metadata":
             inv.files.append(InputFile("logdirs", PMETA, e.source, e.size, **common))
+        elif seg and int(seg.group(1)) > _OFFSET_MAX:
+            inv.unrecognised.append(Unrecognised("logdirs", e.source, e.size, BASE_OFFSET_RANGE))
         elif seg:
             inv.files.append(InputFile("logdirs", SEGMENT, e.source, e.size, base_offset=int(seg.group(1)),
                                        **common))
@@ -348,6 +366,9 @@ def walk_local(root: str, *, follow_symlinks: bool = False) -> Listing:
         for de in entries:
             sub = f"{rel}/{de.name}" if rel else de.name
             src = f"{root}/{sub}"
+            if not _utf8(de.name):  # no table, Arrow array or Spark string can hold it: not read, said so
+                out.skipped.append((shown(src), NAME_NOT_UTF8))
+                continue
             try:
                 is_link = de.is_symlink()
                 real = os.path.realpath(de.path) if is_link else None
@@ -391,6 +412,37 @@ def walk_local(root: str, *, follow_symlinks: bool = False) -> Listing:
     walk(root, "", frozenset({real_root}))
     out.files.sort(key=lambda e: e.rel)
     return out
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # os.scandir hands undecodable bytes back as lone surrogates
+        return False
+
+
+def shown(path: str) -> str:
+    """``path`` as valid UTF-8: the bytes of an undecodable name as ``\\xNN`` escapes."""
+    return path if _utf8(path) else os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def unread_units(kind: str, root: str, skipped: Iterable[tuple[str, str]],
+                 classify: Callable[[list[FileEntry]], Inventory]) -> tuple[list[Skipped], list[Unrecognised]]:
+    """Split what the walk of ``root`` skipped into what loses no evidence (links to paths read anyway, loops)
+    or would be ignored by its name (hidden files, indexes: ``classify``), and the rest: evidence the run could
+    not read (a broken link, a FIFO, an unreadable entry, a link out of the root, an undecodable name), which
+    becomes a quarantine row (unit ``file``, reason ``not read: …``) so that its source is not ``ok``."""
+    kept: list[Skipped] = []
+    lost: list[Unrecognised] = []
+    base = root.rstrip("/") or "/"
+    for src, why in skipped:
+        rel = src[len(base) + 1:] if src.startswith(base + "/") else os.path.basename(src.rstrip("/"))
+        if why in _NOTHING_LOST or classify([FileEntry(src, rel or src, 0)]).ignored:
+            kept.append(Skipped(kind, src, why))
+        else:
+            lost.append(Unrecognised(kind, src, 0, f"not read: {why}"))
+    return kept, lost
 
 
 def _is_local(root: str) -> bool:
@@ -437,6 +489,8 @@ def list_root(kind: str, root: str, *, follow_symlinks: bool = False) -> Listing
     """
     from jobs.errors import InputError
 
+    if not _utf8(root):
+        raise InputError(f"{kind} input path is not valid UTF-8: {shown(root)} (rename it, or give a link to it)")
     try:
         if _is_local(root):
             return walk_local(resolve(root).native, follow_symlinks=follow_symlinks)
@@ -464,7 +518,10 @@ def discover(offsets: str | None = None, logdirs: str | None = None, metadata: s
             continue
         listing = list_root(kind, root, follow_symlinks=follow_symlinks)
         found = _CLASSIFIERS[kind](listing.files)
-        inv.skipped.extend(Skipped(kind, src, why) for src, why in listing.skipped)
+        kept, lost = unread_units(kind, resolve(root).native if _is_local(root) else root, listing.skipped,
+                                  _CLASSIFIERS[kind])
+        inv.skipped.extend(kept)
+        inv.unrecognised.extend(lost)
         inv.empty.extend(Skipped(kind, src, EMPTY_DIR) for src in listing.empty_dirs)
         for f in found.files:
             if f.size == 0 and f.form in _EMPTY_OK:
