@@ -368,8 +368,7 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
             sys.stdout.write(to_json(row) + "\n")
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    except BrokenPipeError:  # `| head` closed the pipe
-        sys.stderr.close()
+    # `| head` closing the pipe (BrokenPipeError) is a normal end: the command guard exits 0 quietly
 
 
 # ------------------------------------------------------------------------------------------- simulate

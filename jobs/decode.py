@@ -190,11 +190,13 @@ def _info(unit: str, position: Any, reason: str) -> dict[str, Any]:
 
 def _coordinator_notes(row: dict[str, Any], unit: str, position: Any) -> Iterator[dict[str, Any]]:
     """Info lines for a decoded ``__consumer_offsets`` record's marks (see epochlib.coordinator)."""
-    for part in ("key", "value"):
-        n = (row.get(part) or {}).get("trailing_bytes")
+    parts = {part: row.get(part) for part in ("key", "value")}
+    parts = {k: v for k, v in parts.items() if isinstance(v, dict)}  # raw bytes: a record not decoded as one
+    for part, fields in parts.items():
+        n = fields.get("trailing_bytes")
         if n:
             yield _info(unit, position, f"{n} bytes after the complete __consumer_offsets {part} (ignored)")
-    value = row.get("value") or {}
+    value = parts.get("value") or {}
     if value.get("version_above_known"):
         yield _info(unit, position, f"value version {value['version']} is above the newest known; "
                                     "read with the newest known layout")

@@ -43,3 +43,48 @@ def test_segment_record_above_known_version_and_trailing_key_byte(tmp_path: Path
     assert rec["value"]["version"] == 5 and rec["value"]["offset"] == 1234 and rec["key"]["trailing_bytes"] == 1
     assert "key" in rows[2]["reason"] and rows[2]["position"] == 7
     assert "version 5" in rows[3]["reason"]
+
+
+REAL_TOPIC_SEGMENT = (Path(__file__).resolve().parents[2] / "shared" / "real-kafka-data" / "kraft-microservice"
+                      / "order_created-0" / "00000000000000000000.log")
+
+
+def test_decode_of_a_plain_topic_segment_and_of_an_undecodable_commit_prints_rows(tmp_path: Path) -> None:
+    """A segment of any topic, and a __consumer_offsets record whose value is not one, print their rows (the
+    record's error in ``coordinator_error``); both used to end in AttributeError (exit 1)."""
+    plain = tmp_path / "orders-0" / "00000000000000000000.log"
+    plain.parent.mkdir()
+    plain.write_bytes(records.encode_batch([records.NewRecord(b"k", b"v", 1_750_000_000_000)]))
+    bad = tmp_path / "__consumer_offsets-5" / "00000000000000000000.log"
+    bad.parent.mkdir()
+    bad.write_bytes(records.encode_batch([records.NewRecord(KEY, b"\xff\xff\x00", 1_750_000_000_000)]))
+    paths = [plain, bad] + ([REAL_TOPIC_SEGMENT] if REAL_TOPIC_SEGMENT.is_file() else [])
+    for p in paths:
+        res = CliRunner().invoke(cli, ["decode", str(p)])
+        assert res.exit_code == 0, (p, res.output)
+        rows = [json.loads(x) for x in res.output.splitlines()]
+        assert {r["type"] for r in rows} == {"batch", "record"}, p
+    assert "version -1" in rows_of(bad)[-1]["coordinator_error"]
+
+
+def rows_of(path: Path) -> list[dict]:
+    return [json.loads(x) for x in CliRunner().invoke(cli, ["decode", str(path)]).output.splitlines()]
+
+
+def test_decode_into_a_pipe_closed_early_exits_0_without_noise(tmp_path: Path) -> None:
+    """``epoch-audit decode big.log | head -1``: the reader going away is a normal end (it used to close
+    stderr and exit 1 with "lost sys.stderr")."""
+    import subprocess
+    import sys
+
+    seg = tmp_path / "orders-0" / "00000000000000000000.log"
+    seg.parent.mkdir()
+    seg.write_bytes(b"".join(records.encode_batch([records.NewRecord(b"k" * 50, b"v" * 200, 1_750_000_000_000)],
+                                                  base_offset=i) for i in range(5000)))
+    proc = subprocess.Popen([sys.executable, "-c", "from jobs.cli import main; main()", "decode", str(seg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b'{"type":"batch"')
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 0, err
+    assert "Traceback" not in err and "lost sys.stderr" not in err and "error" not in err.lower(), err
