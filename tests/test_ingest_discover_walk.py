@@ -193,3 +193,43 @@ def test_local_input_bytes_counts_files_until_the_cap_and_follows_no_links(tmp_p
     assert disc.local_input_bytes([str(tmp_path / "logdirs"), str(big)], cap=2**20) > 2**20
     assert disc.local_input_bytes([str(tmp_path / "missing")], cap=2**20) is None
     assert disc.local_input_bytes(["s3://bucket/offsets", str(single)], cap=2**20) is None
+
+
+def test_a_root_inside_the_layout_is_read_as_if_its_parent_were_given(tmp_path):
+    """An operator points --offsets at one partition folder or one segment, --logdirs at one broker or snapshot:
+    the folders above the root name its broker, snapshot and partition (they were ignored or unrecognised)."""
+    part = tmp_path / "x" / "broker=7" / "__consumer_offsets-3"
+    part.mkdir(parents=True)
+    (part / SEG).write_bytes(b"x")
+    (part / "00000000000000000000.index").write_bytes(b"x")
+    for root in (tmp_path / "x", part.parent, part, part / SEG):
+        inv = disc.discover(offsets=str(root))
+        assert [(f.broker, f.partition, f.base_offset) for f in inv.files] == [("7", 3, 0)], root
+        assert not inv.unrecognised, root
+    inv = disc.discover(offsets=str(part / "00000000000000000000.index"))  # alone, not read: said so
+    assert not inv.files and [u.reason for u in inv.unrecognised] == [disc.NOT_ALONE.format(kind="offsets")]
+    other = tmp_path / "orders-0"
+    other.mkdir()
+    (other / SEG).write_bytes(b"x")
+    assert [u.reason for u in disc.discover(offsets=str(other / SEG)).unrecognised] == [
+        disc.NOT_ALONE.format(kind="offsets")]
+    assert disc.discover(offsets=str(other)).ignored  # a folder of another topic: ignored, as inside a root
+    dump = tmp_path / "_scratch" / "d.jsonl"  # a dump given alone is read whatever its folder is called
+    dump.parent.mkdir()
+    dump.write_text("{}\n")
+    assert [f.form for f in disc.discover(offsets=str(dump)).files] == [disc.JSONL]
+    snap = tmp_path / "logs" / "broker=2" / "snapshot=20240301T000000Z"
+    (snap / "t-4").mkdir(parents=True)
+    (snap / "t-4" / "leader-epoch-checkpoint").write_text("0\n0\n")
+    (snap / "replication-offset-checkpoint").write_text("0\n0\n")
+    for root in (tmp_path / "logs", snap.parent, snap):
+        inv = disc.discover(logdirs=str(root))
+        assert sorted((f.form, f.broker, f.topic, f.partition) for f in inv.files) == [
+            (disc.LEC, "2", "t", 4), (disc.ROOT_CKPT, "2", None, None)], root
+    inv = disc.discover(logdirs=str(snap / "t-4" / "leader-epoch-checkpoint"))
+    assert [(f.broker, f.topic, f.partition, f.snapshot_ms) for f in inv.files] == [("2", "t", 4, 1709251200000)]
+    hidden = tmp_path / "y" / "broker=1" / ".trash"  # a hidden layout folder: no prefix, unrecognised as before
+    (hidden / "t-0").mkdir(parents=True)
+    (hidden / "t-0" / "leader-epoch-checkpoint").write_text("0\n0\n")
+    inv = disc.discover(logdirs=str(hidden))
+    assert not inv.files and len(inv.unrecognised) == 1

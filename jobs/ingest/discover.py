@@ -67,6 +67,8 @@ _SEGMENT = re.compile(r"([0-9]{20})\.log")
 _OFFSETS_DIR = re.compile(r"__consumer_offsets-([0-9]+)")
 #: Kafka's offsets are Java longs and its partitions Java ints: a name beyond them is no segment or partition.
 _OFFSET_MAX, _PARTITION_MAX = 2**63 - 1, 2**31 - 1
+NOT_ALONE = ("given as the whole {kind} input, but not a file the job reads there (a __consumer_offsets segment is "
+             "read in its __consumer_offsets-<N> folder; give a folder above it)")
 BASE_OFFSET_RANGE = "segment file name beyond Kafka's largest offset (2^63 - 1)"
 PARTITION_RANGE = "partition number beyond Kafka's largest partition (2^31 - 1)"
 _BROKER = re.compile(r"broker=([^/]+)")
@@ -445,6 +447,29 @@ def unread_units(kind: str, root: str, skipped: Iterable[tuple[str, str]],
     return kept, lost
 
 
+def _rel_of_file_root(path: str) -> str:
+    """The path of an input root that is one file, from its last ``broker=`` folder (else its parent folder):
+    ``…/broker=1/__consumer_offsets-3/<segment>`` is then partition 3 of broker 1, as inside a folder root."""
+    parts = [p for p in path.split("/") if p]
+    brokers = [i for i, p in enumerate(parts[:-1]) if _BROKER.fullmatch(p)]
+    return "/".join(parts[brokers[-1]:] if brokers else parts[-2:])
+
+
+def _prefix_of_folder_root(root: str) -> str | None:
+    """The layout folders a folder root stands inside, for a root below the layout's top: from its last
+    ``broker=`` folder (``…/broker=1/snapshot=…``), or a ``__consumer_offsets-<N>`` folder itself; None for a
+    root above the layout, or when one of those folders is hidden (``.``/``_``)."""
+    parts = [p for p in root.split("/") if p]
+    brokers = [i for i, p in enumerate(parts) if _BROKER.fullmatch(p)]
+    if brokers:
+        prefix = parts[brokers[-1]:]
+    elif parts and _OFFSETS_DIR.fullmatch(parts[-1]):
+        prefix = parts[-1:]
+    else:
+        return None
+    return None if _hidden("/".join(prefix)) else "/".join(prefix)
+
+
 def _is_local(root: str) -> bool:
     native = resolve(root).native
     return native.startswith("/") and "://" not in native
@@ -517,7 +542,18 @@ def discover(offsets: str | None = None, logdirs: str | None = None, metadata: s
         if not root:
             continue
         listing = list_root(kind, root, follow_symlinks=follow_symlinks)
+        alone = kind != "metadata" and len(listing.files) == 1 and "/" not in listing.files[0].rel and (
+            listing.files[0].source == resolve(root).native.rstrip("/")) and bool(
+            _SEGMENT.fullmatch(listing.files[0].rel) or _KAFKA_AUX.fullmatch(listing.files[0].rel))
+        if alone:  # the root is one file: classify it by the folders above it, as if their parent were given
+            e = listing.files[0]
+            listing.files = [FileEntry(e.source, _rel_of_file_root(e.source), e.size)]
+        elif kind != "metadata" and (prefix := _prefix_of_folder_root(resolve(root).native)):
+            listing.files = [FileEntry(e.source, f"{prefix}/{e.rel}", e.size) for e in listing.files]
         found = _CLASSIFIERS[kind](listing.files)
+        if alone and found.ignored:  # a file the job reads only inside a log dir's layout: not read, said so
+            found.unrecognised += [Unrecognised(kind, src, 0, NOT_ALONE.format(kind=kind)) for _, src in found.ignored]
+            found.ignored = []
         kept, lost = unread_units(kind, resolve(root).native if _is_local(root) else root, listing.skipped,
                                   _CLASSIFIERS[kind])
         inv.skipped.extend(kept)
