@@ -238,7 +238,8 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             try:
                 with shuffles_for_input(spark, width) as in_force:
                     result.reports = run_reports(spark, config, start, end, run, reports=wanted, state=state,
-                                                 narrow=in_force == 1)
+                                                 narrow=in_force == 1,
+                                                 ahead=getattr(result.ingest, "lookahead", None) or None)
             finally:
                 _release(result)
             result.findings = dict(getattr(result.reports, "findings", {}) or {})

@@ -77,7 +77,8 @@ def test_a_run_over_d2_alone_on_a_fresh_root_finds_what_a_run_over_d1_d2_finds(s
     def config(root: str):
         return parse_config({
             "cluster": "midnight",
-            "inputs": {"offsets": str(sim.offsets), "logdirs": str(sim.logdirs), "metadata": str(sim.metadata)},
+            "inputs": {"offsets": str(sim.offsets), "logdirs": str(sim.logdirs), "metadata": str(sim.metadata),
+                       "cluster_metadata": str(sim.cluster_metadata)},
             "output": {"root": str(tmp_path / root)},
         })  # fmt: skip
 
@@ -89,6 +90,10 @@ def test_a_run_over_d2_alone_on_a_fresh_root_finds_what_a_run_over_d1_d2_finds(s
     want, got = _findings_on(whole, D2), _findings_on(alone, D2)
     # every rule family has D2 findings here, and each needed D1's state
     assert {r["rule"][0] for r in want} >= {"M", "F", "S", "L", "D"}
+    # the metadata log's D1 changes too (without them, every replica whose checkpoint named an epoch the log
+    # assigned on D1 got a K1 error); M2 is judged from the log
+    assert [r["detail"] for r in got if r["rule"] == "K1"] == [r["detail"] for r in want if r["rule"] == "K1"]
+    assert any(r["rule"] == "M2" and "metadata log" in r["detail"] for r in want)
     assert got == want
     # the run over D2 had D1 from its inputs: nothing lacked; the run over D1..D2 had nothing before D1
     # and says so, naming the rules that went without
@@ -101,11 +106,24 @@ def test_a_run_over_d2_alone_on_a_fresh_root_finds_what_a_run_over_d1_d2_finds(s
     for table in ("offset_commits", "epoch_lineage", "metadata_observations", *REPORTS):
         assert {r["event_date"].isoformat() for r in read_table_arrow(table, alone).to_pylist()} == {D2}, table
 
+    d1 = config("d1")
+    run_audit(spark, d1, D1, D1, progress_interval=0)
+    # a run over D1 alone finds what the run over D1..D2 finds on D1: the F2/S1/S2 of commits late on D1 are judged
+    # against the midnight snapshot round (on D2: the run's inputs hold it), and the metadata log reaching past D1
+    # judges captures after D1's last change (M2) as in the longer run
+    late = [r for r in _findings_on(whole, D1) if r["rule"][:2] in ("F2", "S1", "S2")
+            and any("snapshot=20240701T000000Z" in e for e in r["evidence"])]
+    assert late  # the midnight round decides some D1 findings
+    assert _findings_on(d1, D1) == _findings_on(whole, D1)
+
     # issue 13 item 2: the nightly run of D1 afterwards stores D1's bad units under D1, and each bad unit
     # is stored once, as the run over both days stored it
     run_audit(spark, alone, D1, D1, reports=(), progress_interval=0)
     assert _quarantined(alone) == _quarantined(whole)
     assert len(set(_quarantined(whole))) == len(_quarantined(whole)) > 0
+    # the reports rerun over D1 from the tables alone read D2's snapshots from the table the D2 run wrote
+    run_audit(spark, alone, D1, D1, ingest=False, progress_interval=0)
+    assert _findings_on(alone, D1) == _findings_on(whole, D1)
 
 
 def test_the_commits_of_the_lookback_days_are_one_write_s_held_files_never_the_table_s(

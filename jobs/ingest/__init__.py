@@ -79,6 +79,9 @@ class IngestResult:
         lookback: silver table -> the inputs' rows dated in the lookback days before the range (the Parquet
             files its write held back, or with delta-spark cached; not written to the tables): pass to
             :func:`jobs.reports.run_reports` as ``state``, then :meth:`release`.
+        lookahead: ``epoch_lineage`` -> the inputs' snapshots of the day after the range (cached, not written):
+            the first snapshot round after a commit late on the range's last day is there, and F2/S1/S2 judge
+            the commit against it, as a run over both days does. Pass as ``ahead``, then :meth:`release`.
     """
 
     run: RunContext
@@ -94,10 +97,12 @@ class IngestResult:
     """Notes from the decoders that are neither counts nor quarantine (TLS on ports that are not broker ports)."""
     held: tuple[HeldRows, ...] = ()
     """The sink's held-back lookback rows behind :attr:`lookback` (dropped by :meth:`release`)."""
+    lookahead: dict[str, DataFrame] = field(default_factory=dict)
 
     def release(self) -> None:
-        """Drop the lookback state (cached frames, held-back staging files) once the reports have read it."""
-        _release(self.lookback, self.held)
+        """Drop the lookback and lookahead state (cached frames, held-back staging files) once the reports have
+        read it."""
+        _release({**self.lookback, **{f"{k} ahead": v for k, v in self.lookahead.items()}}, self.held)
 
     def notes(self) -> list[str]:
         """One line per source kind that had inputs read with zero units or entries skipped, with the
@@ -143,6 +148,10 @@ def _dated(df: DataFrame, run: RunContext, days: tuple[dt.date, dt.date] | None 
     out = df.withColumn("cluster", F.lit(run.cluster)).withColumn(
         "event_date", _event_date(F.col("event_ts"), run.range_from))
     return out.filter(F.col("event_date").between(F.lit(lo), F.lit(hi)))
+
+
+#: The first day of ``partition_history``'s state (:func:`run_ingestion`): every day before the range.
+_HISTORY_START = dt.date(1970, 1, 1)
 
 
 def lookback_days(config: Config, run: RunContext) -> tuple[dt.date, dt.date] | None:
@@ -250,6 +259,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     works: dict[str, DataFrame] = {}
     offset_commits: DataFrame | None = None
     lookback: dict[str, DataFrame] = {}
+    lookahead: dict[str, DataFrame] = {}
     held: list[HeldRows] = []
     side_cached: list[DataFrame] = []  # a narrow run's cached pass side rows
 
@@ -262,6 +272,14 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     before = lookback_days(config, run)
     # the days a pass that writes its own files covers: the lookback days (held back, see held_write) and the range
     pass_days = (before[0] if before is not None else run.range_from, run.range_to)
+    # the replayed metadata log's changes of EVERY day before the range are its state, whatever lookback_days says:
+    # K1/K2/M2/M5/P1 read the partitions' whole history up to --to, and the inputs hold it (a run over one day
+    # into a fresh root named epochs assigned the day before "never assigned": hundreds of false K1 errors)
+    history_before = ((_HISTORY_START, run.range_from - dt.timedelta(days=1))
+                      if run.range_from > _HISTORY_START else None)
+
+    def state_days(name: str) -> tuple[dt.date, dt.date] | None:
+        return history_before if name == "partition_history" else before
     offsets_files = inv.of("offsets")
     commit_files: CommitFiles | None = None
     if offsets_files and adopts_files(spark, "offset_commits", config):
@@ -329,7 +347,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             silver["metadata_observations"] = Once(lambda: md.observations_frame(works["metadata"]))
         if "cluster_metadata_replay" in works:
             silver["partition_history"] = Once(
-                lambda: cm.history_frame(works["cluster_metadata_replay"], run.range_from))
+                lambda: cm.history_frame(works["cluster_metadata_replay"], run.range_from, run.range_to))
 
         passes: dict[str, PassFiles] = {n: p for n, p in (("offset_commits", commit_files),
                                                           ("metadata_observations", captures)) if p is not None}
@@ -338,9 +356,11 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             # the commits (and a pass's rows) are decoded straight for the sink, never cached: one write over
             # the lookback days and the range, whose lookback days' files the sink holds back from the table
             # as this run's state (read back columnar; usually there are none, and then there is no state)
-            frame = rows if isinstance(rows, PassFiles) else _dated(rows.get(), run, pass_days)  # a pass dates its own
+            days = state_days(name)
+            frame = rows if isinstance(rows, PassFiles) else _dated(  # a pass dates its own
+                rows.get(), run, (days[0] if days is not None else run.range_from, run.range_to))
             res = write_table(frame, name, config=config, mode="replace_range", date_range=run.date_range,
-                              hold_back=before)
+                              hold_back=days)
             if res.held is not None:
                 held.append(res.held)  # released on any later failure, like the other states
             return res
@@ -371,8 +391,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         # own): the commits, never cached, and on the delta-rs sink every table, whose held files cost nothing
         # more; delta-spark would persist each frame to hold its rows back, so its other states come from the
         # cached work rows in one job (lookback_states)
-        held_state = set() if before is None else {
-            name for name in silver if name == "offset_commits" or adopts_files(spark, name, config)}
+        held_state = {name for name in silver if state_days(name) is not None and (
+            name == "offset_commits" or adopts_files(spark, name, config))}
 
         def silver_writes(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
             out: list[tuple[str, Callable[[], SinkResult]]] = []
@@ -417,13 +437,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         def lookback_states() -> None:
             # one job materialises every other lookback state while the work rows are cached; an empty state
             # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
-            if before is None:
-                return
             states: dict[str, DataFrame] = {}
             try:
                 for name, df in silver.items():
-                    if name not in held_state and name not in passes:  # a frame may fail to plan: release the rest
-                        states[name] = _dated(df.get(), run, before).persist(StorageLevel.MEMORY_AND_DISK)
+                    days = state_days(name)
+                    if days is not None and name not in held_state and name not in passes:
+                        # a frame may fail to plan: the except below releases the rest
+                        states[name] = _dated(df.get(), run, days).persist(StorageLevel.MEMORY_AND_DISK)
                 if not states:
                     return
                 parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
@@ -437,6 +457,27 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                     lookback[name] = st  # released with the rest of the state, on success or failure
                 else:
                     st.unpersist()
+
+        def lookahead_state() -> None:
+            # the snapshots of the day after the range, when the inputs hold any (the driver knows their dates):
+            # their lineage from the cached work rows of those snapshots only
+            nxt = run.range_to + dt.timedelta(days=1)
+            lo = int(dt.datetime(nxt.year, nxt.month, nxt.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
+            hi = lo + 86_400_000
+            if "logdirs" not in works or not any(f.snapshot_ms is not None and lo <= f.snapshot_ms < hi
+                                                 for f in logdir_files):
+                return
+            rows = works["logdirs"].where((F.col("snapshot_ms") >= lo) & (F.col("snapshot_ms") < hi))
+            st = _dated(ld.lineage_frame(rows), run, (nxt, nxt)).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                found = st.limit(1).count()
+            except BaseException:
+                st.unpersist()
+                raise
+            if found:
+                lookahead["epoch_lineage"] = st
+            else:
+                st.unpersist()
 
         def unit_totals() -> dict[tuple[str, str], list]:
             # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
@@ -464,11 +505,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]
 
         # one round of concurrent steps, the pass writes first
-        steps = [*writes, ("_states", lookback_states), ("_totals", unit_totals), ("_infos", info_notes)]
+        steps = [*writes, ("_states", lookback_states), ("_ahead", lookahead_state), ("_totals", unit_totals),
+                 ("_infos", info_notes)]
         done = run_concurrently(spark, steps, workers=len(steps))  # all at once: small jobs and collects
         totals: dict[tuple[str, str], list] = done.pop("_totals")
         infos: list[str] = done.pop("_infos")
         done.pop("_states")
+        done.pop("_ahead")
         tables: dict[str, SinkResult] = done
         for name in (*held_state, *passes):
             res = tables.get(name)
@@ -486,7 +529,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         if write_audit and counts:
             tables["audit_runs"] = write_audit_runs(audit_run_table(run, counts), config)
     except BaseException:
-        _release(lookback, held)
+        _release({**lookback, **{f"{k} ahead": v for k, v in lookahead.items()}}, held)
         raise
     finally:
         for w in (*works.values(), *side_cached):
@@ -505,7 +548,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     skipped = {k: inv.reasons(k) for k in kinds if inv.reasons(k)}
     empty = {k: inv.reasons(k, "empty") for k in kinds if inv.reasons(k, "empty")}
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
-                        infos=tuple(infos), lookback=lookback, input_bytes=input_bytes, held=tuple(held))
+                        infos=tuple(infos), lookback=lookback, input_bytes=input_bytes, held=tuple(held),
+                        lookahead=lookahead)
 
 
 def _release(lookback: dict[str, DataFrame], held: list[HeldRows] | tuple[HeldRows, ...]) -> None:

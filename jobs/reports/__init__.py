@@ -147,6 +147,7 @@ def run_reports(
     state: Mapping[str, DataFrame] | None = None,
     *,
     narrow: bool = False,
+    ahead: Mapping[str, DataFrame] | None = None,
 ) -> ReportResult:
     """Compute and write the report tables for ``[date_from, date_to]``.
 
@@ -162,6 +163,9 @@ def run_reports(
             range (:attr:`jobs.ingest.IngestResult.lookback`); added to what earlier runs wrote for them.
         narrow: the run is small (one shuffle partition, :func:`jobs.session.shuffles_for_input`): the parts
             several reports share are computed into local checkpoints as soon as they are planned.
+        ahead: ``epoch_lineage`` -> the run's inputs' snapshots of the day after the range
+            (:attr:`jobs.ingest.IngestResult.lookahead`): with what earlier runs wrote for that day, F2/S1/S2
+            judge a commit late on the last day against the first snapshot round after it.
 
     Returns:
         A :class:`ReportResult` with per-table counts.
@@ -241,7 +245,7 @@ def run_reports(
     try:
         grace = int(config.rules.stale_grace_ms)
         # the replayed metadata log (small; empty without one), loaded by the first step that needs it
-        load_log = Once(lambda: kraft.load(spark, config, cluster, window))
+        load_log = Once(lambda: kraft.load(spark, config, cluster, window, inputs))
 
         def plain_observations() -> DataFrame:
             # the observations (id-filled rows kept: the fill is Python over every id-less response)
@@ -303,9 +307,14 @@ def run_reports(
             tol = int(config.rules.snapshot_tolerance_seconds) * 1000
             lineage = Once(lambda: keep(fencing.lineage(spark, config, cluster, window, inputs)))
 
+            def commit_lineage() -> DataFrame:
+                # the commits' rules also read the next day's snapshots (the first round after a late commit)
+                after = fencing.lineage_ahead(spark, config, cluster, rng[1], (ahead or {}).get("epoch_lineage"))
+                return lineage.get() if after is None else lineage.get().unionByName(after)
+
             def commit_found() -> DataFrame:
                 t0 = time.perf_counter()
-                lin = lineage.get()
+                lin = commit_lineage()
                 groups = fr.read_silver(spark, config, "group_metadata", cluster, window, inputs) if want_s else None
                 # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
                 spill = CommitSpill.plan(spark, config, cluster, window, inputs)

@@ -83,6 +83,24 @@ def lineage(
     return fr.ms_columns(df, ("snapshot_ts",))
 
 
+def lineage_ahead(spark: SparkSession, config: Config, cluster: str, last_day: dt.date,
+                  ahead: DataFrame | None = None) -> DataFrame | None:
+    """``epoch_lineage`` rows of the day after ``last_day`` (as :func:`lineage`): what earlier runs wrote for it,
+    and ``ahead``, the run's own inputs' snapshots of that day (:attr:`jobs.ingest.IngestResult.lookahead`); a
+    snapshot both hold counts once. None when there are none (known from the Delta log where it tells).
+
+    F2/S1/S2 judge a commit against the first snapshot round at or after it: for a commit late on the range's
+    last day that round is on the next day, and a run over that day alone found otherwise than a run over both
+    days (an F2's end offset, a truncation taken for a spurious rewind)."""
+    day = last_day + dt.timedelta(days=1)
+    if ahead is None and (listed := fr.sink_files(spark, config, "epoch_lineage", cluster, (day, day))) is not None \
+            and not listed[1]:
+        return None  # the usual nightly run: nothing of the next day yet (no Spark job to find that out)
+    # the inputs' rows join the table's as read_silver joins a lookback state (a row both hold counts once)
+    state = None if ahead is None else fr.InputState(before=day + dt.timedelta(days=1), frames={"epoch_lineage": ahead})
+    return lineage(spark, config, cluster, (day, day), state)
+
+
 # --------------------------------------------------------------------------------- executor functions
 
 

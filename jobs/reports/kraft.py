@@ -38,7 +38,7 @@ causes    F2/L5/S1 findings cogrouped with K2 by (topic, partition)         ``ca
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -123,26 +123,35 @@ def _copy_order(row: dict[str, Any]) -> tuple:
     return tuple((row[c] is not None, row[c]) for c in ("source", "position"))
 
 
-def load(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date]) -> KraftEvidence:
+def load(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+         inputs: fr.InputState | None = None) -> KraftEvidence:
     """``partition_history`` up to the window's end (times as epoch ms), collected once: read from the table's files
-    on the driver where the Delta log lists them (:func:`history_rows`), else by Spark."""
+    on the driver where the Delta log lists them (:func:`history_rows`), else by Spark. With ``inputs``, the changes
+    the run's own inputs hold for the days before its range (every such day: the ingestion's state of this table)
+    count as well, whether or not an earlier run wrote them."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    df = fr.read_silver(spark, config, "partition_history", cluster, (_EPOCH_OF_TIME, window[1]))
+    df = fr.read_silver(spark, config, "partition_history", cluster, (_EPOCH_OF_TIME, window[1]), inputs)
     first = Window.partitionBy(*_HIST_KEY).orderBy(F.col("source").asc_nulls_first(), F.col("position").asc_nulls_first())
     df = (fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",)).withColumn("_copy", F.row_number().over(first))
           .where(F.col("_copy") == 1).drop("_copy"))
-    rows = history_rows(spark, config, cluster, window)
+    state = inputs.frames.get("partition_history") if inputs is not None else None
+    early = None
+    if state is not None:  # small (one row per change), collected as the table's rows are
+        early = state.where(F.col("cluster") == F.lit(cluster)).select(
+            *[F.col(c) if c in state.columns else F.lit(None).alias(c) for c in _HIST_COLS]).toArrow()
+    rows = history_rows(spark, config, cluster, window, early)
     return KraftEvidence(df, df.toArrow().to_pylist() if rows is None else rows)
 
 
-def history_rows(spark: SparkSession, config: Config, cluster: str,
-                 window: tuple[dt.date, dt.date]) -> list[dict[str, Any]] | None:
+def history_rows(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+                 early: pa.Table | None = None) -> list[dict[str, Any]] | None:
     """:func:`load`'s rows read with pyarrow from the files the Delta log lists (the delta-rs sink), without a Spark
     job: the metadata pass waits for them, and Spark's job (a shuffle for the dedupe) queued behind the commit
     spill's tasks for ~5-8 s at 1 M bench commits. None where only Spark can read the table: the delta-spark back
-    end, a catalog table, escaped file names. The log is small (a replayed metadata log: one row per change)."""
+    end, a catalog table, escaped file names. The log is small (a replayed metadata log: one row per change).
+    ``early``: the run's own rows of the days before its range (:func:`load`), merged like another file's."""
     import pyarrow.parquet as pq
 
     table = "partition_history"
@@ -150,16 +159,22 @@ def history_rows(spark: SparkSession, config: Config, cluster: str,
     if listed is None or any("%" in f.path for f in listed[1]):
         return None
     root, files = listed
-    if not files:
+    if not files and early is None:
         return []
     fs, base = fr.fs_path(root)
     stored = schemas.arrow_schema(table)
     schema = pa.schema([stored.field(c) for c in _HIST_COLS])
     rows: dict[tuple, dict[str, Any]] = {}
-    for f in files:
-        with fs.open_input_file(f"{base}/{f.path}") as fh:
-            pf = pq.ParquetFile(fh)
-            t = pf.read(columns=[c for c in _HIST_COLS if c in pf.schema_arrow.names], use_threads=False)
+
+    def tables() -> Iterator[pa.Table]:
+        for f in files:
+            with fs.open_input_file(f"{base}/{f.path}") as fh:
+                pf = pq.ParquetFile(fh)
+                yield pf.read(columns=[c for c in _HIST_COLS if c in pf.schema_arrow.names], use_threads=False)
+        if early is not None:
+            yield early
+
+    for t in tables():
         t = fr.conformed(t, schema)
         t = t.set_column(t.schema.get_field_index("controller_ts"), "controller_ts",
                          fr.epoch_ms_arrow(t.column("controller_ts")))
