@@ -395,8 +395,8 @@ def simulate(preset: str, out: str, commits: int | None, seed: int | None) -> No
     base = Path(out).resolve()
     q = shlex.quote
     click.echo(f"audit it: epoch-audit run --offsets {q(str(base / 'offsets'))} --logdirs {q(str(base / 'logdirs'))} "
-               f"--metadata {q(str(base / 'metadata'))} --output-root {q(str(base / 'tables'))} "
-               f"--cluster {q(scenario.name)} --from {start} --to {end}")
+               f"--metadata {q(str(base / 'metadata'))} --cluster-metadata {q(str(res.cluster_metadata.resolve()))} "
+               f"--output-root {q(str(base / 'tables'))} --cluster {q(scenario.name)} --from {start} --to {end}")
 
 
 # --------------------------------------------------------------------------------------------- report

@@ -139,6 +139,10 @@ def test_simulate_hint_is_a_complete_safe_command(runner: CliRunner, tmp_path: P
     assert argv[:2] == ["epoch-audit", "run"]
     flags = dict(zip(argv[2::2], argv[3::2], strict=True))
     assert flags["--offsets"] == str(out / "offsets") and Path(flags["--offsets"]).is_dir()
+    # every input the simulator wrote, the metadata log included (the hint left it out)
+    assert {k for k in flags if Path(flags[k]).is_dir() and Path(flags[k]).parent == out} == {
+        "--offsets", "--logdirs", "--metadata", "--cluster-metadata"}
+    assert any(Path(flags["--cluster-metadata"]).glob("*/__cluster_metadata-0/*.log"))
     assert flags["--output-root"] == str(out / "tables") and flags["--cluster"]
     assert "--conf" not in flags and "epoch-audit-demo" not in hint
 
