@@ -25,7 +25,9 @@ Contract: :func:`iter_exchanges` never raises on bad input; it yields :class:`Ex
 and :class:`CaptureError` items in packet order, and goes on where it can. Each error has a
 ``kind``: ``corrupt`` and ``tls`` are input that could not be decoded (quarantine rows);
 ``unpaired_request``, ``unpaired_response``, ``partial`` (a frame cut by the capture's start,
-end or a gap) and ``tls_port`` are limits of the capture, counted apart (:func:`tally`).
+end or a gap, and a file that ends inside a packet: read up to there, as Wireshark reads a capture
+copied while it was written) and ``tls_port`` are limits of the capture, counted apart (:func:`tally`).
+A packet that claims more bytes than any capture writes (256 KiB), past the file's end, is damage.
 """
 
 from __future__ import annotations
@@ -227,15 +229,28 @@ def _tcp_of(linktype: int, buf: bytes) -> tuple[str, int, str, int, Any] | None:
 
 
 class _ShortReadTracker(io.BytesIO):
-    """A BytesIO that remembers when a read returned fewer bytes than asked (truncated file)."""
+    """A BytesIO that remembers when a read returned fewer bytes than asked (truncated file), and how many."""
 
     short = False
+    wanted = 0
 
     def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
         out = super().read(n)
         if n is not None and n > 0 and 0 < len(out) < n:
-            self.short = True
+            self.short, self.wanted = True, n
         return out
+
+
+#: The most bytes a packet of a capture cut while it was written may claim (tcpdump's largest snapshot length):
+#: a file that ends inside a packet claiming more is damaged, not cut.
+_MAX_PACKET = 262_144
+
+
+def _cut_at_end(n: int, what: str) -> CaptureError:
+    """The capture ends inside packet ``n`` (a file copied while tcpdump was still writing it): its end, as
+    Wireshark reads it ("cut short in the middle of a packet"); the frames it cut are counted as partial."""
+    return CaptureError(n, f"capture ends inside {what} {n} (cut while it was being written?): read up to there",
+                        kind=PARTIAL)
 
 
 def _packets(data: bytes, errors: list[CaptureError]) -> Iterator[tuple[int, float, int, bytes]]:
@@ -258,17 +273,22 @@ def _packets(data: bytes, errors: list[CaptureError]) -> Iterator[tuple[int, flo
         return
     it = iter(reader)
     n = 0
+    limit = max(int(getattr(reader, "snaplen", 0) or 0), _MAX_PACKET)
     while True:
         try:
             ts, buf = next(it)
         except StopIteration:
             break
+        except dpkt.NeedData:  # fewer than a record header's 16 bytes left: the file ends there
+            errors.append(_cut_at_end(n + 1, "the header of packet"))
+            return
         except Exception as e:  # noqa: BLE001
             errors.append(CaptureError(n + 1, f"capture truncated or corrupt after packet {n} ({type(e).__name__})"))
             return
         n += 1
         if f.short:
-            errors.append(CaptureError(n, f"capture truncated inside packet {n}"))
+            errors.append(_cut_at_end(n, "packet") if f.wanted <= limit else CaptureError(
+                n, f"capture corrupt at packet {n}: it claims {f.wanted} bytes, past the file's end"))
             return
         yield n, float(ts), linktype, bytes(buf)
 
@@ -329,7 +349,8 @@ def _pcapng_packets(data: bytes, errors: list[CaptureError]) -> Iterator[tuple[i
     last_ts = 0.0
     while pos < end:
         if pos + 12 > end:
-            errors.append(CaptureError(n + 1, f"capture truncated after packet {n} (partial block header)"))
+            errors.append(_cut_at_end(n + 1, "the block header of packet") if pos else CaptureError(
+                0, "capture truncated inside its first block header", "file"))
             return
         if data[pos : pos + 4] == _PCAPNG_MAGIC:
             order = _SHB_BOM.get(data[pos + 8 : pos + 12], "")
@@ -344,8 +365,9 @@ def _pcapng_packets(data: bytes, errors: list[CaptureError]) -> Iterator[tuple[i
                                        f"{n}", "file" if pos == 0 else "frame"))
             return
         if pos + blen > end:
-            errors.append(CaptureError(0 if pos == 0 else n + 1, f"capture truncated inside packet {n + 1}",
-                                       "file" if pos == 0 else "frame"))
+            errors.append(_cut_at_end(n + 1, "packet") if pos and blen <= _MAX_PACKET + 64 else CaptureError(
+                0 if pos == 0 else n + 1, f"capture truncated or corrupt inside packet {n + 1} (a block of {blen} "
+                "bytes past the file's end)", "file" if pos == 0 else "frame"))
             return
         body = view[pos + 8 : pos + blen - 4]
         pos += blen

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import socket
+import struct
 
 import dpkt
 import pytest
@@ -170,8 +171,33 @@ def test_not_a_capture_and_truncated_file() -> None:
     data = _capture(messy_segments())
     items = list(iter_exchanges(data[:-30]))
     exchanges, errors = _split(items)
-    assert len(exchanges) == 1 and any("truncated" in e.reason for e in errors)
+    # cut inside its last packet (copied while tcpdump wrote it): read up to there, the cut counted, not quarantined
+    assert len(exchanges) == 1 and any("ends inside packet" in e.reason and not e.quarantined for e in errors)
+    assert not [e for e in errors if e.quarantined]
     assert list(iter_exchanges(b"")) == [CaptureError(0, "not a pcap or pcapng file", "file")]
+
+
+def test_a_capture_cut_inside_a_packet_is_read_to_there_and_a_damaged_length_is_quarantined() -> None:
+    """A pcap that ends inside a packet (or its record header) is a capture's end, as Wireshark reads it: the
+    exchanges before it are decoded and the cut is a capture limit (counted as partial). A record claiming more
+    bytes than any capture writes is damage: quarantined."""
+    data = _capture(messy_segments())  # written by dpkt's pcap.Writer
+    whole = [e.correlation_id for e in iter_exchanges(data) if not isinstance(e, CaptureError)]
+    for cut in (1, 7, 17, 30):
+        items = list(iter_exchanges(data[:-cut]))
+        exchanges, errors = _split(items)
+        assert [e.correlation_id for e in exchanges] == whole[: len(exchanges)] and exchanges, cut
+        assert not [e for e in errors if e.quarantined], (cut, errors)
+        assert any(e.kind == "partial" and "ends inside" in e.reason for e in errors), cut
+    # the last record's caplen set to 10 MB: a damaged header, not a cut
+    pos, offsets = 24, []
+    while pos < len(data):
+        offsets.append(pos)
+        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
+    bad = bytearray(data)
+    struct.pack_into("<I", bad, offsets[-1] + 8, 10_000_000)
+    errors = [e for e in iter_exchanges(bytes(bad)) if isinstance(e, CaptureError)]
+    assert any(e.quarantined and "claims 10000000 bytes" in e.reason for e in errors)
 
 
 def test_linux_cooked_capture() -> None:

@@ -219,7 +219,8 @@ def test_pcapng_truncated_inside_a_block() -> None:
     items = list(iter_exchanges(data[:-20]))
     exchanges, errors = _split(items)
     assert [e.correlation_id for e in exchanges] == [7]
-    assert any("truncated inside packet 4" in e.reason and e.quarantined for e in errors)
+    assert any("ends inside packet 4" in e.reason and e.kind == "partial" for e in errors)
+    assert not [e for e in errors if e.quarantined]
 
 
 # ---------------------------------------------------------------- item 4: TLS
