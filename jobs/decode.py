@@ -28,6 +28,7 @@ from epochlib.errors import DecodeError
 from epochlib.kraft import codec as kraft_codec
 from epochlib.kraft import dumptext as kraft_dump
 from epochlib.kraft import snapshot as kraft_snapshot
+from jobs.ingest.metadata import LINE_ERRORS, parse_capture_line
 
 __all__ = ["detect_kind", "decode_path", "to_json"]
 
@@ -266,11 +267,13 @@ def _jsonl(data: bytes) -> Iterator[dict[str, Any]]:
             obj = json.loads(line)
             if not isinstance(obj, dict):
                 raise ValueError("line is not a JSON object")
-            if "response" in obj:  # a Metadata capture line
-                response = _b64(obj["response"])
-                version = int(obj["api_version"])
+            if "response" in obj:  # a Metadata capture line, read as a run reads it (same errors)
+                try:
+                    _, response, version, _, token = parse_capture_line(line)
+                except LINE_ERRORS as e:
+                    raise ValueError(f"bad capture line: {e}") from None
                 meta = {"ts": obj.get("ts"), "client_id": obj.get("client_id"), "broker": obj.get("broker"),
-                        "api_version": version, "line": n}
+                        "api_version": version, "line": n, **({"metadata_token": token} if token is not None else {})}
                 rows = _observations(response, version)
                 for obs in rows:
                     yield {"type": "metadata_observation", **meta, **obs}

@@ -88,3 +88,23 @@ def test_decode_into_a_pipe_closed_early_exits_0_without_noise(tmp_path: Path) -
     err = proc.stderr.read().decode()
     assert proc.wait(60) == 0, err
     assert "Traceback" not in err and "lost sys.stderr" not in err and "error" not in err.lower(), err
+
+
+def test_decode_shows_the_error_a_run_quarantines_a_capture_line_with(tmp_path: Path) -> None:
+    """``decode`` and the ingestion read a capture line with one function: a line the run quarantines is an
+    error row with the same reason (decode printed observations for three of these)."""
+    from jobs.ingest.metadata import _decode_jsonl
+
+    good = {"ts": "2026-01-01T00:00:00Z", "client_id": "c", "broker": "b:9092", "api_version": 12,
+            "response": base64.b64encode(_rdkafka_mock_v12(b"")).decode()}
+    bad = [{**good, "api_version": "12"}, {k: v for k, v in good.items() if k != "ts"},
+           {**good, "metadata_token": -1}, {**good, "response": "%%%"}, {**good, "api_version": True}]
+    p = tmp_path / "cap.jsonl"
+    p.write_text("\n".join(json.dumps(x) for x in [good, *bad]) + "\n")
+    rows = [json.loads(x) for x in CliRunner().invoke(cli, ["decode", str(p)]).output.splitlines()]
+    errors = {r["position"]: r["reason"] for r in rows if r["type"] == "error"}
+    assert sorted(errors) == [2, 3, 4, 5, 6] and {r["line"] for r in rows if r["type"] != "error"} == {1}
+    side = [b.to_pylist() for b in _decode_jsonl({"source": str(p)}, {})]
+    quarantined = {r["position"]: r["reason"] for batch in side for r in batch
+                   if r.get("row_kind") == "quarantine" or (r.get("reason") and r.get("unit") == "line")}
+    assert quarantined == errors

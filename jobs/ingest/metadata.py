@@ -94,6 +94,37 @@ def _metadata_token(value: Any) -> int | None:
     return value
 
 
+def parse_capture_line(line: str) -> tuple[dict[str, Any], bytes, int, int, int | None]:
+    """One JSONL capture line: ``(object, response bytes, api_version, capture ms, metadata_token)``.
+
+    The one reading of a line (the ingestion and ``epoch-audit decode`` both use it, so ``decode`` shows the
+    error a run quarantines the line with). Raises ValueError (or TypeError, OverflowError, RecursionError,
+    binascii.Error: :data:`LINE_ERRORS`) for a line that is not a capture: not a JSON object with a base64
+    ``response``, an ``api_version`` that is not an int16 >= 0, a missing or unparseable ``ts``, a bad
+    ``metadata_token``."""
+    obj = json.loads(line)
+    if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
+        raise ValueError("not a JSON object with a base64 response")
+    resp = base64.b64decode(obj["response"], validate=True)
+    ver = obj.get("api_version")
+    if not isinstance(ver, int) or isinstance(ver, bool) or not 0 <= ver <= 0x7FFF:
+        raise ValueError(f"bad api_version {ver!r}")
+    ts = obj.get("ts")
+    ms = ts_ms(ts)
+    if ms is None:
+        raise ValueError(f"missing or unparseable ts {str(ts)[:40]!r}")
+    try:
+        token = _metadata_token(obj.get("metadata_token"))
+    except ValueError as e:
+        e.capture_ms = ms  # type: ignore[attr-defined]  # the line is dated by its own good time
+        raise
+    return obj, resp, ver, ms, token
+
+
+#: What :func:`parse_capture_line` raises for a line that is not a capture.
+LINE_ERRORS = (ValueError, TypeError, OverflowError, RecursionError, binascii.Error)
+
+
 def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, versions: list,
                   side: RowBuffer, addresses: dict[str, int]) -> tuple[pa.RecordBatch | None, int, int]:
     """Decode a chunk of responses; returns (observation rows, quarantined units, rows out)."""
@@ -186,24 +217,13 @@ def _decode_jsonl(row: dict | str, addresses: dict[str, int]) -> Iterator[pa.Rec
         if not line.strip():
             continue
         n_read += 1
-        ms = None
         try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
-                raise ValueError("not a JSON object with a base64 response")
-            resp = base64.b64decode(obj["response"], validate=True)
-            ver = obj.get("api_version")
-            if not isinstance(ver, int) or isinstance(ver, bool) or not 0 <= ver <= 0x7FFF:
-                raise ValueError(f"bad api_version {ver!r}")
-            ts = obj.get("ts")
-            ms = ts_ms(ts)
-            if ms is None:
-                raise ValueError(f"missing or unparseable ts {str(ts)[:40]!r}")
-            token = _metadata_token(obj.get("metadata_token"))
-        except (ValueError, TypeError, OverflowError, RecursionError, binascii.Error) as e:
+            obj, resp, ver, ms, token = parse_capture_line(line)
+        except LINE_ERRORS as e:
             n_bad += 1
             # dated by the line's own time when it had a good one (only the token was wrong)
-            side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX], q_ms=ms))
+            side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX],
+                              q_ms=getattr(e, "capture_ms", None)))
             continue
         if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver, token):
             batch = chunk.flush()
