@@ -229,14 +229,21 @@ def _tcp_of(linktype: int, buf: bytes) -> tuple[str, int, str, int, Any] | None:
 
 
 class _ShortReadTracker(io.BytesIO):
-    """A BytesIO that remembers when a read returned fewer bytes than asked (truncated file), and how many."""
+    """A BytesIO that remembers when a read returned fewer bytes than asked (truncated file), and how many.
+
+    dpkt's reader reads the file header, then per packet its record header and its data: a data read (the 3rd,
+    5th, … read) that returns nothing is a cut too (the file ends right after a record header), while a record
+    header read that returns nothing is the file's end."""
 
     short = False
     wanted = 0
+    reads = 0
 
     def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
         out = super().read(n)
-        if n is not None and n > 0 and 0 < len(out) < n:
+        self.reads += 1
+        data_read = self.reads >= 3 and self.reads % 2 == 1
+        if n is not None and n > 0 and len(out) < n and (out or data_read):
             self.short, self.wanted = True, n
         return out
 

@@ -207,12 +207,12 @@ def test_a_root_inside_the_layout_is_read_as_if_its_parent_were_given(tmp_path):
         assert [(f.broker, f.partition, f.base_offset) for f in inv.files] == [("7", 3, 0)], root
         assert not inv.unrecognised, root
     inv = disc.discover(offsets=str(part / "00000000000000000000.index"))  # alone, not read: said so
-    assert not inv.files and [u.reason for u in inv.unrecognised] == [disc.NOT_ALONE.format(kind="offsets")]
+    assert not inv.files and [u.reason for u in inv.unrecognised] == [disc.NOT_ALONE["offsets"]]
     other = tmp_path / "orders-0"
     other.mkdir()
     (other / SEG).write_bytes(b"x")
     assert [u.reason for u in disc.discover(offsets=str(other / SEG)).unrecognised] == [
-        disc.NOT_ALONE.format(kind="offsets")]
+        disc.NOT_ALONE["offsets"]]
     assert disc.discover(offsets=str(other)).ignored  # a folder of another topic: ignored, as inside a root
     dump = tmp_path / "_scratch" / "d.jsonl"  # a dump given alone is read whatever its folder is called
     dump.parent.mkdir()
@@ -233,3 +233,40 @@ def test_a_root_inside_the_layout_is_read_as_if_its_parent_were_given(tmp_path):
     (hidden / "t-0" / "leader-epoch-checkpoint").write_text("0\n0\n")
     inv = disc.discover(logdirs=str(hidden))
     assert not inv.files and len(inv.unrecognised) == 1
+
+
+def test_a_root_inside_the_layout_keeps_the_brokers_below_it_and_says_what_it_could_not_read(tmp_path):
+    """Review of the prefix: a root below an unrelated broker= folder keeps the brokers named below it; what the
+    walk skipped under a root inside the layout is judged as the root's files are (a broken segment link is not
+    read: quarantined; a broken index link is nothing lost); a _schemas-0 partition folder is a root like t-0."""
+    top = tmp_path / "broker=all" / "export"
+    for b in ("1", "2"):
+        d = top / f"broker={b}" / "snapshot=20240301T000000Z" / "t-0"
+        d.mkdir(parents=True)
+        (d / "leader-epoch-checkpoint").write_text("0\n0\n")
+    inv = disc.discover(logdirs=str(top))
+    assert sorted(f.broker for f in inv.files) == ["1", "2"] and not inv.unrecognised
+    part = tmp_path / "o" / "broker=7" / "__consumer_offsets-3"
+    part.mkdir(parents=True)
+    (part / SEG).write_bytes(b"x")
+    os.symlink(tmp_path / "gone", part / "00000000000000000005.log")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(part / "00000000000000000009.log")
+    inv = disc.discover(offsets=str(part))
+    assert [(f.broker, f.partition) for f in inv.files] == [("7", 3)]
+    assert sorted(Path(u.source).name for u in inv.unrecognised) == [
+        "00000000000000000005.log", *(["00000000000000000009.log"] if hasattr(os, "mkfifo") else [])]
+    snap = tmp_path / "l" / "broker=1" / "snapshot=20240301T000000Z"
+    (snap / "t-0").mkdir(parents=True)
+    (snap / "t-0" / "leader-epoch-checkpoint").write_text("0\n0\n")
+    os.symlink(tmp_path / "gone", snap / "t-0" / "00000000000000000000.index")
+    (snap / "_schemas-0").mkdir()
+    (snap / "_schemas-0" / "leader-epoch-checkpoint").write_text("0\n0\n")
+    for root in (snap.parent.parent, snap):
+        inv = disc.discover(logdirs=str(root))
+        assert not inv.unrecognised and inv.reasons("logdirs") == {disc.LINK_BROKEN: 1}, root
+    inv = disc.discover(logdirs=str(snap / "_schemas-0"))
+    assert [(f.topic, f.partition) for f in inv.files] == [("_schemas", 0)] and not inv.unrecognised
+    (snap / "t-0" / "00000000000000000000.timeindex").write_bytes(b"x")
+    inv = disc.discover(logdirs=str(snap / "t-0" / "00000000000000000000.timeindex"))
+    assert [u.reason for u in inv.unrecognised] == [disc.NOT_ALONE["logdirs"]]

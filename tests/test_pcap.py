@@ -189,11 +189,14 @@ def test_a_capture_cut_inside_a_packet_is_read_to_there_and_a_damaged_length_is_
         assert [e.correlation_id for e in exchanges] == whole[: len(exchanges)] and exchanges, cut
         assert not [e for e in errors if e.quarantined], (cut, errors)
         assert any(e.kind == "partial" and "ends inside" in e.reason for e in errors), cut
-    # the last record's caplen set to 10 MB: a damaged header, not a cut
     pos, offsets = 24, []
     while pos < len(data):
         offsets.append(pos)
         pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
+    # cut right after the last record's header (no data byte of it): a cut too, not an empty packet
+    _, errors = _split(list(iter_exchanges(data[: offsets[-1] + 16])))
+    assert [e.kind for e in errors if "ends inside" in e.reason] == ["partial"], errors
+    # the last record's caplen set to 10 MB: a damaged header, not a cut
     bad = bytearray(data)
     struct.pack_into("<I", bad, offsets[-1] + 8, 10_000_000)
     errors = [e for e in iter_exchanges(bytes(bad)) if isinstance(e, CaptureError)]

@@ -79,9 +79,11 @@ class IngestResult:
         lookback: silver table -> the inputs' rows dated in the lookback days before the range (the Parquet
             files its write held back, or with delta-spark cached; not written to the tables): pass to
             :func:`jobs.reports.run_reports` as ``state``, then :meth:`release`.
-        lookahead: ``epoch_lineage`` -> the inputs' snapshots of the day after the range (cached, not written):
-            the first snapshot round after a commit late on the range's last day is there, and F2/S1/S2 judge
-            the commit against it, as a run over both days does. Pass as ``ahead``, then :meth:`release`.
+        lookahead: what the inputs hold after the range (cached, not written): ``epoch_lineage``, the snapshots
+            of the next day (the first snapshot round after a commit late on the range's last day is there, and
+            F2/S1/S2 judge the commit against it, as a run over both days does), and ``partition_history``, the
+            metadata log's later changes (the reports read the whole retained log, as a longer run does). Pass
+            as ``ahead``, then :meth:`release`.
     """
 
     run: RunContext
@@ -150,8 +152,9 @@ def _dated(df: DataFrame, run: RunContext, days: tuple[dt.date, dt.date] | None 
     return out.filter(F.col("event_date").between(F.lit(lo), F.lit(hi)))
 
 
-#: The first day of ``partition_history``'s state (:func:`run_ingestion`): every day before the range.
-_HISTORY_START = dt.date(1970, 1, 1)
+#: The first and last days of ``partition_history``'s states (:func:`run_ingestion`): every day before the range
+#: (:attr:`IngestResult.lookback`) and every day after it (:attr:`IngestResult.lookahead`).
+_HISTORY_START, _HISTORY_END = dt.date(1970, 1, 1), dt.date(9999, 12, 30)
 
 
 def lookback_days(config: Config, run: RunContext) -> tuple[dt.date, dt.date] | None:
@@ -347,7 +350,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             silver["metadata_observations"] = Once(lambda: md.observations_frame(works["metadata"]))
         if "cluster_metadata_replay" in works:
             silver["partition_history"] = Once(
-                lambda: cm.history_frame(works["cluster_metadata_replay"], run.range_from, run.range_to))
+                lambda: cm.history_frame(works["cluster_metadata_replay"], run.range_from))
 
         passes: dict[str, PassFiles] = {n: p for n, p in (("offset_commits", commit_files),
                                                           ("metadata_observations", captures)) if p is not None}
@@ -459,25 +462,32 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                     st.unpersist()
 
         def lookahead_state() -> None:
-            # the snapshots of the day after the range, when the inputs hold any (the driver knows their dates):
-            # their lineage from the cached work rows of those snapshots only
+            # what the reports read beyond the range's last day, never written: the snapshots of the next day
+            # when the inputs hold any (the driver knows their dates; their lineage from the cached work rows
+            # of those snapshots only), and the metadata log's changes of every later day (a select over the
+            # cached replay)
             nxt = run.range_to + dt.timedelta(days=1)
             lo = int(dt.datetime(nxt.year, nxt.month, nxt.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
             hi = lo + 86_400_000
-            if "logdirs" not in works or not any(f.snapshot_ms is not None and lo <= f.snapshot_ms < hi
-                                                 for f in logdir_files):
-                return
-            rows = works["logdirs"].where((F.col("snapshot_ms") >= lo) & (F.col("snapshot_ms") < hi))
-            st = _dated(ld.lineage_frame(rows), run, (nxt, nxt)).persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                found = st.limit(1).count()
-            except BaseException:
-                st.unpersist()
-                raise
-            if found:
-                lookahead["epoch_lineage"] = st
-            else:
-                st.unpersist()
+            plans: dict[str, Callable[[], DataFrame]] = {}
+            if "logdirs" in works and any(f.snapshot_ms is not None and lo <= f.snapshot_ms < hi
+                                          for f in logdir_files):
+                rows = works["logdirs"].where((F.col("snapshot_ms") >= lo) & (F.col("snapshot_ms") < hi))
+                plans["epoch_lineage"] = lambda: _dated(ld.lineage_frame(rows), run, (nxt, nxt))
+            if "partition_history" in silver:
+                plans["partition_history"] = lambda: _dated(silver["partition_history"].get(), run,
+                                                            (nxt, _HISTORY_END))
+            for name, plan in plans.items():
+                st = plan().persist(StorageLevel.MEMORY_AND_DISK)
+                try:
+                    found = st.limit(1).count()
+                except BaseException:
+                    st.unpersist()
+                    raise
+                if found:
+                    lookahead[name] = st
+                else:
+                    st.unpersist()
 
         def unit_totals() -> dict[tuple[str, str], list]:
             # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals

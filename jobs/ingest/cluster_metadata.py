@@ -388,28 +388,20 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 # ------------------------------------------------------------------------------------------ Spark
 
 
-def history_frame(work: DataFrame, range_from: dt.date, range_to: dt.date | None = None) -> DataFrame:
+def history_frame(work: DataFrame, range_from: dt.date) -> DataFrame:
     """``partition_history`` rows (without cluster/event_date) from the :data:`HISTORY_WORK` frame.
 
     ``event_ts`` is the controller time, except for ``snapshot`` and ``log_end`` rows: they are the state
-    the retained log starts from and how far it reaches, not events, and are dated inside the run's range
-    (``controller_ts`` keeps their true time). A snapshot taken just before the range would otherwise never
-    reach the reports, which then would know nothing of the partitions that did not change inside it; and the
-    ``log_end`` of a log that reaches past the range is dated on its last day: without it, a run over that day
-    took the log to end at the day's last change, and did not judge later captures from the log as a run over
-    more days does."""
+    the retained log starts from and how far it reaches, not events, and are dated no earlier than the
+    run's first day (``controller_ts`` keeps their true time) — a snapshot taken just before the range
+    would otherwise never reach the reports, which then would know nothing of the partitions that did not
+    change inside it."""
     from pyspark.sql import functions as F
-
-    def day_ms(day: dt.date) -> int:
-        return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
 
     cols = [F.timestamp_millis("controller_ts").alias("controller_ts") if f.name == "controller_ts"
             else F.col(f.name) for f in HISTORY_SCHEMA]
-    start_ms = day_ms(range_from)
-    last_ms = day_ms((range_to or range_from) + dt.timedelta(days=1)) - 1  # the range's last millisecond
+    start_ms = int(dt.datetime(range_from.year, range_from.month, range_from.day, tzinfo=dt.timezone.utc)
+                   .timestamp() * 1000)
     state = F.col("change").isin("snapshot", "log_end")
-    dated = F.greatest(F.col("controller_ts"), F.lit(start_ms))
-    if range_to is not None:  # a snapshot after the range holds later state: only the log's reach is pulled in
-        dated = F.when(F.col("change") == "log_end", F.least(dated, F.lit(last_ms))).otherwise(dated)
-    event = F.when(state, dated).otherwise(F.col("controller_ts"))
+    event = F.when(state, F.greatest(F.col("controller_ts"), F.lit(start_ms))).otherwise(F.col("controller_ts"))
     return work.where(F.col("row_kind") == "history").select(*cols, F.timestamp_millis(event).alias("event_ts"))

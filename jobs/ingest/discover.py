@@ -67,8 +67,12 @@ _SEGMENT = re.compile(r"([0-9]{20})\.log")
 _OFFSETS_DIR = re.compile(r"__consumer_offsets-([0-9]+)")
 #: Kafka's offsets are Java longs and its partitions Java ints: a name beyond them is no segment or partition.
 _OFFSET_MAX, _PARTITION_MAX = 2**63 - 1, 2**31 - 1
-NOT_ALONE = ("given as the whole {kind} input, but not a file the job reads there (a __consumer_offsets segment is "
-             "read in its __consumer_offsets-<N> folder; give a folder above it)")
+NOT_ALONE = {
+    "offsets": "given as the whole offsets input, but not a file the job reads there (a __consumer_offsets segment "
+               "is read in its __consumer_offsets-<N> folder; give a folder above it)",
+    "logdirs": "given as the whole logdirs input, but not a file the job reads there (give the snapshot folder, "
+               "broker=<id>/snapshot=<time>, or a folder above it)",
+}
 BASE_OFFSET_RANGE = "segment file name beyond Kafka's largest offset (2^63 - 1)"
 PARTITION_RANGE = "partition number beyond Kafka's largest partition (2^31 - 1)"
 _BROKER = re.compile(r"broker=([^/]+)")
@@ -430,16 +434,20 @@ def shown(path: str) -> str:
 
 
 def unread_units(kind: str, root: str, skipped: Iterable[tuple[str, str]],
-                 classify: Callable[[list[FileEntry]], Inventory]) -> tuple[list[Skipped], list[Unrecognised]]:
+                 classify: Callable[[list[FileEntry]], Inventory], *,
+                 prefix: str | None = None) -> tuple[list[Skipped], list[Unrecognised]]:
     """Split what the walk of ``root`` skipped into what loses no evidence (links to paths read anyway, loops)
     or would be ignored by its name (hidden files, indexes: ``classify``), and the rest: evidence the run could
     not read (a broken link, a FIFO, an unreadable entry, a link out of the root, an undecodable name), which
-    becomes a quarantine row (unit ``file``, reason ``not read: …``) so that its source is not ``ok``."""
+    becomes a quarantine row (unit ``file``, reason ``not read: …``) so that its source is not ``ok``.
+    ``prefix``: the layout folders a root inside the layout stands in (:func:`_prefix_of_folder_root`), as the
+    root's files were classified."""
     kept: list[Skipped] = []
     lost: list[Unrecognised] = []
     base = root.rstrip("/") or "/"
     for src, why in skipped:
         rel = src[len(base) + 1:] if src.startswith(base + "/") else os.path.basename(src.rstrip("/"))
+        rel = f"{prefix}/{rel}" if prefix else rel
         if why in _NOTHING_LOST or classify([FileEntry(src, rel or src, 0)]).ignored:
             kept.append(Skipped(kind, src, why))
         else:
@@ -455,10 +463,11 @@ def _rel_of_file_root(path: str) -> str:
     return "/".join(parts[brokers[-1]:] if brokers else parts[-2:])
 
 
-def _prefix_of_folder_root(root: str) -> str | None:
-    """The layout folders a folder root stands inside, for a root below the layout's top: from its last
-    ``broker=`` folder (``…/broker=1/snapshot=…``), or a ``__consumer_offsets-<N>`` folder itself; None for a
-    root above the layout, or when one of those folders is hidden (``.``/``_``)."""
+def _prefix_of_folder_root(root: str, kind: str) -> str | None:
+    """The layout folders a folder root stands inside, for a root below the layout's top (the caller checks that
+    no ``broker=`` folder lies below it): from its last ``broker=`` folder (``…/broker=1/snapshot=…``), or a
+    ``__consumer_offsets-<N>`` folder itself; None for a root above the layout, or when one of those folders is
+    hidden (``.``/``_``; a topic's partition folder such as ``_schemas-0`` is not)."""
     parts = [p for p in root.split("/") if p]
     brokers = [i for i, p in enumerate(parts) if _BROKER.fullmatch(p)]
     if brokers:
@@ -467,7 +476,9 @@ def _prefix_of_folder_root(root: str) -> str | None:
         prefix = parts[-1:]
     else:
         return None
-    return None if _hidden("/".join(prefix)) else "/".join(prefix)
+    snap = next((i for i, p in enumerate(prefix) if _SNAPSHOT.fullmatch(p)), None)
+    topic_dir = None if kind != "logdirs" or snap is None else snap + 1
+    return None if _hidden("/".join(prefix), topic_dir) else "/".join(prefix)
 
 
 def _is_local(root: str) -> bool:
@@ -542,20 +553,25 @@ def discover(offsets: str | None = None, logdirs: str | None = None, metadata: s
         if not root:
             continue
         listing = list_root(kind, root, follow_symlinks=follow_symlinks)
+        native = resolve(root).native.rstrip("/") or "/"
         alone = kind != "metadata" and len(listing.files) == 1 and "/" not in listing.files[0].rel and (
-            listing.files[0].source == resolve(root).native.rstrip("/")) and bool(
+            listing.files[0].source == native) and bool(
             _SEGMENT.fullmatch(listing.files[0].rel) or _KAFKA_AUX.fullmatch(listing.files[0].rel))
+        prefix = None
         if alone:  # the root is one file: classify it by the folders above it, as if their parent were given
             e = listing.files[0]
             listing.files = [FileEntry(e.source, _rel_of_file_root(e.source), e.size)]
-        elif kind != "metadata" and (prefix := _prefix_of_folder_root(resolve(root).native)):
-            listing.files = [FileEntry(e.source, f"{prefix}/{e.rel}", e.size) for e in listing.files]
+        elif kind != "metadata" and not any(_BROKER.fullmatch(p) for e in listing.files for p in e.rel.split("/")):
+            # a root inside the layout (no broker= below it): the folders above it name what it is
+            prefix = _prefix_of_folder_root(native, kind)
+            if prefix:
+                listing.files = [FileEntry(e.source, f"{prefix}/{e.rel}", e.size) for e in listing.files]
         found = _CLASSIFIERS[kind](listing.files)
         if alone and found.ignored:  # a file the job reads only inside a log dir's layout: not read, said so
-            found.unrecognised += [Unrecognised(kind, src, 0, NOT_ALONE.format(kind=kind)) for _, src in found.ignored]
+            found.unrecognised += [Unrecognised(kind, src, 0, NOT_ALONE[kind]) for _, src in found.ignored]
             found.ignored = []
-        kept, lost = unread_units(kind, resolve(root).native if _is_local(root) else root, listing.skipped,
-                                  _CLASSIFIERS[kind])
+        kept, lost = unread_units(kind, native if _is_local(root) else root, listing.skipped, _CLASSIFIERS[kind],
+                                  prefix=prefix)
         inv.skipped.extend(kept)
         inv.unrecognised.extend(lost)
         inv.empty.extend(Skipped(kind, src, EMPTY_DIR) for src in listing.empty_dirs)

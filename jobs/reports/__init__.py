@@ -245,7 +245,8 @@ def run_reports(
     try:
         grace = int(config.rules.stale_grace_ms)
         # the replayed metadata log (small; empty without one), loaded by the first step that needs it
-        load_log = Once(lambda: kraft.load(spark, config, cluster, window, inputs))
+        load_log = Once(lambda: kraft.load(spark, config, cluster, window, inputs,
+                                           (ahead or {}).get("partition_history")))
 
         def plain_observations() -> DataFrame:
             # the observations (id-filled rows kept: the fill is Python over every id-less response)

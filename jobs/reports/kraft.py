@@ -85,7 +85,7 @@ __all__ = ["KraftEvidence", "add_causes", "add_lag", "fencing_findings", "gold_e
 _HIST_COLS = ("metadata_offset", "controller_ts", "topic", "topic_id", "partition", "change", "leader",
               "leader_epoch", "isr", "leader_recovery_state", "unclean", "previous_leader", "previous_isr", "source",
               "position")
-_EPOCH_OF_TIME = dt.date(1970, 1, 1)
+_EPOCH_OF_TIME, _END_OF_TIME = dt.date(1970, 1, 1), dt.date(9999, 12, 31)
 CAUSES = pa.schema([pa.field("finding_id", pa.string()), pa.field("cause_finding_id", pa.string())])
 
 
@@ -124,30 +124,39 @@ def _copy_order(row: dict[str, Any]) -> tuple:
 
 
 def load(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
-         inputs: fr.InputState | None = None) -> KraftEvidence:
-    """``partition_history`` up to the window's end (times as epoch ms), collected once: read from the table's files
-    on the driver where the Delta log lists them (:func:`history_rows`), else by Spark. With ``inputs``, the changes
-    the run's own inputs hold for the days before its range (every such day: the ingestion's state of this table)
-    count as well, whether or not an earlier run wrote them."""
+         inputs: fr.InputState | None = None, ahead: DataFrame | None = None) -> KraftEvidence:
+    """``partition_history`` of every day (times as epoch ms), collected once: read from the table's files on the
+    driver where the Delta log lists them (:func:`history_rows`), else by Spark. The changes the run's own
+    inputs hold for the days before its range (``inputs``: the ingestion's state of this table, every such day)
+    and after it (``ahead``: :attr:`jobs.ingest.IngestResult.lookahead`) count as well, whether or not a run
+    wrote them: a run over one day sees the retained log a run over more days sees (an epoch assigned the day
+    before is not "never assigned" (K1), nor is the log's reach its last change on the day (M2)). Findings
+    after the range are dropped where the report frames are cut to it."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    df = fr.read_silver(spark, config, "partition_history", cluster, (_EPOCH_OF_TIME, window[1]), inputs)
+    state = inputs.frames.get("partition_history") if inputs is not None else None
+    extra = [f for f in (state, ahead) if f is not None]
+    every = fr.InputState(before=_END_OF_TIME, frames={"partition_history": extra[0] if len(extra) == 1
+                                                         else extra[0].unionByName(extra[1])}) if extra else None
+    days = (_EPOCH_OF_TIME, _END_OF_TIME)
+    df = fr.read_silver(spark, config, "partition_history", cluster, days, every)
     first = Window.partitionBy(*_HIST_KEY).orderBy(F.col("source").asc_nulls_first(), F.col("position").asc_nulls_first())
     df = (fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",)).withColumn("_copy", F.row_number().over(first))
           .where(F.col("_copy") == 1).drop("_copy"))
-    state = inputs.frames.get("partition_history") if inputs is not None else None
-    early = None
-    if state is not None:  # small (one row per change), collected as the table's rows are
-        early = state.where(F.col("cluster") == F.lit(cluster)).select(
-            *[F.col(c) if c in state.columns else F.lit(None).alias(c) for c in _HIST_COLS]).toArrow()
-    rows = history_rows(spark, config, cluster, window, early)
+    rows = None
+    if fr.sink_files(spark, config, "partition_history", cluster, days) is not None:  # else Spark reads it all
+        early = None
+        if every is not None:  # small (one row per change), collected as the table's rows are
+            early = every.frames["partition_history"].where(F.col("cluster") == F.lit(cluster)).select(
+                *[F.col(c) if c in extra[0].columns else F.lit(None).alias(c) for c in _HIST_COLS]).toArrow()
+        rows = history_rows(spark, config, cluster, days, early)
     return KraftEvidence(df, df.toArrow().to_pylist() if rows is None else rows)
 
 
 def history_rows(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
                  early: pa.Table | None = None) -> list[dict[str, Any]] | None:
-    """:func:`load`'s rows read with pyarrow from the files the Delta log lists (the delta-rs sink), without a Spark
+    """:func:`load`'s rows (the table's rows dated up to ``window``'s end) read with pyarrow from the files the Delta log lists (the delta-rs sink), without a Spark
     job: the metadata pass waits for them, and Spark's job (a shuffle for the dedupe) queued behind the commit
     spill's tasks for ~5-8 s at 1 M bench commits. None where only Spark can read the table: the delta-spark back
     end, a catalog table, escaped file names. The log is small (a replayed metadata log: one row per change).
