@@ -104,7 +104,7 @@ class IngestResult:
     def release(self) -> None:
         """Drop the lookback and lookahead state (cached frames, held-back staging files) once the reports have
         read it."""
-        _release({**self.lookback, **{f"{k} ahead": v for k, v in self.lookahead.items()}}, self.held)
+        _release(self.held, self.lookback, self.lookahead)
 
     def notes(self) -> list[str]:
         """One line per source kind that had inputs read with zero units or entries skipped, with the
@@ -437,16 +437,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             writes.append(("quarantine", lambda: write_table(quarantine_rows(), "quarantine", config=config,
                                                              mode="replace_range", date_range=run.date_range)))
 
-        def lookback_states() -> None:
-            # one job materialises every other lookback state while the work rows are cached; an empty state
-            # is not handed on (each report read of it was a union with a cached frame plus a dedupe)
+        def keep_nonempty(plans: dict[str, Callable[[], DataFrame]], into: dict[str, DataFrame]) -> None:
+            # one job materialises the planned states while the work rows are cached; an empty state is not
+            # handed on (each report read of it was a union with a cached frame plus a dedupe)
             states: dict[str, DataFrame] = {}
             try:
-                for name, df in silver.items():
-                    days = state_days(name)
-                    if days is not None and name not in held_state and name not in passes:
-                        # a frame may fail to plan: the except below releases the rest
-                        states[name] = _dated(df.get(), run, days).persist(StorageLevel.MEMORY_AND_DISK)
+                for name, plan in plans.items():  # a frame may fail to plan: the except below releases the rest
+                    states[name] = plan().persist(StorageLevel.MEMORY_AND_DISK)
                 if not states:
                     return
                 parts = [st.select(F.lit(name).alias("table")) for name, st in states.items()]
@@ -457,9 +454,18 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 raise
             for name, st in states.items():
                 if name in have:
-                    lookback[name] = st  # released with the rest of the state, on success or failure
+                    into[name] = st  # released with the rest of the state, on success or failure
                 else:
                     st.unpersist()
+
+        def lookback_states() -> None:
+            # the states the writes do not hold back for the reports (delta-spark's, from the cached work rows)
+            plans: dict[str, Callable[[], DataFrame]] = {}
+            for name, df in silver.items():
+                days = state_days(name)
+                if days is not None and name not in held_state and name not in passes:
+                    plans[name] = lambda df=df, days=days: _dated(df.get(), run, days)
+            keep_nonempty(plans, lookback)
 
         def lookahead_state() -> None:
             # what the reports read beyond the range's last day, never written: the snapshots of the next day
@@ -477,17 +483,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             if "partition_history" in silver:
                 plans["partition_history"] = lambda: _dated(silver["partition_history"].get(), run,
                                                             (nxt, _HISTORY_END))
-            for name, plan in plans.items():
-                st = plan().persist(StorageLevel.MEMORY_AND_DISK)
-                try:
-                    found = st.limit(1).count()
-                except BaseException:
-                    st.unpersist()
-                    raise
-                if found:
-                    lookahead[name] = st
-                else:
-                    st.unpersist()
+            keep_nonempty(plans, lookahead)
 
         def unit_totals() -> dict[tuple[str, str], list]:
             # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
@@ -539,7 +535,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         if write_audit and counts:
             tables["audit_runs"] = write_audit_runs(audit_run_table(run, counts), config)
     except BaseException:
-        _release({**lookback, **{f"{k} ahead": v for k, v in lookahead.items()}}, held)
+        _release(held, lookback, lookahead)
         raise
     finally:
         for w in (*works.values(), *side_cached):
@@ -562,8 +558,9 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                         lookahead=lookahead)
 
 
-def _release(lookback: dict[str, DataFrame], held: list[HeldRows] | tuple[HeldRows, ...]) -> None:
-    for df in lookback.values():
-        df.unpersist()
+def _release(held: list[HeldRows] | tuple[HeldRows, ...], *states: dict[str, DataFrame]) -> None:
+    for frames in states:
+        for df in frames.values():
+            df.unpersist()
     for h in held:
         h.release()

@@ -152,17 +152,13 @@ def discover_cluster_metadata(root: str | None, *, follow_symlinks: bool = False
     Raises:
         jobs.errors.InputError: the root is set but does not exist or cannot be listed.
     """
-    from jobs.fs import resolve
-
     from .discover import list_root, unread_units
 
     if not root:
         return Inventory()
     listing = list_root("cluster_metadata", root, follow_symlinks=follow_symlinks)
     inv = classify_cluster_metadata(listing.files)
-    native = resolve(root).native
-    kept, lost = unread_units(KIND, native if native.startswith("/") else root, listing.skipped,
-                              classify_cluster_metadata)
+    kept, lost = unread_units(KIND, root, listing.skipped, classify_cluster_metadata)
     inv.skipped.extend(kept)
     inv.unrecognised.extend(lost)
     return inv

@@ -444,7 +444,7 @@ def unread_units(kind: str, root: str, skipped: Iterable[tuple[str, str]],
     root's files were classified."""
     kept: list[Skipped] = []
     lost: list[Unrecognised] = []
-    base = root.rstrip("/") or "/"
+    base = (resolve(root).native if _is_local(root) else root).rstrip("/") or "/"  # as the walk named the sources
     for src, why in skipped:
         rel = src[len(base) + 1:] if src.startswith(base + "/") else os.path.basename(src.rstrip("/"))
         rel = f"{prefix}/{rel}" if prefix else rel
@@ -561,17 +561,18 @@ def discover(offsets: str | None = None, logdirs: str | None = None, metadata: s
         if alone:  # the root is one file: classify it by the folders above it, as if their parent were given
             e = listing.files[0]
             listing.files = [FileEntry(e.source, _rel_of_file_root(e.source), e.size)]
-        elif kind != "metadata" and not any(_BROKER.fullmatch(p) for e in listing.files for p in e.rel.split("/")):
-            # a root inside the layout (no broker= below it): the folders above it name what it is
-            prefix = _prefix_of_folder_root(native, kind)
-            if prefix:
+        elif kind != "metadata" and (prefix := _prefix_of_folder_root(native, kind)) is not None:
+            # a root inside the layout: the folders above it name what it is, unless a broker= folder lies below
+            # it (then it is above the layout; checked only for a root whose path names one, not per file always)
+            if any("broker=" in e.rel and any(_BROKER.fullmatch(p) for p in e.rel.split("/")) for e in listing.files):
+                prefix = None
+            else:
                 listing.files = [FileEntry(e.source, f"{prefix}/{e.rel}", e.size) for e in listing.files]
         found = _CLASSIFIERS[kind](listing.files)
         if alone and found.ignored:  # a file the job reads only inside a log dir's layout: not read, said so
             found.unrecognised += [Unrecognised(kind, src, 0, NOT_ALONE[kind]) for _, src in found.ignored]
             found.ignored = []
-        kept, lost = unread_units(kind, native if _is_local(root) else root, listing.skipped, _CLASSIFIERS[kind],
-                                  prefix=prefix)
+        kept, lost = unread_units(kind, root, listing.skipped, _CLASSIFIERS[kind], prefix=prefix)
         inv.skipped.extend(kept)
         inv.unrecognised.extend(lost)
         inv.empty.extend(Skipped(kind, src, EMPTY_DIR) for src in listing.empty_dirs)

@@ -135,32 +135,26 @@ def load(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.dat
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    state = inputs.frames.get("partition_history") if inputs is not None else None
-    extra = [f for f in (state, ahead) if f is not None]
-    every = fr.InputState(before=_END_OF_TIME, frames={"partition_history": extra[0] if len(extra) == 1
-                                                         else extra[0].unionByName(extra[1])}) if extra else None
+    extra = [f for f in (inputs.frames.get("partition_history") if inputs is not None else None, ahead) if f is not None]
+    mine = union_all(extra) if extra else None  # the run's own rows, before and after its range
     days = (_EPOCH_OF_TIME, _END_OF_TIME)
-    df = fr.read_silver(spark, config, "partition_history", cluster, days, every)
+    df = fr.read_silver(spark, config, "partition_history", cluster, days,
+                        None if mine is None else fr.InputState(before=_END_OF_TIME, frames={"partition_history": mine}))
     first = Window.partitionBy(*_HIST_KEY).orderBy(F.col("source").asc_nulls_first(), F.col("position").asc_nulls_first())
     df = (fr.ms_columns(df.select(*_HIST_COLS), ("controller_ts",)).withColumn("_copy", F.row_number().over(first))
           .where(F.col("_copy") == 1).drop("_copy"))
-    rows = None
-    if fr.sink_files(spark, config, "partition_history", cluster, days) is not None:  # else Spark reads it all
-        early = None
-        if every is not None:  # small (one row per change), collected as the table's rows are
-            early = every.frames["partition_history"].where(F.col("cluster") == F.lit(cluster)).select(
-                *[F.col(c) if c in extra[0].columns else F.lit(None).alias(c) for c in _HIST_COLS]).toArrow()
-        rows = history_rows(spark, config, cluster, days, early)
+    rows = history_rows(spark, config, cluster, days, None if mine is None else mine.where(F.col("cluster") == cluster))
     return KraftEvidence(df, df.toArrow().to_pylist() if rows is None else rows)
 
 
 def history_rows(spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
-                 early: pa.Table | None = None) -> list[dict[str, Any]] | None:
-    """:func:`load`'s rows (the table's rows dated up to ``window``'s end) read with pyarrow from the files the Delta log lists (the delta-rs sink), without a Spark
-    job: the metadata pass waits for them, and Spark's job (a shuffle for the dedupe) queued behind the commit
-    spill's tasks for ~5-8 s at 1 M bench commits. None where only Spark can read the table: the delta-spark back
-    end, a catalog table, escaped file names. The log is small (a replayed metadata log: one row per change).
-    ``early``: the run's own rows of the days before its range (:func:`load`), merged like another file's."""
+                 mine: DataFrame | None = None) -> list[dict[str, Any]] | None:
+    """:func:`load`'s rows (the table's rows dated up to ``window``'s end) read with pyarrow from the files the
+    Delta log lists (the delta-rs sink), without a Spark job: the metadata pass waits for them, and Spark's job (a
+    shuffle for the dedupe) queued behind the commit spill's tasks for ~5-8 s at 1 M bench commits. None where
+    only Spark can read the table: the delta-spark back end, a catalog table, escaped file names. The log is
+    small (a replayed metadata log: one row per change). ``mine``: the run's own rows outside its range
+    (:func:`load`), collected only here and merged like another file's."""
     import pyarrow.parquet as pq
 
     table = "partition_history"
@@ -168,7 +162,7 @@ def history_rows(spark: SparkSession, config: Config, cluster: str, window: tupl
     if listed is None or any("%" in f.path for f in listed[1]):
         return None
     root, files = listed
-    if not files and early is None:
+    if not files and mine is None:
         return []
     fs, base = fr.fs_path(root)
     stored = schemas.arrow_schema(table)
@@ -180,8 +174,8 @@ def history_rows(spark: SparkSession, config: Config, cluster: str, window: tupl
             with fs.open_input_file(f"{base}/{f.path}") as fh:
                 pf = pq.ParquetFile(fh)
                 yield pf.read(columns=[c for c in _HIST_COLS if c in pf.schema_arrow.names], use_threads=False)
-        if early is not None:
-            yield early
+        if mine is not None:
+            yield mine.select(*[c for c in _HIST_COLS if c in mine.columns]).toArrow()
 
     for t in tables():
         t = fr.conformed(t, schema)
