@@ -17,15 +17,25 @@ from epochlib import protocol
 from jobs.ingest import lines, textdumps
 from jobs.ingest import metadata as md
 
+WIDE = 1 << 40  # a partition no column holds: the record parses, and is quarantined with its text
+
+
+def _part(j: int) -> int:
+    return WIDE if j % 10 == 5 else j % 4
+
+
+def _console_obj(j: int, part: int) -> str:
+    return json.dumps({"key": {"type": 1, "data": {"group": f"g-ü{j % 3}", "topic": "orders", "partition": part}},
+                       "value": {"version": 3, "data": {"offset": j, "leaderEpoch": 5, "metadata": "é",
+                                                        "commitTimestamp": T1 + j}}}, separators=(",", ":"))
+
 
 def _console(n: int) -> str:
     out = []
     for j in range(n):
-        obj = json.dumps({"key": {"type": 1, "data": {"group": f"g-ü{j % 3}", "topic": "orders", "partition": j % 4}},
-                          "value": {"version": 3, "data": {"offset": j, "leaderEpoch": 5, "metadata": "é",
-                                                           "commitTimestamp": T1 + j}}}, separators=(",", ":"))
-        if j % 10 == 3:
-            out.append(obj + obj)  # glued objects: the second is positioned by character
+        obj = _console_obj(j, _part(j))
+        if j % 10 == 3:  # glued objects: the second is positioned by character (unfit in every other pair)
+            out.append(obj + _console_obj(j, WIDE if j % 20 == 13 else j % 4))
         elif j % 10 == 7:
             out.append("{not json at all")
         else:
@@ -34,7 +44,7 @@ def _console(n: int) -> str:
 
 
 def _scala(n: int) -> str:
-    return "".join(f"[g{j},orders,{j % 3}]::OffsetAndMetadata(offset={j}, leaderEpoch=Optional[5], metadata=, "
+    return "".join(f"[g{j},orders,{_part(j)}]::OffsetAndMetadata(offset={j}, leaderEpoch=Optional[5], metadata=, "
                    f"commitTimestamp={T1 + j}, expireTimestamp=None)\n" for j in range(n))
 
 
@@ -51,7 +61,7 @@ def _dump_log(n: int) -> str:
                 "compresscodec: none crc: 1 isvalid: true")
             out.append(
                 f"| offset: {j} CreateTime: {T1 + j} keySize: 12 valueSize: 24 sequence: -1 headerKeys: [] "
-                f'key: {{"type":"1","data":{{"group":"g{part}","topic":"orders","partition":{j % 3}}}}} '
+                f'key: {{"type":"1","data":{{"group":"g{part}","topic":"orders","partition":{_part(j)}}}}} '
                 f'payload: {{"version":"3","data":{{"offset":{j},"leaderEpoch":5,"metadata":"","commitTimestamp":{T1 + j}}}}}')
     return "\n".join(out) + "\n"
 
@@ -91,11 +101,19 @@ def test_a_text_dump_in_line_ranges_decodes_to_the_same_rows_as_whole(tmp_path, 
     split = [row for r in ranges for row in _rows_of(textdumps.decode_text_range(r))]
     assert _normalise(split) == _normalise(whole)
     assert {r["row_kind"] for r in whole} >= {"commit", "stats"}
+    # a record that parsed but does not fit is quarantined with its line (a glued object: from its start)
+    text_lines = p.read_text(encoding="utf-8").splitlines()
+    unfit = [r for r in whole if r["row_kind"] == "quarantine" and r["reason"].startswith("bad value")]
+    assert len(unfit) == {_console: 6 + 3, _dump_log: 2 * 6}.get(make, 6)  # the dump-log: two partitions
+    for r in unfit:
+        shown = r["raw"].decode("utf-8")
+        assert str(WIDE) in shown
+        assert shown in text_lines or any(t.endswith(shown) and shown.startswith("{") for t in text_lines), shown
     if make is _console:  # bad lines are quarantined; commits are pointed at by their line number
-        assert any(r["row_kind"] == "quarantine" for r in whole)
+        assert any(r["row_kind"] == "quarantine" and r["reason"].startswith("invalid JSON") for r in whole)
         commits = [r["position"] for r in whole if r["row_kind"] == "commit"]
         assert max(commits) == 60 and min(commits) == 1  # line numbers of the whole file, in every range
-        assert len(commits) - len(set(commits)) == 6  # two glued objects share their line
+        assert len(commits) - len(set(commits)) == 3  # two glued objects share their line (when both fit)
 
 
 def test_a_jsonl_capture_in_line_ranges_decodes_to_the_same_rows_as_whole(tmp_path):

@@ -63,7 +63,7 @@ def _check_times(batch: pa.RecordBatch) -> None:
 
 def _run(fns, batch: pa.RecordBatch) -> dict:
     """Run the pass functions over one input; returns decoded rows, quarantine positions and summed stats."""
-    out = {"rows": 0, "quarantined": [], "read": 0, "bad": 0}
+    out = {"rows": 0, "quarantined": [], "raw": [], "read": 0, "bad": 0}
     for fn in fns:
         for b in fn(iter([batch])):
             if b is None:
@@ -75,6 +75,7 @@ def _run(fns, batch: pa.RecordBatch) -> dict:
             for r in b.to_pylist():
                 if r["row_kind"] == "quarantine":
                     out["quarantined"].append(r["position"])
+                    out["raw"].append(r["raw"])
                 elif r["row_kind"] == "stats":
                     out["read"] += r["n_read"]
                     out["bad"] += r["n_bad"]
@@ -148,6 +149,9 @@ def test_a_poison_line_is_one_quarantined_unit_between_decoded_good_ones(tmp_pat
     path.write_text("\n".join(lines) + "\n")
     got = _run(fns, _file_batch(path, **extra))
     assert got["quarantined"] == [at + 1], (form, field, value, got)
+    assert got["raw"][0], "the quarantine row shows what it could not use"
+    if form == "console_text":  # a text dump's row shows the line (a JSON-lines dump's the record's key+value)
+        assert got["raw"] == [poison.encode()[:_rows.RAW_MAX]], (got["raw"], poison)
     assert got["read"] == n_good + 1 and got["bad"] == 1
     per_line = 2 if form == "capture_jsonl" else 1  # a capture line holds two partitions
     assert got["rows"] == n_good * per_line

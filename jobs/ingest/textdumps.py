@@ -12,6 +12,7 @@ and each pass keeps its part (:meth:`._kv.Pass.select`).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -147,6 +148,33 @@ def _unusable(row: dict, item: dict) -> str | None:
     return None
 
 
+class _RecordText:
+    """The text a parsed record came from, for the quarantine row of one that cannot become a row: the
+    dump's line (from the record's character offset to its line's end for glued console JSON). The
+    lines are split once, on the first such record: they are rare, and a dump can be large."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._text: str | None = None
+        self._starts: list[int] = []
+
+    def at(self, where: int | None, unit: str | None) -> bytes | None:
+        if where is None:
+            return None
+        if self._text is None:
+            self._text = self._data.decode("utf-8", "replace")
+            self._starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", self._text)]
+        if unit == "char":
+            start = where
+        elif 1 <= where <= len(self._starts):
+            start = self._starts[where - 1]
+        else:
+            return None
+        end = bisect.bisect_right(self._starts, start)
+        stop = self._starts[end] if end < len(self._starts) else len(self._text)
+        return self._text[start:stop].rstrip("\r\n").encode("utf-8")[:RAW_MAX]
+
+
 def decode_text_file(src: str, broker: str | None) -> Iterator[pa.RecordBatch]:
     """Decode one whole text dump into :data:`~jobs.ingest._rows.OFFSETS_WORK` rows of every kind (see
     the module docstring)."""
@@ -183,6 +211,7 @@ def decode_text_range(row: dict) -> Iterator[pa.RecordBatch]:
         line_shift -= 1
         char_shift -= len(context) + 1
     n_read = n_bad = n_out = 0
+    text = _RecordText(data)
     for item in dumps.iter_dump_records(data, fmt):
         n_read += 1
         if isinstance(item, dumps.DumpError):
@@ -195,6 +224,7 @@ def decode_text_range(row: dict) -> Iterator[pa.RecordBatch]:
             rows.add(side_row(src, at, "line", where + reason, item.raw.encode("utf-8")[:RAW_MAX],
                               broker=broker))
         else:
+            here, unit = item.get("line"), item.get("unit")  # the range's own position, for its text
             if item.get("line") is not None:
                 item["line"] += char_shift if item.get("unit") == "char" else line_shift
             if item.get("line_no") is not None:  # console JSON: the line the record starts on
@@ -203,7 +233,7 @@ def decode_text_range(row: dict) -> Iterator[pa.RecordBatch]:
             why = None if row is None else _unusable(row, item)
             if why is not None:
                 n_bad += 1
-                rows.add(side_row(src, item.get("line"), "line", why, None, broker=broker,
+                rows.add(side_row(src, item.get("line"), "line", why, text.at(here, unit), broker=broker,
                                   log_partition=item.get("log_partition"), log_offset=item.get("log_offset")))
             elif row is not None:
                 rows.add(row)
