@@ -10,9 +10,12 @@ Pipeline (all in memory, sans-IO: the caller passes the file's bytes):
    sequence number, retransmitted bytes are dropped, and a hole (a segment never captured)
    splits the stream into *runs*. A direction whose SYN was seen starts synchronised on a
    Kafka frame boundary; one whose SYN was not (capture started mid-stream), and every run
-   after a hole, is re-synchronised on a plausible frame boundary — or reported as
-   unsynchronised with a :class:`CaptureError`. A response frame answering a request the
-   capture missed does not break re-synchronisation: it is skipped by its size prefix.
+   after a hole, is re-synchronised on a plausible frame boundary: the first one from which whole
+   frames chain on (a header whose frame would run past the captured bytes proves nothing), else
+   the one with the most whole frames — or reported as unsynchronised with a :class:`CaptureError`.
+   Requests of any API key up to :data:`NEW_API_KEYS` past the known ones count. A response frame
+   answering a request the capture missed does not break re-synchronisation: it is skipped by its
+   size prefix.
 3. **TLS** — a connection whose first bytes (either direction) are TLS records is reported
    once (``kind="tls"``) and not framed; TLS ClientHellos to ports that are not broker ports
    are reported once per port (``kind="tls_port"``).
@@ -33,6 +36,7 @@ A packet that claims more bytes than any capture writes (256 KiB), past the file
 from __future__ import annotations
 
 import bisect
+import heapq
 import io
 import re
 import socket
@@ -548,14 +552,24 @@ def _size_at(buf: bytearray, p: int) -> int:
     return _I32.unpack_from(buf, p)[0]
 
 
-def _plausible_request(buf: bytearray, p: int, api_keys: dict[int, str]) -> bool:
+#: Request API keys above the known ones that a re-synchronisation still accepts: a broker handles
+#: every key it advertises in ApiVersions, and clients use new ones as soon as brokers do.
+NEW_API_KEYS = 32
+
+
+def _request_keys(api_keys: dict[int, str]) -> frozenset[int]:
+    top = max(api_keys)
+    return frozenset(api_keys) | frozenset(range(top + 1, top + 1 + NEW_API_KEYS))
+
+
+def _plausible_request(buf: bytearray, p: int, keys: frozenset[int]) -> bool:
     if p + 12 > len(buf):
         return False
     size = _size_at(buf, p)
     if size < 8 or size > MAX_FRAME:
         return False
     key, version = _I16.unpack_from(buf, p + 4)[0], _I16.unpack_from(buf, p + 6)[0]
-    if key not in api_keys or not 0 <= version <= 30:
+    if key not in keys or not 0 <= version <= 30:
         return False
     if size >= 10 and p + 14 <= len(buf):
         n = _I16.unpack_from(buf, p + 12)[0]
@@ -580,27 +594,45 @@ def _plausible_response(buf: bytearray, p: int, cids: set[int], lo: int, hi: int
     return cid in cids or lo <= cid <= hi
 
 
-def _chain_ok(buf: bytearray, p: int, check, depth: int = 3) -> bool:
-    """Frames follow each other from ``p`` to the end of the run (or past it, truncated)."""
+def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
+    """How many whole frames follow each other from ``p`` (at most ``depth``), or -1 when a header on
+    the way is not plausible. A chain that reaches the run's end after whole frames counts as ``depth``:
+    nothing more could be checked. A frame that runs past the end counts for nothing: any four bytes
+    that look like a header would pass so, and a boundary found that way hides the whole frames
+    captured after it."""
+    n = 0
     for _ in range(depth):
         if not check(buf, p):
-            return False
-        p += 4 + _size_at(buf, p)
-        if p >= len(buf) or p + 8 > len(buf):
-            return True
-    return True
+            return -1
+        end = p + 4 + _size_at(buf, p)
+        if end > len(buf):
+            return n
+        n, p = n + 1, end
+        if p + 8 > len(buf):
+            return depth
+    return depth
+
+
+def _best_boundary(candidates: Iterator[int], buf: bytearray, check, depth: int) -> int | None:
+    """The first candidate whose frames chain ``depth`` deep (or to the run's end), else the one with
+    the most whole frames (the earliest of those)."""
+    best: tuple[int, int] | None = None
+    for p in candidates:
+        n = _chain_frames(buf, p, check, depth)
+        if n == depth:
+            return p
+        if n >= 0 and (best is None or n > best[0]):
+            best = (n, p)
+    return None if best is None else best[1]
 
 
 def _resync_request(buf: bytearray, start: int, api_keys: dict[int, str]) -> int | None:
     window = bytes(buf[start : start + RESYNC_WINDOW + 8])
     # candidates: an api key (int16, high byte 0) and a small api version right after a size field
-    for m in re.finditer(rb"(?s)(?=....\x00[\x00-\x7f]\x00[\x00-\x1e])", window):
-        p = start + m.start()
-        if p - start > RESYNC_WINDOW:
-            break
-        if _chain_ok(buf, p, lambda b, q: _plausible_request(b, q, api_keys)):
-            return p
-    return None
+    cands = (start + m.start() for m in re.finditer(rb"(?s)(?=....\x00[\x00-\x7f]\x00[\x00-\x1e])", window)
+             if m.start() <= RESYNC_WINDOW)
+    keys = _request_keys(api_keys)
+    return _best_boundary(cands, buf, lambda b, q: _plausible_request(b, q, keys), 3)
 
 
 def _chain_reaches(buf: bytearray, p: int, target: int, check, steps: int = 256) -> bool:
@@ -631,16 +663,16 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
         return _plausible_response(b, q, all_cids, lo, hi)
 
     window = bytes(buf[start : start + RESYNC_WINDOW + 8])
-    best: int | None = None
-    for cid in candidates[:1024]:
+
+    def anchors(cid: int) -> Iterator[int]:  # where a pending request's correlation id could start a frame
         pat = _I32.pack(cid)
         i = window.find(pat, 4)
-        while i != -1 and (best is None or start + i - 4 < best):
-            p = start + i - 4
-            if _chain_ok(buf, p, check, depth=4):
-                best = p
-                break
+        while i != -1:
+            yield start + i - 4
             i = window.find(pat, i + 1)
+
+    # in stream order, lazily: the scan stops at the first frame that chains on
+    best = _best_boundary(heapq.merge(*(anchors(c) for c in candidates[:1024])), buf, check, 4)
     if best is not None and best > start and _chain_reaches(buf, start, best, check):
         return start
     return best

@@ -71,24 +71,36 @@ API_KEYS: dict[int, str] = {
     25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit",
     29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs",
     33: "AlterConfigs", 34: "AlterReplicaLogDirs", 35: "DescribeLogDirs", 36: "SaslAuthenticate",
-    37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders", 44: "IncrementalAlterConfigs",
+    37: "CreatePartitions", 38: "CreateDelegationToken", 39: "RenewDelegationToken",
+    40: "ExpireDelegationToken", 41: "DescribeDelegationToken", 42: "DeleteGroups", 43: "ElectLeaders", 44: "IncrementalAlterConfigs",
     45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 47: "OffsetDelete",
     48: "DescribeClientQuotas", 49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
-    51: "AlterUserScramCredentials", 55: "DescribeQuorum", 57: "UpdateFeatures",
-    60: "DescribeCluster", 61: "DescribeProducers", 65: "DescribeTransactions",
-    66: "ListTransactions", 74: "ListConfigResources", 75: "DescribeTopicPartitions",
+    51: "AlterUserScramCredentials", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
+    55: "DescribeQuorum", 56: "AlterPartition", 57: "UpdateFeatures", 58: "Envelope", 59: "FetchSnapshot",
+    60: "DescribeCluster", 61: "DescribeProducers", 62: "BrokerRegistration", 63: "BrokerHeartbeat",
+    64: "UnregisterBroker", 65: "DescribeTransactions", 66: "ListTransactions", 67: "AllocateProducerIds",
+    68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 70: "ControllerRegistration",
+    71: "GetTelemetrySubscriptions", 72: "PushTelemetry", 73: "AssignReplicasToDirs",
+    74: "ListConfigResources", 75: "DescribeTopicPartitions", 76: "ShareGroupHeartbeat",
+    77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge", 80: "AddRaftVoter",
+    81: "RemoveRaftVoter", 82: "UpdateRaftVoter", 83: "InitializeShareGroupState",
+    84: "ReadShareGroupState", 85: "WriteShareGroupState", 86: "DeleteShareGroupState",
+    87: "ReadShareGroupStateSummary",
 }
 
 #: API key -> first flexible API version (None = never flexible). From the request schemas'
 #: ``flexibleVersions`` (kafka-python 3.0.12's vendored copy, ≈ Kafka 4.1; a test re-reads it).
 #: Keys 4–7 are broker-internal (pre-KRaft) and not in that copy: LeaderAndIsr 4+,
-#: StopReplica 2+, UpdateMetadata 6+, ControlledShutdown 3+.
+#: StopReplica 2+, UpdateMetadata 6+, ControlledShutdown 3+; nor are the delegation-token, KRaft,
+#: telemetry, KIP-848 and share-group keys (38–41, 52–87), read from Kafka's own schemas.
 FLEXIBLE_FROM: dict[int, int | None] = {
     0: 9, 1: 12, 2: 6, 3: 9, 4: 4, 5: 2, 6: 6, 7: 3, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4,
     13: 4, 14: 4, 15: 5, 16: 3, 17: None, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4,
     24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 34: 2, 35: 2,
     36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 48: 1, 49: 1, 50: 0,
     51: 0, 55: 0, 57: 0, 60: 0, 61: 0, 65: 0, 66: 0, 74: 0, 75: 0,
+    38: 2, 39: 2, 40: 2, 41: 2, 52: 0, 53: 1, 54: 1, 56: 0, 58: 0, 59: 0, 62: 0, 63: 0, 64: 0,
+    **dict.fromkeys(range(67, 74), 0), **dict.fromkeys(range(76, 88), 0),
 }
 
 _API_VERSIONS = 18

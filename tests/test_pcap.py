@@ -142,6 +142,63 @@ def test_mid_stream_capture_resyncs_on_frame_boundary() -> None:
     assert len(errors) == 2 and all("resynchronised" in e.reason for e in errors)
 
 
+def test_a_capture_started_anywhere_in_a_frame_holds_every_whole_exchange_after_it() -> None:
+    """`tcpdump -G` rotation starts each file mid-stream. Wherever the cut falls in the frames before, the
+    whole exchanges after it are read: v10+ requests carry a zero topic id whose bytes look like a frame
+    header (size 0x20000, key 0) that runs past the captured bytes, and must not win over the real boundary."""
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    old_req, old_resp = metadata_request(12, 499), metadata_response(12, 499, partitions=4)
+    for cut in range(len(old_req)):
+        segs = [(1.0, *c, *b, old_req[len(old_req) - cut:]),
+                (1.1, *b, *c, old_resp[len(old_resp) - min(3 * cut, len(old_resp)):])]
+        for i in range(4):
+            segs += [(2.0 + i, *c, *b, metadata_request(12, 500 + i)),
+                     (2.5 + i, *b, *c, metadata_response(12, 500 + i, partitions=5 + i))]
+        exchanges, errors = _split(list(iter_exchanges(_capture(segs, handshake=False))))
+        assert [e.correlation_id for e in exchanges] == [500, 501, 502, 503], (cut, errors)
+        assert not [e for e in errors if e.quarantined], (cut, errors)
+
+
+def test_a_gap_inside_a_response_loses_only_that_response() -> None:
+    """A hole in the response stream: the bytes after it hold small integers (leader epochs, node ids) equal to
+    pending correlation ids; the boundary after the hole is the one from which whole responses chain on."""
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    reqs = [metadata_request(12, cid) for cid in (1, 2, 3, 4)]
+    resps = [metadata_response(12, cid, partitions=3) for cid in (1, 2, 3, 4)]
+    stream, at = b"".join(resps), len(resps[0]) + 40  # the hole: 30 bytes of response 2
+    for hole in range(at, len(resps[0]) + len(resps[1]) - 2, 7):
+        segs = [(1.0, *c, *b, b"".join(reqs)), (2.0, *b, *c, stream[:hole], 0),
+                (2.1, *b, *c, stream[hole + 30:], hole + 30)]
+        exchanges, errors = _split(list(iter_exchanges(_capture(segs))))
+        got = [e.correlation_id for e in exchanges]
+        ends_in_3 = hole + 30 > len(resps[0]) + len(resps[1])  # the hole takes response 3's first bytes too
+        assert got == ([1, 4] if ends_in_3 else [1, 3, 4]), (hole, errors)
+        assert not [e for e in errors if e.quarantined], (hole, errors)
+
+
+def _raw_request(key: int, version: int, cid: int, body: bytes = b"\x00" * 20) -> bytes:
+    """A request of any API key, hand-built: header v2 (int16 key, version, int32 correlation id, client id,
+    no tags) and an opaque body."""
+    payload = struct.pack(">hhih", key, version, cid, 3) + b"cli" + b"\x00" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_a_mid_stream_capture_resynchronises_on_requests_of_newer_api_keys() -> None:
+    """KIP-848 consumers heartbeat (key 68) and 3.7+ clients push telemetry (71, 72) between Metadata requests;
+    a key newer than any this release knows is a request too: the boundary is found on them."""
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    for key in (68, 71, 72, 95):
+        up, down = b"", b""
+        for i in range(4):
+            cid = 600 + 2 * i
+            up += _raw_request(key, 0, cid) + metadata_request(12, cid + 1)
+            down += struct.pack(">ii", 8, cid) + b"\x00" * 4 + metadata_response(12, cid + 1)
+        segs = [(1.0, *c, *b, up), (1.5, *b, *c, down)]
+        exchanges, errors = _split(list(iter_exchanges(_capture(segs, handshake=False))))
+        assert [e.correlation_id for e in exchanges if e.api_key == 3] == [601, 603, 605, 607], (key, errors)
+        assert {e.api_key for e in exchanges} == {3, key}
+
+
 def test_gap_in_stream_is_reported_and_later_frames_recovered() -> None:
     c, b = (CLIENT, 50001), (BROKER, 9092)
     req3, resp3 = metadata_request(1, 9), metadata_response(1, 9)
