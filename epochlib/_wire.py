@@ -106,11 +106,10 @@ def read_raw(buf: Buffer, pos: int, n: int, what: str = "field") -> tuple[bytes,
     return bytes(buf[pos:end]), end
 
 
-def _utf8(raw: bytes, pos: int) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DecodeError(f"invalid UTF-8 in string ({e.reason})", pos + e.start) from None
+def _utf8(raw: bytes) -> str:
+    """A wire string as Kafka's readers take it (``new String(bytes, UTF_8)``): invalid bytes become
+    U+FFFD, and the rest of the message is still read."""
+    return raw.decode("utf-8", "replace")
 
 
 def read_string(buf: Buffer, pos: int) -> tuple[str, int]:
@@ -120,7 +119,7 @@ def read_string(buf: Buffer, pos: int) -> tuple[str, int]:
     if n < 0:
         raise DecodeError(f"non-nullable string has length {n}", start)
     raw, pos = read_raw(buf, pos, n, "string")
-    return _utf8(raw, start + 2), pos
+    return _utf8(raw), pos
 
 
 def read_nullable_string(buf: Buffer, pos: int) -> tuple[str | None, int]:
@@ -132,7 +131,7 @@ def read_nullable_string(buf: Buffer, pos: int) -> tuple[str | None, int]:
     if n < -1:
         raise DecodeError(f"string length {n}", start)
     raw, pos = read_raw(buf, pos, n, "string")
-    return _utf8(raw, start + 2), pos
+    return _utf8(raw), pos
 
 
 def read_compact_string(buf: Buffer, pos: int) -> tuple[str, int]:
@@ -142,7 +141,7 @@ def read_compact_string(buf: Buffer, pos: int) -> tuple[str, int]:
     if n1 == 0:
         raise DecodeError("non-nullable compact string is null", start)
     raw, end = read_raw(buf, pos, n1 - 1, "string")
-    return _utf8(raw, pos), end
+    return _utf8(raw), end
 
 
 def read_compact_nullable_string(buf: Buffer, pos: int) -> tuple[str | None, int]:
@@ -151,7 +150,7 @@ def read_compact_nullable_string(buf: Buffer, pos: int) -> tuple[str | None, int
     if n1 == 0:
         return None, pos
     raw, end = read_raw(buf, pos, n1 - 1, "string")
-    return _utf8(raw, pos), end
+    return _utf8(raw), end
 
 
 def read_bytes(buf: Buffer, pos: int) -> tuple[bytes, int]:

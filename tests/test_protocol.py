@@ -272,6 +272,28 @@ def test_metadata_observations_arrow_agrees_with_reference():
     assert [r["response_index"] for r in rows if r["error"]] == [14, 15, 16]
 
 
+@pytest.mark.parametrize("version", [5, 9, 12])
+def test_a_name_that_is_not_utf8_is_read_as_kafka_reads_it(version):
+    """Kafka's readers build strings with ``new String(bytes, UTF_8)``: a bad byte becomes U+FFFD and the
+    client uses the response. Bytes from kafka-python's encoder, the topic name patched afterwards."""
+    from kafka.protocol.metadata import MetadataResponse
+
+    cls = MetadataResponse[version]
+    topic_cls = cls.MetadataResponseTopic
+    parts = [topic_cls.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=1, leader_epoch=4,
+                                                 replica_nodes=[1], isr_nodes=[1], offline_replicas=[])
+             for i in range(2)]
+    resp = cls(throttle_time_ms=0, brokers=[cls.MetadataResponseBroker(node_id=1, host="b1", port=9092, rack=None)],
+               cluster_id="c", controller_id=1,
+               topics=[topic_cls(error_code=0, name="orders", is_internal=False, partitions=parts)])
+    resp.with_header(correlation_id=3)
+    raw = resp.encode(header=True).replace(b"orders", b"ord\xff\xfes")
+    rows = p.metadata_observations(raw, version)
+    assert [(r["topic"], r["partition"]) for r in rows] == [("ord\ufffd\ufffds", 0), ("ord\ufffd\ufffds", 1)]
+    batch = p.metadata_observations_arrow(pa.array([raw], pa.binary()), pa.array([version], pa.int16()))
+    assert batch.column("topic").to_pylist() == ["ord\ufffd\ufffds"] * 2 and batch.column("error").null_count == 2
+
+
 # ------------------------------------------------------------------ fuzz
 
 def _must_only_raise_decode_error(fn, *args):
