@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import class_cache
+from .errors import EpochAuditError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -445,26 +446,66 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
     through :func:`pyspark.inheritable_thread_target` and adds the step's name to it, so the Spark UI and the
     event log say which step a job is for); the results are those of running the steps one by one.
     Every step runs to its end even when another fails; then the first failure, in the order given, is raised
-    (so no write is left half-done behind an error). Interrupted (Ctrl-C) while waiting, the session's jobs
-    are cancelled, the steps are waited for, and the interrupt is raised.
+    (so no write is left half-done behind an error). Steps that a deadlock in the driver's JVM holds (two cached
+    plans failing at once, see :data:`STUCK_STEPS`) are left behind: the failure is raised instead of a hang.
+    Interrupted (Ctrl-C) while waiting, the session's jobs are cancelled, the steps are waited for, and the
+    interrupt is raised.
     """
     if workers <= 1 or len(steps) <= 1:
         return {name: step() for name, step in steps}
     from concurrent.futures import ThreadPoolExecutor, wait
 
-    with ThreadPoolExecutor(min(workers, len(steps)), thread_name_prefix="epoch-audit-step") as pool:
-        futures = [(name, pool.submit(named_step(spark, name, step))) for name, step in steps]
-        try:
-            wait([f for _, f in futures])
-        except BaseException:
-            with contextlib.suppress(Exception):
-                spark.sparkContext.cancelAllJobs()
-            wait([f for _, f in futures])
-            raise
+    pool = ThreadPoolExecutor(min(workers, len(steps)), thread_name_prefix="epoch-audit-step")
+    futures = [(name, pool.submit(named_step(spark, name, step))) for name, step in steps]
+    try:
+        pending = {f for _, f in futures}
+        while pending:  # every step runs to its end, unless the driver's JVM is deadlocked
+            _, pending = wait(pending, timeout=DEADLOCK_POLL_S)
+            if pending and jvm_deadlocked(spark):
+                break
+    except BaseException:
+        with contextlib.suppress(Exception):
+            spark.sparkContext.cancelAllJobs()
+        wait([f for _, f in futures])
+        pool.shutdown()
+        raise
+    if pending:
+        # Spark 4's cache can deadlock when two threads build cached plans that both fail (each rebuild locks the
+        # other's cache, SPARK-49982's recache): the run fails with the first error instead of hanging forever
+        STUCK_STEPS.extend(name for name, f in futures if f in pending)
+        log.warning("steps %s are deadlocked in the driver's JVM after a failure (Spark's cache); the run fails "
+                     "with the first error, and this Spark session must not be used again", ", ".join(STUCK_STEPS))
+        pool.shutdown(wait=False)
+    else:
+        pool.shutdown()
     for _, f in futures:
-        if f.exception() is not None:
+        if f.done() and f.exception() is not None:
             raise f.exception()  # type: ignore[misc]
+    if pending:
+        raise SparkDeadlock(f"Spark's driver deadlocked while the steps {', '.join(STUCK_STEPS)} built cached data, "
+                            "after a task failure (Spark's cache rebuild, SPARK-49982): the task's error is in "
+                            "Spark's log above; restart the Spark session before running again")
     return {name: f.result() for name, f in futures}
+
+
+#: How often :func:`run_concurrently` looks for a deadlock in the driver's JVM once a step failed.
+DEADLOCK_POLL_S = 5.0
+#: Steps of this process left deadlocked after a failure: their driver threads never end (the CLI leaves with
+#: ``os._exit`` as always; in a notebook the session's cache is locked for good and the session must be restarted).
+STUCK_STEPS: list[str] = []
+
+
+class SparkDeadlock(EpochAuditError):
+    """Steps of :func:`run_concurrently` deadlocked in the driver's JVM without any step failing first."""
+
+
+def jvm_deadlocked(spark: SparkSession) -> bool:
+    """Whether threads of the driver's JVM are deadlocked on monitors (``ThreadMXBean.findDeadlockedThreads``)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        return jvm.java.lang.management.ManagementFactory.getThreadMXBean().findDeadlockedThreads() is not None
+    except Exception:  # noqa: BLE001 - a session that cannot answer is not known to be deadlocked
+        return False
 
 
 class Once(Generic[T]):

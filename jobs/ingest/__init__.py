@@ -244,7 +244,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     from jobs.frames import union_all
     from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
-    from jobs.session import Once, run_concurrently
+    from jobs.session import STUCK_STEPS, Once, run_concurrently
     from jobs.sink import adopts_files, write_table
 
     from . import cluster_metadata as cm
@@ -538,8 +538,9 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         _release(held, lookback, lookahead)
         raise
     finally:
-        for w in (*works.values(), *side_cached):
-            w.unpersist()
+        if not STUCK_STEPS:  # a deadlocked step holds a cache's lock: releasing it would wait for ever
+            for w in (*works.values(), *side_cached):
+                w.unpersist()
 
     files: dict[str, dict[str, int]] = {}
     for kind in ("offsets", "logdirs", "metadata", "cluster_metadata"):
@@ -559,6 +560,10 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
 
 
 def _release(held: list[HeldRows] | tuple[HeldRows, ...], *states: dict[str, DataFrame]) -> None:
+    from jobs.session import STUCK_STEPS
+
+    if STUCK_STEPS:  # see run_ingest's cleanup
+        return
     for frames in states:
         for df in frames.values():
             df.unpersist()
