@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, parse_date_range
-from .errors import one_line
+from .errors import InputError, one_line
 from .runlog import RunContext, SourceStatus
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def run_audit(
 
     say = progress or (lambda _line: None)
     on_warning = warn or (lambda text: say(f"warning: {text}"))
-    start, end = parse_date_range(date_from, date_to)
+    start, end = parse_date_range(date_from, date_to, audited=True)
     run = RunContext.start(config, start, end, run_id=run_id)
     result = AuditResult(run=run)
     if on_start is not None:
@@ -228,6 +228,12 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             tracker.step("completeness")
             per_day = aside.submit(named_step(spark, "rows per day", functools.partial(
                 rows_per_day, spark, config, start, end, configured)))
+        reread: list[str] = []
+        if not ingest:  # --reports-only: the silver tables are the input; none there is a wrong location
+            reread = _silver_kinds(config)
+            if not reread:
+                raise InputError(f"--reports-only: no silver tables at {config.output.table_location('')}: has "
+                                 "`epoch-audit run` ingested there? (check --output-root / [output])")
         if wanted:
             t1 = time.perf_counter()
             tracker.step("reports")
@@ -266,6 +272,18 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             for s in result.sources.values():
                 if s.status != "ok":
                     say(f"input: {s.source_kind} is {s.status}: {s.reason}")
+        elif not ingest:
+            # what the reports read: the silver rows of the range (the configured sources', else every one there)
+            kinds = [k for k in (configured or reread) if k in reread] or reread
+            result.rows_per_day = rows_per_day(spark, config, start, end, kinds)
+            result.sources = {k: silver_status(k, [d for d, got in result.rows_per_day.items() if got.get(k)],
+                                               (start, end)) for k in kinds}
+            result.sources.update({k: silver_status(k, (), (start, end), present=False)
+                                   for k in configured if k not in reread})
+            result.status = run_status(result.sources.values())
+            for s in result.sources.values():
+                if s.status != "ok":
+                    say(f"input: {s.source_kind} is {s.status}: {s.reason}")
     _release(result)
     # one figure for the run's duration: audit_runs' finished_at - started_at, the "done in" line, the JSON summary
     finished = dt.datetime.now(dt.timezone.utc)
@@ -273,6 +291,45 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
     write_audit_runs(audit_run_table(run, counts, result.findings, status=result.status,
                                      sources=result.sources, finished_at=finished), config)
     say(f"done in {result.timings['total']:.1f}s: status {result.status}")
+
+
+def _silver_kinds(config: Config) -> list[str]:
+    """The source kinds with a silver table at the output location (all of them for catalog tables, which only
+    Spark can list)."""
+    from .errors import NoTableError, SinkError
+    from .sink import table_files
+
+    kinds = []
+    for kind, tables in SILVER_BY_SOURCE.items():
+        for table in tables:
+            try:
+                table_files(table, config, cluster=config.cluster, date_range=(dt.date.max, dt.date.max))
+            except NoTableError:
+                continue
+            except SinkError:  # a catalog table, deletion vectors: there, and read by Spark
+                pass
+            kinds.append(kind)
+            break
+    return kinds
+
+
+def silver_status(source_kind: str, days_with_rows: Sequence[dt.date], date_range: tuple[dt.date, dt.date], *,
+                  present: bool = True) -> SourceStatus:
+    """A source's status for a ``--reports-only`` run, which reads no input: judged by its silver rows in the
+    range (the metadata log, judged by its units when ingested, by its table being there)."""
+    from .runlog import JUDGED_BY_UNITS, days_of
+
+    missing = () if source_kind in JUDGED_BY_UNITS else tuple(d for d in days_of(*date_range)
+                                                               if d not in set(days_with_rows))
+    if not present:
+        status, reason = "no_input", "configured, but no silver table of it at the output location"
+    elif missing and len(missing) == len(days_of(*date_range)):
+        status, reason = "no_input", "no silver rows in the range (--reports-only reads no input)"
+    elif missing:
+        status, reason = "partial", "no silver rows on " + ", ".join(d.isoformat() for d in missing)
+    else:
+        status, reason = "ok", ""
+    return SourceStatus(source_kind, status, 0, 0, 0, 0, missing, reason)
 
 
 def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.date,

@@ -212,11 +212,12 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     from .config import parse_date_range
     from .summary import format_summary, summarise
 
-    start, end = parse_date_range(date_from, date_to)
+    start, end = parse_date_range(date_from, date_to, audited=True)
     config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
                      cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster, reports=reports)
     if not reports_only:
         _check_inputs(config)
+    _check_output_files(summary_json=summary_json, metrics_file=metrics_file)
     t0 = time.monotonic()
     say = _say(quiet, t0)
     warned: list[str] = []
@@ -227,9 +228,12 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
                            warn=_warner(warned, t0), on_start=started.append)
     except Exception as exc:
         code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
-        _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
-                       duration_s=time.monotonic() - t0, error=" ".join(str(exc).split()), exit_code=code,
-                       warnings=warned, run=started[0] if started else None)
+        try:
+            _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
+                           duration_s=time.monotonic() - t0, error=" ".join(str(exc).split()), exit_code=code,
+                           warnings=warned, run=started[0] if started else None)
+        except SinkError as out_exc:  # said, but the run's own error decides the exit code
+            click.echo(f"epoch-audit: error: {out_exc}", err=True)
         raise
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))
@@ -271,10 +275,33 @@ def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, 
         counts=result.ingest.counts if result is not None and result.ingest is not None else (),
         rows_per_day=result.rows_per_day if result else None, error=error, exit_code=exit_code,
         warnings=result.warnings if result else warnings)
-    if summary_json:
-        write_summary_json(summary_json, doc)
-    if metrics_file:
-        write_metrics(metrics_file, doc)
+    failed = []
+    for flag, path, write in (("--summary-json", summary_json, write_summary_json),
+                              ("--metrics-file", metrics_file, write_metrics)):
+        if path:
+            try:  # each file is tried: one that cannot be written must not cost the other
+                write(path, doc)
+            except OSError as e:
+                failed.append(f"{flag} {path}: {e.strerror or e}")
+    if failed:
+        raise SinkError(f"could not write {'; '.join(failed)} (the run's status: {status})")
+
+
+def _check_output_files(**paths: str | None) -> None:
+    """Refuse, before the run, an output file that cannot be written (its folder is a file or not writable):
+    the run's status would otherwise be lost after the work is done."""
+    for flag, path in paths.items():
+        if not path:
+            continue
+        target = Path(path)
+        name = "--" + flag.replace("_", "-")
+        if target.is_dir():
+            raise ConfigError(f"{name} {path} is a folder")
+        folder = target.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(f"{name} {path}: cannot write in {folder}")
 
 
 # ----------------------------------------------------------------------------------------------- demo
@@ -429,21 +456,24 @@ def _known_summary(config: Any, start: Any, end: Any) -> Any:
                          "written there? (check --output-root / [output])")
     clusters = _clusters(config)
     if clusters is not None and config.cluster not in clusters:
-        known = ", ".join(sorted(clusters)) or "none"
+        known = ", ".join(sorted(clusters)) or "none: no run finished there (a stopped run records none; run it again)"
         raise InputError(f"no run of cluster {config.cluster!r} at {config.output.table_location('')} "
                          f"(clusters there: {known})")
     return summary
 
 
 def _clusters(config: Any) -> set[str] | None:
-    """The clusters with runs in ``audit_runs`` (None when that table cannot be read without Spark)."""
-    from .errors import SinkError
+    """The clusters with runs in ``audit_runs`` (None when that table cannot be read without Spark; none when
+    there is no such table: report tables without it are a run stopped before its end, not a finished one)."""
+    from .errors import NoTableError, SinkError
     from .sink import read_table_arrow
 
     if config.output.root is None:
         return None
     try:
         runs = read_table_arrow("audit_runs", config)
+    except NoTableError:
+        return set()
     except SinkError:
         return None
     return set(runs.column("cluster").to_pylist())
@@ -468,7 +498,7 @@ def report(conf: str | None, output_root: str | None, cluster: str | None, date_
     from .config import parse_date_range
     from .summary import format_summary
 
-    start, end = parse_date_range(date_from, date_to)
+    start, end = parse_date_range(date_from, date_to, audited=True)
     subjects = [_topic_partition(p) for p in partitions]
     config = _config(conf, "report", output_root=output_root, cluster=cluster)
     summary = _known_summary(config, start, end)
@@ -512,7 +542,7 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
     from .config import parse_date_range
     from .summary import FINDING_FIELDS, REPORT_TABLES, at_least, finding_rows, load_findings
 
-    start, end = parse_date_range(date_from, date_to)
+    start, end = parse_date_range(date_from, date_to, audited=True)
     config = _config(conf, "findings", output_root=output_root, cluster=cluster)
     _known_summary(config, start, end)
     keep = at_least(severity)
@@ -563,8 +593,11 @@ def init(path: str, example: str, force: bool) -> None:
     if target.exists() and not force:
         raise ConfigError(f"{target} exists; pass --force to overwrite it")
     text = example_config_path(example).read_text(encoding="utf-8")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise SinkError(f"could not write {target}: {e.strerror or e}") from None
     master = "" if example == "local" else (
         ", and [spark] master for runs without spark-submit (\"local[*]\" on one machine)")
     click.echo(f"wrote {target} (from the {example} example): set cluster, [inputs] and [output]{master}, then "

@@ -351,17 +351,26 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
 # ------------------------------------------------------------------------------------------ date range
 
 
-def parse_date_range(from_: str | dt.date, to: str | dt.date | None = None) -> tuple[dt.date, dt.date]:
+def parse_date_range(from_: str | dt.date, to: str | dt.date | None = None, *,
+                     audited: bool = False) -> tuple[dt.date, dt.date]:
     """Parse ``--from``/``--to`` (``YYYY-MM-DD``, inclusive; ``to`` defaults to ``from``).
 
     Raises:
-        ConfigError: a value is not a date, or ``from`` is after ``to``.
+        ConfigError: a value is not a date, ``from`` is after ``to``, or (``audited``: a range a run or
+            report is asked for) a date is outside :data:`FIRST_DAY` .. :data:`LAST_DAY`.
     """
     start = _date("--from", from_)
     end = start if to is None else _date("--to", to)
     if start > end:
         raise ConfigError(f"--from {start.isoformat()} is after --to {end.isoformat()}")
+    for flag, day in (("--from", start), ("--to", end)):
+        if audited and not FIRST_DAY <= day <= LAST_DAY:  # Kafka's times are ms since 1970; a run reads the day after --to
+            raise ConfigError(f"{flag} {day.isoformat()} is outside {FIRST_DAY.isoformat()}..{LAST_DAY.isoformat()}")
     return start, end
+
+
+#: The dates a run may audit: Kafka's timestamps count from 1970, and a run reads the day after its range.
+FIRST_DAY, LAST_DAY = dt.date(1970, 1, 1), dt.date(9999, 12, 30)
 
 
 def _date(flag: str, value: str | dt.date) -> dt.date:

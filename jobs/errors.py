@@ -33,6 +33,10 @@ class SinkError(EpochAuditError):
     """The Delta sink could not write or read a table."""
 
 
+class NoTableError(SinkError):
+    """There is no Delta table at the location (nothing was ever written there)."""
+
+
 class SchemaMismatchError(SinkError):
     """The data's columns do not match the table's schema (missing, extra or incompatible columns)."""
 

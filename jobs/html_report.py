@@ -50,6 +50,7 @@ from epochlib.incidents import to_ms as ms_of
 from epochlib.rules import ReplicaSnapshot, SnapshotRounds, epoch_disagreements, held_end, to_ms
 
 from .config import Config, parse_date_range
+from .errors import SinkError
 from .summary import REPORT_TABLES, SEVERITIES, input_roots, report_rows
 
 if TYPE_CHECKING:
@@ -106,11 +107,14 @@ def write_html_report(
     Raises:
         ConfigError: invalid date range.
     """
-    start, end = parse_date_range(date_from, date_to)
+    start, end = parse_date_range(date_from, date_to, audited=True)
     out = Path(path)
     text = render_html_report(config, start, end, partitions=partitions, spark=spark)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise SinkError(f"could not write the HTML report {out}: {e.strerror or e}") from None
     return out
 
 
@@ -185,7 +189,6 @@ def render_html_report(
 def _load(config: Config, table: str, start: dt.date, end: dt.date, *, spark: SparkSession | None = None,
           where: Mapping[str, Any] | None = None) -> pa.Table | None:
     """Rows of ``table`` for the cluster and range (and ``where`` equalities); None when it does not exist."""
-    from .errors import SinkError
     from .sink import read_table, read_table_arrow
 
     try:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JUDGED_BY_UNITS",
+    "days_of",
     "MAX_RAW_BYTES",
     "SOURCE_KINDS",
     "SOURCE_STATUSES",
@@ -248,7 +249,7 @@ class SourceStatus:
     """One human sentence when the status is not ``ok`` (what the summary prints)."""
 
 
-def _days(start: dt.date, end: dt.date) -> list[dt.date]:
+def days_of(start: dt.date, end: dt.date) -> list[dt.date]:
     return [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
 
 
@@ -267,13 +268,13 @@ def source_status(
     records = sum(c.records_decoded for c in mine)
     by_units = source_kind in JUDGED_BY_UNITS
     have = set(days_with_rows)
-    missing = () if by_units else tuple(d for d in _days(*date_range) if d not in have)
+    missing = () if by_units else tuple(d for d in days_of(*date_range) if d not in have)
     units = ", ".join(f"{c.units_read} {c.unit}s" for c in mine) or "nothing"
     if read == 0:
         status, reason = "no_input", "configured but no input units found"
     elif decoded == 0:
         status, reason = "no_input", f"{units} read, none decoded ({quarantined} quarantined)"
-    elif not by_units and (records == 0 or len(missing) == len(_days(*date_range))):
+    elif not by_units and (records == 0 or len(missing) == len(days_of(*date_range))):
         status, reason = "no_input", f"{units} decoded, but no rows in the range"
     elif quarantined or missing:
         parts = []

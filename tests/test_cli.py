@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from click.testing import CliRunner
 
 from epochlib import coordinator, records
 from epochlib.checkpoint import format_leader_epoch_checkpoint
-from jobs.cli import EXIT_INPUT, EXIT_USAGE, cli
+from jobs.cli import EXIT_INPUT, EXIT_SINK, EXIT_USAGE, cli
 
 
 @pytest.fixture
@@ -43,6 +44,8 @@ def test_help_lists_every_subcommand(runner: CliRunner) -> None:
     (["--from", "2024-13-01"], "--from"),
     (["--from", "2024-03-05", "--to", "2024-03-01"], "after"),
     (["--from", "yesterday"], "--from"),
+    (["--from", "9999-12-31"], "outside 1970-01-01..9999-12-30"),  # was exit 1: the day after overflowed
+    (["--from", "0001-01-01", "--to", "2024-01-01"], "--from 0001-01-01 is outside"),
 ])
 def test_run_rejects_invalid_date_ranges(runner: CliRunner, tmp_path: Path, dates: list[str], needle: str) -> None:
     conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
@@ -84,6 +87,38 @@ def test_run_cluster_metadata_flag_is_checked_before_spark(runner: CliRunner, tm
     res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04",
                                "--cluster-metadata", str(tmp_path / "no-metadata-log")])
     assert res.exit_code == EXIT_INPUT and "--cluster-metadata" in res.output
+
+
+@pytest.mark.parametrize("flag", ["--summary-json", "--metrics-file"])
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(runner: CliRunner, tmp_path: Path,
+                                                                        flag: str) -> None:
+    """Its folder is a file: said before any work (exit 2), not after the tables were written (it was exit 1, and
+    the other file was never written)."""
+    (tmp_path / "afile").write_text("x")
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
+    res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04", flag, str(tmp_path / "afile/s")])
+    assert res.exit_code == EXIT_USAGE and f"{flag} " in res.output and "cannot write" in res.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_each_output_file_is_written_when_the_other_cannot_be(tmp_path: Path) -> None:
+    from jobs.cli import _write_outputs
+    from jobs.config import Config, Output
+    from jobs.errors import SinkError
+
+    (tmp_path / "afile").write_text("x")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "out")))
+    with pytest.raises(SinkError, match=r"--summary-json .*afile/s.json.*run's status: ok"):
+        day = dt.date(2024, 3, 4)
+        _write_outputs(config, day, day, str(tmp_path / "afile/s.json"),
+                       str(tmp_path / "m.prom"), status="ok", summary=None, duration_s=1.0)
+    assert 'epoch_audit_run_status{cluster="c1",status="ok"} 1.0' in (tmp_path / "m.prom").read_text()
+
+
+def test_html_report_or_config_that_cannot_be_written_is_exit_4(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    res = runner.invoke(cli, ["init", str(tmp_path / "afile/x.toml")])
+    assert res.exit_code == EXIT_SINK and "could not write" in res.output and len(res.output.splitlines()) == 1
 
 
 def test_report_rejects_bad_partition_flag(runner: CliRunner, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import datetime as dt
 import io
 import json
 import shlex
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -163,6 +164,20 @@ def test_report_on_an_unknown_cluster_is_exit_3(runner: CliRunner, tmp_path: Pat
                               "--cluster", "c2"])
     assert res.exit_code == EXIT_INPUT
     assert "no run of cluster 'c2'" in res.output and "c1" in res.output
+
+
+@pytest.mark.parametrize("command", ["report", "findings"])
+def test_report_tables_without_a_finished_run_are_exit_3_not_findings(runner: CliRunner, tmp_path: Path,
+                                                                       command: str) -> None:
+    """A first run killed during its reports leaves report tables but no audit_runs row: what they hold is
+    not a finished run's result, and any cluster name would have read as "no findings"."""
+    write_findings(tmp_path / "t")
+    shutil.rmtree(tmp_path / "t" / "audit_runs")
+    for cluster in ("c1", "typo"):
+        res = runner.invoke(cli, [command, "--from", "2024-03-01", "--output-root", str(tmp_path / "t"),
+                                  "--cluster", cluster])
+        assert res.exit_code == EXIT_INPUT, res.output
+        assert f"no run of cluster '{cluster}'" in res.output and "no run finished there" in res.output
 
 
 def test_report_on_an_unreachable_store_is_cannot_reach_not_no_table(runner: CliRunner, tmp_path: Path) -> None:

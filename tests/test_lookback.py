@@ -122,8 +122,25 @@ def test_a_run_over_d2_alone_on_a_fresh_root_finds_what_a_run_over_d1_d2_finds(s
     assert _quarantined(alone) == _quarantined(whole)
     assert len(set(_quarantined(whole))) == len(_quarantined(whole)) > 0
     # the reports rerun over D1 from the tables alone read D2's snapshots from the table the D2 run wrote
-    run_audit(spark, alone, D1, D1, ingest=False, progress_interval=0)
+    reread = run_audit(spark, alone, D1, D1, ingest=False, progress_interval=0)
     assert _findings_on(alone, D1) == _findings_on(whole, D1)
+    # a reports-only run reads no input: its status is that of the silver rows it read (it said ok even where
+    # there were none)
+    assert reread.status == "ok" and {s.status for s in reread.sources.values()} == {"ok"}
+    before = run_audit(spark, alone, dt.date(2024, 1, 1), dt.date(2024, 1, 1), ingest=False, progress_interval=0)
+    assert before.sources["offsets"].status == "no_input" and before.status != "ok"
+
+
+def test_reports_only_where_no_run_ingested_is_an_input_error(spark, tmp_path) -> None:
+    """A mistyped --output-root with --reports-only: exit 3 (it said ok, and wrote empty report tables there)."""
+    from jobs.audit import run_audit
+    from jobs.config import Config, Output
+    from jobs.errors import InputError
+
+    cfg = Config(cluster="c1", output=Output(root=str(tmp_path / "typo")))
+    with pytest.raises(InputError, match="--reports-only: no silver tables"):
+        run_audit(spark, cfg, dt.date(2024, 3, 4), dt.date(2024, 3, 4), ingest=False, progress_interval=0)
+    assert not (tmp_path / "typo" / "fencing_violations").exists()
 
 
 def test_the_commits_of_the_lookback_days_are_one_write_s_held_files_never_the_table_s(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.config import Config, parse_date_range
-from jobs.errors import SinkError
+from jobs.errors import NoTableError, SinkError
 from jobs.frames import union_all
 
 from ._fit import spark_schema_from_arrow, struct_without
@@ -116,7 +116,7 @@ def table_files(
 def _table_files(tgt: Target, cluster: str | None, drange: tuple[dt.date, dt.date] | None) -> TableFiles:
     dtable = open_delta(tgt.native, tgt.storage_options)
     if dtable is None:
-        raise SinkError(f"no Delta table {tgt.table!r} at {tgt.location}")
+        raise NoTableError(f"no Delta table {tgt.table!r} at {tgt.location}")
     features = set(dtable.protocol().reader_features or [])
     if "deletionVectors" in features:
         raise SinkError(f"{tgt.location} uses deletion vectors: read it with Spark's Delta source (delta-spark)")
@@ -175,7 +175,7 @@ def read_table_arrow(
         raise SinkError(f"{tgt.location} is a catalog table: use read_table with a Spark session")
     dtable = open_delta(tgt.native, tgt.storage_options)
     if dtable is None:
-        raise SinkError(f"no Delta table {table!r} at {tgt.location}")
+        raise NoTableError(f"no Delta table {table!r} at {tgt.location}")
     import pyarrow.dataset as pads
 
     wanted = pads.scalar(True)
