@@ -60,6 +60,7 @@ from .offsets_log import resolve_txn_states
 __all__ = [
     "DumpError",
     "detect_dump_format",
+    "dump_text",
     "iter_console_json",
     "iter_dump_log",
     "iter_dump_records",
@@ -127,6 +128,12 @@ def _err(line: int, reason: str, raw: str, unit: str = "line") -> DumpError:
 
 def _kind(record_type: int | None) -> str:
     return _KIND.get(record_type, "other") if record_type is not None else "other"
+
+
+def dump_text(data: str | bytes | bytearray | memoryview) -> str:
+    """The text the dump readers see in ``data`` (a line that is not UTF-8 is read as empty): their line
+    numbers and character offsets point into it."""
+    return _decode_text(data)[0]
 
 
 def _decode_text(data: str | bytes | bytearray | memoryview) -> tuple[str, list[DumpError]]:

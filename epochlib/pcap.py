@@ -38,12 +38,13 @@ from __future__ import annotations
 import bisect
 import heapq
 import io
+import itertools
 import re
 import socket
 import struct
 import zlib
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -596,10 +597,10 @@ def _plausible_response(buf: bytearray, p: int, cids: set[int], lo: int, hi: int
 
 def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
     """How many whole frames follow each other from ``p`` (at most ``depth``), or -1 when a header on
-    the way is not plausible. A chain that reaches the run's end after whole frames counts as ``depth``:
-    nothing more could be checked. A frame that runs past the end counts for nothing: any four bytes
-    that look like a header would pass so, and a boundary found that way hides the whole frames
-    captured after it."""
+    the way is not plausible. A chain that reaches the run's end exactly after whole frames counts as
+    ``depth``: nothing more could be checked. A frame that runs past the end counts for nothing: any
+    four bytes that look like a header would pass so (in a response full of small integers, also after
+    a whole frame or two), and a boundary found that way hides the whole frames captured after it."""
     n = 0
     for _ in range(depth):
         if not check(buf, p):
@@ -613,12 +614,18 @@ def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
     return depth
 
 
-def _best_boundary(candidates: Iterator[int], buf: bytearray, check, depth: int) -> int | None:
+#: Candidate boundaries a re-synchronisation examines at most (a response full of small integers offers
+#: thousands: each is a few µs, so a worst case costs a fraction of a second, once per hole).
+MAX_RESYNC_CANDIDATES = 1 << 14
+
+
+def _best_boundary(candidates: Iterator[int], buf: bytearray, make_check, depth: int) -> int | None:
     """The first candidate whose frames chain ``depth`` deep (or to the run's end), else the one with
-    the most whole frames (the earliest of those)."""
+    the most whole frames (the earliest of those). ``make_check()`` gives each candidate's chain its
+    frame check (it may follow the chain, e.g. its correlation ids)."""
     best: tuple[int, int] | None = None
-    for p in candidates:
-        n = _chain_frames(buf, p, check, depth)
+    for p in itertools.islice(candidates, MAX_RESYNC_CANDIDATES):
+        n = _chain_frames(buf, p, make_check(), depth)
         if n == depth:
             return p
         if n >= 0 and (best is None or n > best[0]):
@@ -632,7 +639,11 @@ def _resync_request(buf: bytearray, start: int, api_keys: dict[int, str]) -> int
     cands = (start + m.start() for m in re.finditer(rb"(?s)(?=....\x00[\x00-\x7f]\x00[\x00-\x1e])", window)
              if m.start() <= RESYNC_WINDOW)
     keys = _request_keys(api_keys)
-    return _best_boundary(cands, buf, lambda b, q: _plausible_request(b, q, keys), 3)
+
+    def check(b: bytearray, q: int) -> bool:
+        return _plausible_request(b, q, keys)
+
+    return _best_boundary(cands, buf, lambda: check, 3)
 
 
 def _chain_reaches(buf: bytearray, p: int, target: int, check, steps: int = 256) -> bool:
@@ -671,8 +682,22 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
             yield start + i - 4
             i = window.find(pat, i + 1)
 
-    # in stream order, lazily: the scan stops at the first frame that chains on
-    best = _best_boundary(heapq.merge(*(anchors(c) for c in candidates[:1024])), buf, check, 4)
+    def in_order() -> Callable[[bytearray, int], bool]:
+        # a connection's responses come in the order of its requests, whose correlation ids a client counts up
+        last: list[int] = []
+
+        def check_next(b: bytearray, q: int) -> bool:
+            if not check(b, q):
+                return False
+            cid = _I32.unpack_from(b, q + 4)[0]
+            if last and cid <= last[0]:
+                return False
+            last[:] = [cid]
+            return True
+        return check_next
+
+    # in stream order: the scan stops at the first frame that chains on
+    best = _best_boundary(heapq.merge(*(anchors(c) for c in candidates[:1024])), buf, in_order, 4)
     if best is not None and best > start and _chain_reaches(buf, start, best, check):
         return start
     return best

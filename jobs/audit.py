@@ -168,6 +168,12 @@ def run_audit(
     say = progress or (lambda _line: None)
     on_warning = warn or (lambda text: say(f"warning: {text}"))
     start, end = parse_date_range(date_from, date_to, audited=True)
+    if not ingest and not _silver_kinds(config):  # a wrong location: said before anything is written there
+        raise InputError(f"--reports-only: no silver tables at {config.output.table_location('')}: has "
+                         "`epoch-audit run` ingested there? (check --output-root / [output])")
+    from .session import STUCK_STEPS
+
+    STUCK_STEPS.clear()  # the steps an earlier run left deadlocked are that run's
     run = RunContext.start(config, start, end, run_id=run_id)
     result = AuditResult(run=run)
     if on_start is not None:
@@ -228,12 +234,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             tracker.step("completeness")
             per_day = aside.submit(named_step(spark, "rows per day", functools.partial(
                 rows_per_day, spark, config, start, end, configured)))
-        reread: list[str] = []
-        if not ingest:  # --reports-only: the silver tables are the input; none there is a wrong location
-            reread = _silver_kinds(config)
-            if not reread:
-                raise InputError(f"--reports-only: no silver tables at {config.output.table_location('')}: has "
-                                 "`epoch-audit run` ingested there? (check --output-root / [output])")
+        reread = [] if ingest else _silver_kinds(config)  # --reports-only: the silver tables are the input
         if wanted:
             t1 = time.perf_counter()
             tracker.step("reports")

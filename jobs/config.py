@@ -370,7 +370,7 @@ def parse_date_range(from_: str | dt.date, to: str | dt.date | None = None, *,
 
 
 #: The dates a run may audit: Kafka's timestamps count from 1970, and a run reads the day after its range.
-FIRST_DAY, LAST_DAY = dt.date(1970, 1, 1), dt.date(9999, 12, 30)
+FIRST_DAY, LAST_DAY = dt.date(1970, 1, 1), dt.date(9999, 12, 29)
 
 
 def _date(flag: str, value: str | dt.date) -> dt.date:

@@ -453,59 +453,85 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
     """
     if workers <= 1 or len(steps) <= 1:
         return {name: step() for name, step in steps}
-    from concurrent.futures import ThreadPoolExecutor, wait
+    import queue
+    from concurrent.futures import Future, wait
 
-    pool = ThreadPoolExecutor(min(workers, len(steps)), thread_name_prefix="epoch-audit-step")
-    futures = [(name, pool.submit(named_step(spark, name, step))) for name, step in steps]
+    futures: list[tuple[str, Future]] = [(name, Future()) for name, _ in steps]
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for (name, step), (_, fut) in zip(steps, futures, strict=True):
+        todo.put((named_step(spark, name, step), fut))
+
+    def work() -> None:
+        while True:
+            try:
+                fn, fut = todo.get_nowait()
+            except queue.Empty:
+                return
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                    fut.set_exception(exc)
+
+    # daemon threads: a step a JVM deadlock holds must not keep the process from ending
+    for i in range(min(workers, len(steps))):
+        threading.Thread(target=work, name=f"epoch-audit-step-{i}", daemon=True).start()
+    known = deadlocked_threads(spark)  # one an earlier run left is not this run's
+    pending = {f for _, f in futures}
     try:
-        pending = {f for _, f in futures}
-        while pending:  # every step runs to its end, unless the driver's JVM is deadlocked
-            _, pending = wait(pending, timeout=DEADLOCK_POLL_S)
-            if pending and jvm_deadlocked(spark):
+        while pending:  # every step runs to its end, unless the driver's JVM deadlocked under it
+            done, pending = wait(pending, timeout=DEADLOCK_POLL_S)
+            if pending and not done and deadlocked_threads(spark) - known and not _active_jobs(spark):
                 break
     except BaseException:
         with contextlib.suppress(Exception):
             spark.sparkContext.cancelAllJobs()
         wait([f for _, f in futures])
-        pool.shutdown()
         raise
     if pending:
         # Spark 4's cache can deadlock when two threads build cached plans that both fail (each rebuild locks the
-        # other's cache, SPARK-49982's recache): the run fails with the first error instead of hanging forever
+        # other's cache, SPARK-49982's recache): the run fails with the first error instead of hanging for ever
         STUCK_STEPS.extend(name for name, f in futures if f in pending)
         log.warning("steps %s are deadlocked in the driver's JVM after a failure (Spark's cache); the run fails "
-                     "with the first error, and this Spark session must not be used again", ", ".join(STUCK_STEPS))
-        pool.shutdown(wait=False)
-    else:
-        pool.shutdown()
+                    "with the first error; restart the Python process before using Spark again",
+                    ", ".join(STUCK_STEPS))
     for _, f in futures:
         if f.done() and f.exception() is not None:
             raise f.exception()  # type: ignore[misc]
     if pending:
         raise SparkDeadlock(f"Spark's driver deadlocked while the steps {', '.join(STUCK_STEPS)} built cached data, "
                             "after a task failure (Spark's cache rebuild, SPARK-49982): the task's error is in "
-                            "Spark's log above; restart the Spark session before running again")
+                            "Spark's log above; restart the Python process (a notebook: its kernel) before "
+                            "running again")
     return {name: f.result() for name, f in futures}
 
 
-#: How often :func:`run_concurrently` looks for a deadlock in the driver's JVM once a step failed.
+#: How often :func:`run_concurrently` looks for a deadlock in the driver's JVM while its steps run.
 DEADLOCK_POLL_S = 5.0
-#: Steps of this process left deadlocked after a failure: their driver threads never end (the CLI leaves with
-#: ``os._exit`` as always; in a notebook the session's cache is locked for good and the session must be restarted).
+#: Steps of the current run left deadlocked after a failure: their driver threads never end (the CLI leaves with
+#: ``os._exit`` as always; a notebook must restart its kernel: the JVM keeps the locks). Cleared when a run starts.
 STUCK_STEPS: list[str] = []
+
+
+def deadlocked_threads(spark: SparkSession) -> set[int]:
+    """Ids of the driver JVM's threads deadlocked on monitors (``ThreadMXBean.findDeadlockedThreads``)."""
+    try:
+        ids = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getThreadMXBean().findDeadlockedThreads()
+        return set() if ids is None else {int(i) for i in ids}
+    except Exception:  # noqa: BLE001 - a session that cannot answer is not known to be deadlocked
+        return set()
+
+
+def _active_jobs(spark: SparkSession) -> bool:
+    """Whether Spark is running any job (a step whose job runs is working, not deadlocked)."""
+    try:
+        return bool(spark.sparkContext.statusTracker().getActiveJobsIds())
+    except Exception:  # noqa: BLE001
+        return False
 
 
 class SparkDeadlock(EpochAuditError):
     """Steps of :func:`run_concurrently` deadlocked in the driver's JVM without any step failing first."""
-
-
-def jvm_deadlocked(spark: SparkSession) -> bool:
-    """Whether threads of the driver's JVM are deadlocked on monitors (``ThreadMXBean.findDeadlockedThreads``)."""
-    try:
-        jvm = spark.sparkContext._jvm
-        return jvm.java.lang.management.ManagementFactory.getThreadMXBean().findDeadlockedThreads() is not None
-    except Exception:  # noqa: BLE001 - a session that cannot answer is not known to be deadlocked
-        return False
 
 
 class Once(Generic[T]):

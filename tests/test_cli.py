@@ -44,7 +44,7 @@ def test_help_lists_every_subcommand(runner: CliRunner) -> None:
     (["--from", "2024-13-01"], "--from"),
     (["--from", "2024-03-05", "--to", "2024-03-01"], "after"),
     (["--from", "yesterday"], "--from"),
-    (["--from", "9999-12-31"], "outside 1970-01-01..9999-12-30"),  # was exit 1: the day after overflowed
+    (["--from", "9999-12-31"], "outside 1970-01-01..9999-12-29"),  # was exit 1: the day after overflowed
     (["--from", "0001-01-01", "--to", "2024-01-01"], "--from 0001-01-01 is outside"),
 ])
 def test_run_rejects_invalid_date_ranges(runner: CliRunner, tmp_path: Path, dates: list[str], needle: str) -> None:

@@ -90,6 +90,16 @@ def _normalise(rows: list[dict]) -> list[tuple]:
     return sorted(out) + [("stats", k, tuple(v)) for k, v in sorted(stats.items())]
 
 
+def test_the_line_of_an_unfit_record_is_found_after_a_line_that_is_not_utf8(tmp_path) -> None:
+    """The readers see a line that is not UTF-8 as empty: the quarantined record's text comes from that same
+    text, so a glued object after it shows itself, not its neighbour's tail."""
+    p = tmp_path / "dump.txt"
+    p.write_bytes(b"\xff\xfe not text\n" + (_console_obj(1, 1) + _console_obj(2, WIDE)).encode() + b"\n")
+    rows = _rows_of(textdumps.decode_text_range({"source": str(p), "broker": "1"}))
+    (unfit,) = [r for r in rows if r["row_kind"] == "quarantine" and r["reason"].startswith("bad value")]
+    assert unfit["raw"].decode() == _console_obj(2, WIDE)
+
+
 @pytest.mark.parametrize("make", [_console, _scala, _dump_log])
 def test_a_text_dump_in_line_ranges_decodes_to_the_same_rows_as_whole(tmp_path, make):
     p = tmp_path / "dump.txt"

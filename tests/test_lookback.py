@@ -140,7 +140,7 @@ def test_reports_only_where_no_run_ingested_is_an_input_error(spark, tmp_path) -
     cfg = Config(cluster="c1", output=Output(root=str(tmp_path / "typo")))
     with pytest.raises(InputError, match="--reports-only: no silver tables"):
         run_audit(spark, cfg, dt.date(2024, 3, 4), dt.date(2024, 3, 4), ingest=False, progress_interval=0)
-    assert not (tmp_path / "typo" / "fencing_violations").exists()
+    assert not (tmp_path / "typo").exists()  # nothing written there, not even a failed audit_runs row
 
 
 def test_the_commits_of_the_lookback_days_are_one_write_s_held_files_never_the_table_s(

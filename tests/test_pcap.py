@@ -176,6 +176,25 @@ def test_a_gap_inside_a_response_loses_only_that_response() -> None:
         assert not [e for e in errors if e.quarantined], (hole, errors)
 
 
+def test_after_a_hole_in_a_large_response_the_next_whole_one_is_found_among_small_integers() -> None:
+    """A hole inside a 300-partition response: the bytes after it are full of small integers that equal
+    pending correlation ids and chain on for a frame or two; responses come in request order, so the
+    boundary is the one whose frames' ids count up (found by a review: response 6 was lost)."""
+    c, b = (CLIENT, 50001), (BROKER, 9092)
+    reqs = b"".join(metadata_request(1, cid) for cid in range(1, 7))
+    resps = [metadata_response(1, cid, partitions=300 if cid == 5 else 4) for cid in range(1, 7)]
+    offs = [0]
+    for r in resps:
+        offs.append(offs[-1] + len(r))
+    stream = b"".join(resps)
+    h1, h2 = offs[2] + 10, offs[4] + 2000  # holes in response 3 and in response 5
+    segs = [(1.0, *c, *b, reqs), (2.0, *b, *c, stream[:h1], 0), (2.1, *b, *c, stream[h1 + 30:h2], h1 + 30),
+            (2.2, *b, *c, stream[h2 + 30:], h2 + 30)]
+    exchanges, errors = _split(list(iter_exchanges(_capture(segs))))
+    assert [e.correlation_id for e in exchanges] == [1, 2, 4, 6], errors
+    assert not [e for e in errors if e.quarantined]
+
+
 def _raw_request(key: int, version: int, cid: int, body: bytes = b"\x00" * 20) -> bytes:
     """A request of any API key, hand-built: header v2 (int16 key, version, int32 correlation id, client id,
     no tags) and an opaque body."""

@@ -52,5 +52,7 @@ def test_failing_cached_plans_built_at_once_end_the_run_instead_of_hanging_it() 
                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     result = [line for line in out.stdout.splitlines() if line.startswith("RESULT")]
     assert out.returncode == 0 and len(result) == 1, out.stderr[-3000:]
-    # either a step's own error, or (every failing step deadlocked) the deadlock named as such
+    # either a step's own error, or (every failing step deadlocked) the deadlock named as such; the deadlock
+    # itself was seen (without the watch the run never ends, and the subprocess times out)
     assert result[0].split()[1] in ("PythonException", "SparkDeadlock"), result
+    assert result[0].split("stuck:")[1].strip(), result

@@ -139,7 +139,6 @@ def _py_skip_headers(data: Buffer, p: int, rec_end: int) -> int:
         hk, p = _read_len_bytes(view, p, "header key")
         if hk is None:
             raise DecodeError("null header key", p)
-        hk.decode("utf-8")  # UnicodeDecodeError is caught by the caller like any failure
         _hv, p = _read_len_bytes(view, p, "header value")
     return p
 

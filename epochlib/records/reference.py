@@ -125,10 +125,7 @@ def _decode_records_v2(
             hk, pos = _read_len_bytes(rec, pos, "header key")
             if hk is None:
                 raise DecodeError("null header key", hpos)
-            try:
-                hks = hk.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DecodeError("header key is not UTF-8", hpos) from None
+            hks = hk.decode("utf-8", "replace")  # as Kafka's DefaultRecord reads it (Utils.utf8: new String)
             hv, pos = _read_len_bytes(rec, pos, "header value")
             headers.append((hks, hv))
         if pos != rec_end:

@@ -162,7 +162,7 @@ class _RecordText:
         if where is None:
             return None
         if self._text is None:
-            self._text = self._data.decode("utf-8", "replace")
+            self._text = dumps.dump_text(self._data)  # the text the positions point into
             self._starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", self._text)]
         if unit == "char":
             start = where
