@@ -855,3 +855,13 @@ def test_all_buffer_types_give_the_same_answer(wrap):
     assert _arrow_rows(wrap(seg)) == _reference_rows(seg)
     assert [b.position for b in iter_batches(wrap(seg))] == [b.position for b in iter_batches(seg)]
     assert decode_batch(wrap(seg)) == decode_batch(seg)
+
+
+def test_a_header_key_that_is_not_utf8_is_read_as_kafka_reads_it():
+    """DefaultRecord reads header keys with Utils.utf8 (new String(bytes, UTF_8)): a bad byte is U+FFFD and
+    the record is read; the batch was quarantined."""
+    raw = encode_batch([NewRecord(b"k", b"v", TS, headers=((b"tr\xffce", b"x"),))])
+    (batch,) = list(iter_batches(raw))
+    assert isinstance(batch, Batch) and batch.records[0].headers == (("tr\ufffdce", b"x"),)
+    res = batches_arrow(raw)
+    assert res.records.num_rows == 1 and res.batches.column("error").to_pylist() == [None]
