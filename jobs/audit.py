@@ -168,7 +168,8 @@ def run_audit(
     say = progress or (lambda _line: None)
     on_warning = warn or (lambda text: say(f"warning: {text}"))
     start, end = parse_date_range(date_from, date_to, audited=True)
-    if not ingest and not _silver_kinds(config):  # a wrong location: said before anything is written there
+    reread = () if ingest else _silver_kinds(config)  # --reports-only: the silver tables are the input
+    if not ingest and not reread:  # a wrong location: said before anything is written there
         raise InputError(f"--reports-only: no silver tables at {config.output.table_location('')}: has "
                          "`epoch-audit run` ingested there? (check --output-root / [output])")
     from .session import STUCK_STEPS
@@ -182,7 +183,8 @@ def run_audit(
         f"output {config.output.table_location('')}")
     try:
         with running_as(run.run_id):
-            _run(spark, config, start, end, run, result, reports, ingest, say, on_warning, progress_interval)
+            _run(spark, config, start, end, run, result, reports, ingest, reread, say, on_warning,
+                 progress_interval)
     except Exception as exc:
         result.status = "failed"
         # the warnings so far follow the error, e.g. the memory setting that explains a MemoryError
@@ -199,8 +201,8 @@ def run_audit(
 
 
 def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run: RunContext,
-         result: AuditResult, reports: Sequence[str] | None, ingest: bool, say: Progress, warn: Progress,
-         progress_interval: float) -> None:
+         result: AuditResult, reports: Sequence[str] | None, ingest: bool, reread: Sequence[str], say: Progress,
+         warn: Progress, progress_interval: float) -> None:
     from .ingest import run_ingestion
     from .reports import run_reports
     from .runlog import SourceCounts, audit_run_table, run_status, source_status, write_audit_runs
@@ -234,7 +236,6 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             tracker.step("completeness")
             per_day = aside.submit(named_step(spark, "rows per day", functools.partial(
                 rows_per_day, spark, config, start, end, configured)))
-        reread = [] if ingest else _silver_kinds(config)  # --reports-only: the silver tables are the input
         if wanted:
             t1 = time.perf_counter()
             tracker.step("reports")
@@ -269,18 +270,15 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
                                  (start, end))
                 for k in configured
             }
-            result.status = run_status(result.sources.values())
-            for s in result.sources.values():
-                if s.status != "ok":
-                    say(f"input: {s.source_kind} is {s.status}: {s.reason}")
         elif not ingest:
             # what the reports read: the silver rows of the range (the configured sources', else every one there)
-            kinds = [k for k in (configured or reread) if k in reread] or reread
+            kinds = [k for k in configured if k in reread] or list(reread)
             result.rows_per_day = rows_per_day(spark, config, start, end, kinds)
             result.sources = {k: silver_status(k, [d for d, got in result.rows_per_day.items() if got.get(k)],
                                                (start, end)) for k in kinds}
             result.sources.update({k: silver_status(k, (), (start, end), present=False)
                                    for k in configured if k not in reread})
+        if result.sources:
             result.status = run_status(result.sources.values())
             for s in result.sources.values():
                 if s.status != "ok":
@@ -320,8 +318,8 @@ def silver_status(source_kind: str, days_with_rows: Sequence[dt.date], date_rang
     range (the metadata log, judged by its units when ingested, by its table being there)."""
     from .runlog import JUDGED_BY_UNITS, days_of
 
-    missing = () if source_kind in JUDGED_BY_UNITS else tuple(d for d in days_of(*date_range)
-                                                               if d not in set(days_with_rows))
+    have = set(days_with_rows)
+    missing = () if source_kind in JUDGED_BY_UNITS else tuple(d for d in days_of(*date_range) if d not in have)
     if not present:
         status, reason = "no_input", "configured, but no silver table of it at the output location"
     elif missing and len(missing) == len(days_of(*date_range)):
@@ -340,7 +338,7 @@ def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.da
     (no Spark job: Spark's count of the 10 M-commit bench run's tables was ~3 JVM CPU-s), else one Spark job."""
     from pyspark.sql import functions as F
 
-    from .errors import SinkError
+    from .errors import NoTableError, SinkError
     from .frames import union_all
     from .sink import read_table, table_files
 
@@ -350,9 +348,9 @@ def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.da
         for table in SILVER_BY_SOURCE[kind]:
             try:
                 listed = table_files(table, config, cluster=config.cluster, date_range=(start, end))
-            except SinkError as exc:
-                if str(exc).startswith("no Delta table"):
-                    continue  # not written yet
+            except NoTableError:
+                continue  # not written yet
+            except SinkError:
                 listed = None  # a catalog table, deletion vectors: Spark counts it
             if listed is not None and {"cluster", "event_date"} <= set(listed.part_cols) and all(
                     f.counted and isinstance(f.values.get("event_date"), dt.date) for f in listed.files):

@@ -36,7 +36,7 @@ from . import class_cache
 from .errors import EpochAuditError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from .config import Config
 
@@ -511,6 +511,15 @@ DEADLOCK_POLL_S = 5.0
 #: Steps of the current run left deadlocked after a failure: their driver threads never end (the CLI leaves with
 #: ``os._exit`` as always; a notebook must restart its kernel: the JVM keeps the locks). Cleared when a run starts.
 STUCK_STEPS: list[str] = []
+
+
+def unpersist(df: DataFrame) -> bool:
+    """Release a frame's cache, unless steps of this run are deadlocked (:data:`STUCK_STEPS`): one of them holds
+    a cache's lock, and releasing it would wait for ever. Returns whether it released."""
+    if STUCK_STEPS:
+        return False
+    df.unpersist()
+    return True
 
 
 def deadlocked_threads(spark: SparkSession) -> set[int]:

@@ -244,7 +244,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     from jobs.frames import union_all
     from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
-    from jobs.session import STUCK_STEPS, Once, run_concurrently
+    from jobs.session import Once, run_concurrently, unpersist
     from jobs.sink import adopts_files, write_table
 
     from . import cluster_metadata as cm
@@ -538,9 +538,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         _release(held, lookback, lookahead)
         raise
     finally:
-        if not STUCK_STEPS:  # a deadlocked step holds a cache's lock: releasing it would wait for ever
-            for w in (*works.values(), *side_cached):
-                w.unpersist()
+        for w in (*works.values(), *side_cached):
+            unpersist(w)
 
     files: dict[str, dict[str, int]] = {}
     for kind in ("offsets", "logdirs", "metadata", "cluster_metadata"):
@@ -562,7 +561,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
 def _release(held: list[HeldRows] | tuple[HeldRows, ...], *states: dict[str, DataFrame]) -> None:
     from jobs.session import STUCK_STEPS
 
-    if STUCK_STEPS:  # see run_ingest's cleanup
+    if STUCK_STEPS:  # nothing is released, held rows included (see jobs.session.unpersist)
         return
     for frames in states:
         for df in frames.values():

@@ -271,8 +271,8 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
     copy = copy_of(src)
     n_read = n_bad = n_out = 0
     # as in a binary file (above): NoOps dropped, except each file's first and last record
-    section_seen: set[int] = set()
-    last_noop: tuple[int, dict[str, Any]] | None = None  # (section, row) of the latest NoOp not yet followed
+    prev_key: int | None = None  # the file (section) of the previous record: the entries come in file order
+    last_noop: dict[str, Any] | None = None  # the previous record, a NoOp held back in case it is its file's last
     for e in iter_dump_entries(text):
         n_read += 1
         if not isinstance(e, MetadataEntry):
@@ -292,10 +292,10 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
             continue
         n_out += 1
         key = -1 if section is None else section.line
-        if last_noop is not None and last_noop[0] != key:
-            out.add(last_noop[1])  # the last record of the previous file
-        first = key not in section_seen
-        section_seen.add(key)
+        first = key != prev_key
+        if first and last_noop is not None:
+            out.add(last_noop)  # the last record of the previous file
+        prev_key = key
         row = {"row_kind": "record", "source": src, "position": e.position, "copy": copy if not is_snap else
                f"{copy}#{snap_name}", "file_kind": "snapshot" if is_snap else "log", "snapshot_name": snap_name,
                "offset": e.offset, "timestamp": e.timestamp, "raft_epoch": e.raft_epoch,
@@ -305,13 +305,11 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
             row["data_json"] = None if e.control.data is None else json.dumps(e.control.data, default=str)
         else:
             row["value"] = encode_record(e.record)
-        if e.record is not None and e.record.api_key == NOOP_KEY and not first:
-            last_noop = (key, row)
-            continue
-        last_noop = None
-        out.add(row)
+        last_noop = row if e.record is not None and e.record.api_key == NOOP_KEY and not first else None
+        if last_noop is None:
+            out.add(row)
     if last_noop is not None:
-        out.add(last_noop[1])
+        out.add(last_noop)
     out.add(stats_row(src, "line", n_read, n_bad, n_out))
     yield out.flush()
 

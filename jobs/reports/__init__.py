@@ -130,11 +130,10 @@ def _reports(config: Config, reports: Iterable[str] | None) -> tuple[str, ...]:
 def _drop(df: DataFrame) -> None:
     """Release a kept frame: its cache, or a local checkpoint's blocks (through the JVM plan, Spark Classic; where
     that is not reachable Spark's cleaner drops them once the frame is gone)."""
-    from ..session import STUCK_STEPS
+    from ..session import unpersist
 
-    if STUCK_STEPS:  # a deadlocked step holds a cache's lock: releasing it would wait for ever
+    if not unpersist(df):  # a deadlocked step holds a cache's lock: its blocks stay
         return
-    df.unpersist()
     with contextlib.suppress(Exception):
         plan = df._jdf.logicalPlan()
         if plan.getClass().getSimpleName() == "LogicalRDD":

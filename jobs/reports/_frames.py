@@ -299,16 +299,17 @@ def read_silver(
     the rules' joins, groupings and windows over them then need no exchange."""
     from pyspark.sql import functions as F
 
-    from ..errors import SinkError
+    from ..errors import NoTableError, SinkError
     from ..session import one_partition
     from ..sink import read_table
 
     df = None
     try:
         df = read_table(spark, table, config, cluster=cluster, date_range=date_range)
-    except SinkError as exc:
-        if not str(exc).startswith("no Delta table"):
-            raise
+    except NoTableError:
+        pass  # not written yet
+    except SinkError:
+        raise
     except Exception as exc:  # delta-spark: a missing path is an AnalysisException
         if "PATH_NOT_FOUND" not in str(exc) and "is not a Delta table" not in str(exc):
             raise
@@ -343,15 +344,17 @@ def sink_files(spark: SparkSession, config: Config, table: str, cluster: str,
     """``(root, files)`` of ``table``'s live data files for ``cluster`` in ``date_range``, from its Delta log, for a
     reader that opens them itself; ``("", [])`` for a table not written yet (as :func:`read_silver`'s empty frame);
     None where only Spark can read the table: the delta-spark back end, a catalog table, deletion vectors."""
-    from ..errors import SinkError
+    from ..errors import NoTableError, SinkError
     from ..sink import adopts_files, table_files
 
     if not adopts_files(spark, table, config):
         return None
     try:
         listed = table_files(table, config, cluster=cluster, date_range=date_range)
-    except SinkError as exc:
-        return ("", []) if str(exc).startswith("no Delta table") else None
+    except NoTableError:
+        return ("", [])
+    except SinkError:
+        return None
     return listed.root, listed.files
 
 
