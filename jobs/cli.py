@@ -253,16 +253,21 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
         click.echo(f"epoch-audit: {summary.count(severity_at_least=fail_on)} findings at or above {fail_on} "
                    f"(--fail-on): exit {code}", err=True)
     _write_outputs(config, start, end, summary_json, metrics_file, status=result.status, summary=summary,
-                   duration_s=result.timings["total"], result=result, exit_code=code)  # = "done in", audit_runs
+                   duration_s=result.timings["total"], result=result, exit_code=code,  # = "done in", audit_runs
+                   sink_exit=EXIT_SINK)
     if code:
         click.get_current_context().exit(code)
 
 
 def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, metrics_file: str | None,
                    *, status: str, summary: Any, duration_s: float, result: Any = None, error: str | None = None,
-                   exit_code: int | None = None, warnings: Sequence[str] = (), run: Any = None) -> None:
+                   exit_code: int | None = None, warnings: Sequence[str] = (), run: Any = None,
+                   sink_exit: int | None = None) -> None:
     """The --summary-json and --metrics-file outputs (also for a failed run, so an alert can fire; its
-    ``warnings`` are the ones printed before it failed, ``run`` its RunContext when it got that far)."""
+    ``warnings`` are the ones printed before it failed, ``run`` its RunContext when it got that far).
+    ``sink_exit``: the exit code the process takes when one of the files cannot be written (a run that
+    succeeded: :data:`EXIT_SINK`); a file that was written is then written again with it, so that it does not
+    report the run's own code while the process says otherwise. None: the run's own code stands (a failed run)."""
     if not summary_json and not metrics_file:
         return
     from .alerts import run_document, write_metrics, write_summary_json
@@ -275,16 +280,24 @@ def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, 
         counts=result.ingest.counts if result is not None and result.ingest is not None else (),
         rows_per_day=result.rows_per_day if result else None, error=error, exit_code=exit_code,
         warnings=result.warnings if result else warnings)
-    failed = []
-    for flag, path, write in (("--summary-json", summary_json, write_summary_json),
-                              ("--metrics-file", metrics_file, write_metrics)):
-        if path:
-            try:  # each file is tried: one that cannot be written must not cost the other
+    outputs = [(flag, path, write) for flag, path, write in (("--summary-json", summary_json, write_summary_json),
+                                                             ("--metrics-file", metrics_file, write_metrics)) if path]
+    failed, written = [], []
+    for flag, path, write in outputs:
+        try:  # each file is tried: one that cannot be written must not cost the other
+            write(path, doc)
+            written.append((path, write))
+        except OSError as e:
+            failed.append(f"{flag} {path}: {e.strerror or e}")
+    if not failed:
+        return
+    error = SinkError(f"could not write {'; '.join(failed)} (the run's status: {status})")
+    if sink_exit is not None and written:  # the process exits sink_exit: the file written must say so too
+        doc = {**doc, "exit_code": sink_exit, "error": str(error)}
+        for path, write in written:
+            with contextlib.suppress(OSError):
                 write(path, doc)
-            except OSError as e:
-                failed.append(f"{flag} {path}: {e.strerror or e}")
-    if failed:
-        raise SinkError(f"could not write {'; '.join(failed)} (the run's status: {status})")
+    raise error
 
 
 def _check_output_files(**paths: str | None) -> None:

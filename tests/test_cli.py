@@ -115,6 +115,31 @@ def test_each_output_file_is_written_when_the_other_cannot_be(tmp_path: Path) ->
     assert 'epoch_audit_run_status{cluster="c1",status="ok"} 1.0' in (tmp_path / "m.prom").read_text()
 
 
+def test_the_file_written_says_the_exit_code_the_process_takes_when_the_other_fails(tmp_path: Path) -> None:
+    """A run that succeeded exits 4 when --metrics-file cannot be written: its --summary-json must say 4 and why,
+    not the run's own 0 (an alert keyed on the JSON would read success while the job failed)."""
+    import json
+
+    from jobs.cli import _write_outputs
+    from jobs.config import Config, Output
+    from jobs.errors import SinkError
+
+    (tmp_path / "afile").write_text("x")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "out")))
+    day = dt.date(2024, 3, 4)
+    with pytest.raises(SinkError):
+        _write_outputs(config, day, day, str(tmp_path / "s.json"), str(tmp_path / "afile/m.prom"), status="ok",
+                       summary=None, duration_s=1.0, exit_code=0, sink_exit=EXIT_SINK)
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "ok" and doc["exit_code"] == EXIT_SINK
+    assert "--metrics-file" in doc["error"] and "afile/m.prom" in doc["error"]
+    # a failed run keeps its own code (the process exits with it)
+    with pytest.raises(SinkError):
+        _write_outputs(config, day, day, str(tmp_path / "f.json"), str(tmp_path / "afile/m.prom"), status="failed",
+                       summary=None, duration_s=1.0, exit_code=3, error="no input")
+    assert json.loads((tmp_path / "f.json").read_text())["exit_code"] == 3
+
+
 def test_html_report_or_config_that_cannot_be_written_is_exit_4(runner: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     res = runner.invoke(cli, ["init", str(tmp_path / "afile/x.toml")])
