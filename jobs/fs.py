@@ -9,6 +9,8 @@ written                         ``uri`` (canonical)           ``spark`` (Spark/H
                                                                                           delta-rs)
 ==============================  ============================  ==========================  ==========================
 ``rel/x``, ``~/x``, ``/abs/x/`` ``/abs/…/x``                  same                        same
+``rel:x/y`` (no ``/`` after
+the colon: not a scheme)        ``/abs/…/rel:x/y``            same                        same
 ``file:///x``, ``file:/x``      ``/x``                        ``/x``                      ``/x``
 ``s3://b/k``                    ``s3://b/k``                  same                        same
 ``s3a://b/k``, ``s3n://b/k``    as written                    as written                  ``s3://b/k``
@@ -89,6 +91,8 @@ def resolve(location: str, *, dbfs_mounted: bool | None = None) -> Location:
     """
     raw = str(location)
     scheme = urlparse(raw).scheme.lower()
+    if len(scheme) > 1 and not raw[len(scheme) + 1:].startswith("/"):
+        scheme = ""  # ``backup:2024/x``, ``12:00``: a relative path whose first name holds a colon, not a URI
     mounted = _dbfs_mounted(dbfs_mounted)
     if scheme == "file":
         uri = _strip(urlparse(raw).path)

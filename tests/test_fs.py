@@ -42,6 +42,14 @@ def test_relative_and_home_paths_become_absolute(tmp_path, monkeypatch) -> None:
     assert fs.resolve("~/y/", dbfs_mounted=False).native == str(tmp_path / "y")
 
 
+@pytest.mark.parametrize("written", ["backup:2024-03-04/offsets", "caps:old", "T12:00/x"])
+def test_a_relative_path_with_a_colon_is_a_path_not_a_uri(tmp_path, monkeypatch, written) -> None:
+    """A URI's scheme is followed by ``/``: ``backup:2024-03-04/offsets`` is a folder of the working directory (it
+    was taken as the URI of a scheme ``backup``, which no filesystem knows)."""
+    monkeypatch.chdir(tmp_path)
+    assert fs.resolve(written, dbfs_mounted=False) == fs.Location(*[str(tmp_path / written)] * 3)
+
+
 def test_dbfs_is_read_through_the_fuse_mount_when_present(monkeypatch) -> None:
     monkeypatch.setattr(fs, "DBFS_MOUNT", "/no/such/mount")
     assert fs.native_uri("dbfs:/x") == "dbfs:/x"
