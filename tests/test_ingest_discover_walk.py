@@ -270,3 +270,42 @@ def test_a_root_inside_the_layout_keeps_the_brokers_below_it_and_says_what_it_co
     (snap / "t-0" / "00000000000000000000.timeindex").write_bytes(b"x")
     inv = disc.discover(logdirs=str(snap / "t-0" / "00000000000000000000.timeindex"))
     assert [u.reason for u in inv.unrecognised] == [disc.NOT_ALONE["logdirs"]]
+
+
+def test_the_run_s_own_tables_inside_an_input_root_are_not_read_as_input(tmp_path):
+    """An output root inside the input root (``--offsets data --output-root data/tables``): the tables' Parquet files
+    are output, not offsets dumps or unrecognised files in quarantine, on every input kind; a table folder is skipped
+    whole, with its reason, and said in the run's notes."""
+    root, _ = _offsets_tree(tmp_path)
+    tables = root / "tables"
+    for t in ("offset_commits", "quarantine"):
+        part = tables / t / "cluster=c1" / "event_date=2024-03-04"
+        part.mkdir(parents=True)
+        (part / "part-0.parquet").write_bytes(b"PAR1")
+        (tables / t / "_delta_log").mkdir()
+    (root / "other.parquet").write_bytes(b"PAR1")  # a dump beside them is still input
+    exclude = [str(tables / t) for t in ("offset_commits", "quarantine", "fencing_violations")]
+    for kind in ("offsets", "logdirs", "metadata"):
+        inv = disc.discover(**{kind: str(root)}, exclude=exclude)
+        assert not any("/tables/" in f.source for f in inv.files), kind
+        assert not any("/tables/" in u.source for u in inv.unrecognised), kind
+        assert {(Path(s.source).name, s.reason) for s in inv.skipped} == {
+            ("offset_commits", disc.OUTPUT_TABLE), ("quarantine", disc.OUTPUT_TABLE)}, kind
+    inv = disc.discover(offsets=str(root), exclude=exclude)
+    assert sorted(Path(f.source).name for f in inv.files) == [SEG, "other.parquet"]
+    # without the exclusion (the old behaviour) the table files were read as dumps
+    assert sum("/tables/" in f.source for f in disc.discover(offsets=str(root)).files) == 2
+    from jobs.ingest.cluster_metadata import discover_cluster_metadata
+
+    cm = discover_cluster_metadata(str(root), exclude=exclude)
+    assert not any("/tables/" in u.source for u in cm.unrecognised)
+
+
+def test_an_object_store_listing_leaves_out_the_run_s_tables():
+    from jobs.fs import FileEntry
+
+    files = [FileEntry(f"s3://b/in/{p}", p, 4) for p in ("a.parquet", "tables/quarantine/x.parquet",
+                                                          "tables/quarantine_old/y.parquet")]
+    out = disc._without(disc.Listing(files=list(files)), ["s3://b/in/tables/quarantine/", "s3://b/in/tables/t2"])
+    assert [e.rel for e in out.files] == ["a.parquet", "tables/quarantine_old/y.parquet"]
+    assert out.skipped == [("s3://b/in/tables/quarantine", disc.OUTPUT_TABLE)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
@@ -239,3 +240,25 @@ def test_real_broker_files_decode_without_quarantine(spark, real_data, tmp_path)
     assert lec0["topic_id"] is not None and lec0["log_end_offset"] is not None
     q = DeltaTable(str(tmp_path / "out" / "quarantine")) if (tmp_path / "out" / "quarantine").exists() else None
     assert q is None or q.to_pyarrow_table().num_rows == 0
+
+
+def test_an_output_root_inside_an_input_root_is_not_read_back_as_input(spark, ingested, tmp_path):
+    """``--output-root`` inside ``--offsets`` (and every other input): the second run reads the same evidence as the
+    first, not the first run's tables (their Parquet files were read as offsets dumps, or quarantined as
+    unrecognised files of the other inputs)."""
+    import shutil
+
+    _, paths, _, _, base_out = ingested
+    src = {k: tmp_path / k for k in paths}
+    for k, p in paths.items():
+        shutil.copytree(p, src[k])
+    out = src["offsets"] / "audit-tables"
+    cfg = _cfg({k: str(v) for k, v in src.items()}, out)
+    first = run_ingestion(spark, cfg, DAY1, DAY2, write_audit=False)
+    second = run_ingestion(spark, cfg, DAY1, DAY2, write_audit=False)
+    assert [(c.source_kind, c.unit, c.units_read, c.units_quarantined) for c in second.counts] == [
+        (c.source_kind, c.unit, c.units_read, c.units_quarantined) for c in first.counts]
+    base_in = str(Path(paths["offsets"]).parent)
+    for table in ("offset_commits", "quarantine"):  # the same rows as a run whose tables lie elsewhere
+        assert [r.replace(str(tmp_path), base_in) for r in _rows(str(out), table)] == _rows(base_out, table), table
+    assert any(line.startswith("offsets: ") and "output, not input" in line for line in second.notes())

@@ -217,6 +217,7 @@ def run_ingestion(
         jobs.errors.SinkError: a table could not be written.
     """
     from jobs.runlog import RunContext
+    from jobs.schemas import TABLES
     from jobs.session import shuffles_for_input
 
     from . import cluster_metadata as cm
@@ -225,9 +226,11 @@ def run_ingestion(
     if run is None:
         run = RunContext.start(config, date_from, date_to)
     inputs = config.inputs
+    tables = [config.output.table_location(t) for t in TABLES] if config.output.root is not None else []
     inv: Inventory = discover(inputs.offsets, inputs.logdirs, inputs.metadata,
-                              follow_symlinks=inputs.follow_symlinks)
-    inv.extend(cm.discover_cluster_metadata(inputs.cluster_metadata, follow_symlinks=inputs.follow_symlinks))
+                              follow_symlinks=inputs.follow_symlinks, exclude=tables)
+    inv.extend(cm.discover_cluster_metadata(inputs.cluster_metadata, follow_symlinks=inputs.follow_symlinks,
+                                            exclude=tables))
     input_bytes = sum(f.size for f in inv.files)
     with shuffles_for_input(spark, input_bytes) as width:
         return _ingest(spark, config, run, inv, input_bytes, split_bytes=split_bytes, write_audit=write_audit,

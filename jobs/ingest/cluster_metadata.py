@@ -35,7 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -144,10 +144,11 @@ def classify_cluster_metadata(entries: list[FileEntry]) -> Inventory:
     return inv
 
 
-def discover_cluster_metadata(root: str | None, *, follow_symlinks: bool = False) -> Inventory:
+def discover_cluster_metadata(root: str | None, *, follow_symlinks: bool = False,
+                              exclude: Iterable[str] = ()) -> Inventory:
     """List and classify ``[inputs] cluster_metadata`` (empty when not set), walking a local root as
-    :func:`jobs.ingest.discover.discover` does (links out of the root only with ``follow_symlinks``; what
-    the walk skips is reported the same way).
+    :func:`jobs.ingest.discover.discover` does (links out of the root only with ``follow_symlinks``, the run's
+    tables (``exclude``) not read; what the walk skips is reported the same way).
 
     Raises:
         jobs.errors.InputError: the root is set but does not exist or cannot be listed.
@@ -156,7 +157,7 @@ def discover_cluster_metadata(root: str | None, *, follow_symlinks: bool = False
 
     if not root:
         return Inventory()
-    listing = list_root("cluster_metadata", root, follow_symlinks=follow_symlinks)
+    listing = list_root("cluster_metadata", root, follow_symlinks=follow_symlinks, exclude=exclude)
     inv = classify_cluster_metadata(listing.files)
     kept, lost = unread_units(KIND, root, listing.skipped, classify_cluster_metadata)
     inv.skipped.extend(kept)

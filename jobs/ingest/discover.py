@@ -135,8 +135,9 @@ LINK_SEEN = "directory already read through another link"
 NOT_REGULAR = "not a regular file (FIFO, socket or device)"
 UNREADABLE_DIR = "unreadable directory"
 NAME_NOT_UTF8 = "name is not valid UTF-8 (rename it to read it; shown with \\x escapes)"
+OUTPUT_TABLE = "a table the run writes (the output root lies in the input root): output, not input"
 #: Skipped entries whose target is read anyway (at another path) or holds nothing new: no evidence is lost.
-_NOTHING_LOST = frozenset({LINK_INSIDE, LINK_LOOP, LINK_SEEN})
+_NOTHING_LOST = frozenset({LINK_INSIDE, LINK_LOOP, LINK_SEEN, OUTPUT_TABLE})
 EMPTY_FILE = "empty file"
 EMPTY_DIR = "directory named like an input file, with nothing in it"
 
@@ -334,11 +335,12 @@ class Listing:
     empty_dirs: list[str] = field(default_factory=list)
 
 
-def walk_local(root: str, *, follow_symlinks: bool = False) -> Listing:
+def walk_local(root: str, *, follow_symlinks: bool = False, exclude: frozenset[str] = frozenset()) -> Listing:
     """Every regular file below the local directory ``root``, sorted by relative path, without following
     symbolic links out of ``root`` (unless ``follow_symlinks``), without reading a link to a path inside
     ``root`` (its target is read at its own path), without descending a loop, and without opening
     FIFOs, sockets or devices (reading a FIFO would block the driver). Sources are ``<root>/<rel>``.
+    ``exclude``: directories (real paths) not descended, each skipped as :data:`OUTPUT_TABLE` (the run's tables).
 
     Raises:
         FileNotFoundError: ``root`` does not exist.
@@ -397,6 +399,9 @@ def walk_local(root: str, *, follow_symlinks: bool = False) -> Listing:
                 continue
             if stat.S_ISDIR(st_.st_mode):
                 key = real or os.path.realpath(de.path)
+                if key in exclude:
+                    out.skipped.append((src, OUTPUT_TABLE))
+                    continue
                 if key in ancestors:
                     out.skipped.append((src, LINK_LOOP))
                     continue
@@ -516,9 +521,11 @@ def local_input_bytes(roots: Iterable[str | None], cap: int) -> int | None:
     return total
 
 
-def list_root(kind: str, root: str, *, follow_symlinks: bool = False) -> Listing:
+def list_root(kind: str, root: str, *, follow_symlinks: bool = False, exclude: Iterable[str] = ()) -> Listing:
     """The files under one input root: local roots walked by :func:`walk_local` (link and loop safety),
-    others listed with :func:`jobs.fs.list_files`.
+    others listed with :func:`jobs.fs.list_files`. ``exclude``: the run's table locations; one that lies inside
+    the root is not read (a skipped entry, :data:`OUTPUT_TABLE`), or a later run would take its Parquet files
+    for input (dumps, or unrecognised files in quarantine).
 
     Raises:
         jobs.errors.InputError: the root does not exist or cannot be listed (``kind`` names the input).
@@ -529,20 +536,31 @@ def list_root(kind: str, root: str, *, follow_symlinks: bool = False) -> Listing
         raise InputError(f"{kind} input path is not valid UTF-8: {shown(root)} (rename it, or give a link to it)")
     try:
         if _is_local(root):
-            return walk_local(resolve(root).native, follow_symlinks=follow_symlinks)
-        return Listing(files=list_files(root))
+            tables = frozenset(os.path.realpath(resolve(x).native) for x in exclude if _is_local(x))
+            return walk_local(resolve(root).native, follow_symlinks=follow_symlinks, exclude=tables)
+        return _without(Listing(files=list_files(root)), [resolve(x).native for x in exclude if not _is_local(x)])
     except FileNotFoundError:
         raise InputError(f"{kind} input {root} does not exist") from None
     except OSError as e:
         raise InputError(f"cannot list {kind} input {root}: {e}") from None
 
 
+def _without(listing: Listing, tables: list[str]) -> Listing:
+    """``listing`` (of an object store) without the files under ``tables``, each table that held some skipped."""
+    for t in (t.rstrip("/") for t in tables):
+        inside = [e for e in listing.files if e.source.startswith(t + "/")]
+        if inside:
+            listing.files = [e for e in listing.files if not e.source.startswith(t + "/")]
+            listing.skipped.append((t, OUTPUT_TABLE))
+    return listing
+
+
 def discover(offsets: str | None = None, logdirs: str | None = None, metadata: str | None = None, *,
-             follow_symlinks: bool = False) -> Inventory:
+             follow_symlinks: bool = False, exclude: Iterable[str] = ()) -> Inventory:
     """List and classify the input roots that are set (driver side: names and sizes only).
 
     Local roots are walked with :func:`walk_local` (``follow_symlinks`` as there); object stores have no
-    links and are listed with :func:`jobs.fs.list_files`.
+    links and are listed with :func:`jobs.fs.list_files`. ``exclude``: the run's table locations (:func:`list_root`).
 
     Raises:
         jobs.errors.InputError: a root that is set does not exist or cannot be listed.
@@ -552,7 +570,7 @@ def discover(offsets: str | None = None, logdirs: str | None = None, metadata: s
     for kind, root in (("offsets", offsets), ("logdirs", logdirs), ("metadata", metadata)):
         if not root:
             continue
-        listing = list_root(kind, root, follow_symlinks=follow_symlinks)
+        listing = list_root(kind, root, follow_symlinks=follow_symlinks, exclude=exclude)
         native = resolve(root).native.rstrip("/") or "/"
         alone = kind != "metadata" and len(listing.files) == 1 and "/" not in listing.files[0].rel and (
             listing.files[0].source == native) and bool(
