@@ -172,9 +172,10 @@ def run_audit(
     if not ingest and not reread:  # a wrong location: said before anything is written there
         raise InputError(f"--reports-only: no silver tables at {config.output.table_location('')}: has "
                          "`epoch-audit run` ingested there? (check --output-root / [output])")
-    from .session import STUCK_STEPS
+    from .session import STUCK_STEPS, size_shuffles
 
     STUCK_STEPS.clear()  # the steps an earlier run left deadlocked are that run's
+    size_shuffles(spark)  # a session handed straight here (a notebook's) is sized as the CLI's; explicit settings win
     run = RunContext.start(config, start, end, run_id=run_id)
     result = AuditResult(run=run)
     if on_start is not None:

@@ -144,3 +144,27 @@ def test_a_run_never_narrows_an_explicit_width(auto) -> None:
     spark.conf.set("spark.sql.shuffle.partitions", "1")  # even a width of one: such a run may be large
     with shuffles_for_input(spark, 1000) as width:
         assert width is None and not one_partition(spark)
+
+
+@pytest.mark.spark
+def test_a_session_handed_straight_to_run_audit_is_sized_as_the_cli_s(restore, tmp_path, monkeypatch) -> None:
+    """A notebook's ``spark`` goes to ``run_audit`` without ``get_or_create_session``: its run must still get the
+    automatic width that a small input then narrows to one partition (it ran Spark's 200-partition shuffles)."""
+    import jobs.audit as audit
+    from jobs.config import Config, Inputs, Output
+    from jobs.session import one_partition, shuffles_for_input
+
+    spark = restore
+    for k in (*KEYS, *MARKS):
+        spark.conf.unset(k)
+    seen = []
+
+    def run(spark, *args, **kwargs):
+        with shuffles_for_input(spark, 2**20) as width:  # what _run does for a 1 MiB input
+            seen.append((width, one_partition(spark), spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch")))
+
+    monkeypatch.setattr(audit, "_run", run)
+    (tmp_path / "in").mkdir()
+    cfg = Config(cluster="c", inputs=Inputs(offsets=str(tmp_path / "in")), output=Output(root=str(tmp_path / "o")))
+    audit.run_audit(spark, cfg, "2024-03-04")
+    assert seen == [(1, True, "2147483647")]
