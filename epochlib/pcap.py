@@ -597,21 +597,38 @@ def _plausible_response(buf: bytearray, p: int, cids: set[int], lo: int, hi: int
 
 def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
     """How many whole frames follow each other from ``p`` (at most ``depth``), or -1 when a header on
-    the way is not plausible. A chain that reaches the run's end exactly after whole frames counts as
-    ``depth``: nothing more could be checked. A frame that runs past the end counts for nothing: any
-    four bytes that look like a header would pass so (in a response full of small integers, also after
-    a whole frame or two), and a boundary found that way hides the whole frames captured after it."""
+    the way is not plausible. A frame that runs past the end counts for nothing: any four bytes that look
+    like a header would pass so (in a response full of small integers, also after a whole frame or two),
+    and a boundary found that way hides the whole frames captured after it. A chain that ends exactly at
+    the run's end has its whole frames counted (:func:`_best_boundary` then checks it as one that explains
+    every byte: two small integers that chain to the end by chance are not ``depth`` frames)."""
     n = 0
     for _ in range(depth):
+        if p == len(buf):
+            return n
         if not check(buf, p):
             return -1
         end = p + 4 + _size_at(buf, p)
         if end > len(buf):
             return n
         n, p = n + 1, end
-        if p + 8 > len(buf):
-            return depth
     return depth
+
+
+def _chains_to_end(buf: bytearray, p: int, check, limit: int = 256) -> bool:
+    """Whole frames lead from ``p`` to the run's end, or to one last frame that runs past it (a capture cut
+    inside a frame) whose header is plausible too: every byte after ``p`` is explained."""
+    for _ in range(limit):
+        if p == len(buf):
+            return True
+        if p + 8 > len(buf):  # a header cut by the end: nothing left to contradict the chain
+            return True
+        if not check(buf, p):
+            return False
+        p += 4 + _size_at(buf, p)
+        if p > len(buf):
+            return True
+    return True
 
 
 #: Candidate boundaries a re-synchronisation examines at most (a response full of small integers offers
@@ -619,17 +636,28 @@ def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
 MAX_RESYNC_CANDIDATES = 1 << 14
 
 
-def _best_boundary(candidates: Iterator[int], buf: bytearray, make_check, depth: int) -> int | None:
-    """The first candidate whose frames chain ``depth`` deep (or to the run's end), else the one with
-    the most whole frames (the earliest of those). ``make_check()`` gives each candidate's chain its
-    frame check (it may follow the chain, e.g. its correlation ids)."""
+def _best_boundary(candidates: Iterator[int], buf: bytearray, make_check, depth: int,
+                   make_strict=None) -> int | None:
+    """The first candidate (in stream order) whose frames chain ``depth`` deep. Else, for a run with fewer whole
+    frames than that (a short run after a hole, ending after its last frame or inside it): the first
+    candidate with a whole frame from which frames explain every byte to the end (:func:`_chains_to_end`, each
+    header passing ``make_strict()``'s check, by default ``make_check()``'s) — a later candidate starts inside
+    the frames it explains, and a few small integers inside a large response that happen to chain would
+    otherwise win by number. Else the candidate with the most whole frames (the earliest of those).
+    ``make_check()`` gives each candidate's chain its frame check (it may follow the chain, e.g. its
+    correlation ids)."""
     best: tuple[int, int] | None = None
+    explained: int | None = None
     for p in itertools.islice(candidates, MAX_RESYNC_CANDIDATES):
         n = _chain_frames(buf, p, make_check(), depth)
         if n == depth:
-            return p
+            return explained if explained is not None else p
+        if n >= 1 and explained is None and _chains_to_end(buf, p, (make_strict or make_check)()):
+            explained = p
         if n >= 0 and (best is None or n > best[0]):
             best = (n, p)
+    if explained is not None:
+        return explained
     return None if best is None else best[1]
 
 
@@ -682,7 +710,7 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
             yield start + i - 4
             i = window.find(pat, i + 1)
 
-    def in_order() -> Callable[[bytearray, int], bool]:
+    def in_order(captured_only: bool = False) -> Callable[[bytearray, int], bool]:
         # a connection's responses come in the order of its requests, whose correlation ids a client counts up
         last: list[int] = []
 
@@ -690,14 +718,18 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
             if not check(b, q):
                 return False
             cid = _I32.unpack_from(b, q + 4)[0]
-            if last and cid <= last[0]:
+            if (last and cid <= last[0]) or (captured_only and cid not in all_cids and not first < cid < final):
                 return False
             last[:] = [cid]
             return True
         return check_next
 
-    # in stream order: the scan stops at the first frame that chains on
-    best = _best_boundary(heapq.merge(*(anchors(c) for c in candidates[:1024])), buf, in_order, 4)
+    # in stream order: the scan stops at the first frame that chains on; a short run's chain must answer captured
+    # requests, or requests missed between them (an id merely near them, from a small integer inside a response,
+    # does not explain the bytes)
+    first, final = min(all_cids), max(all_cids)
+    best = _best_boundary(heapq.merge(*(anchors(c) for c in candidates[:1024])), buf, in_order, 4,
+                          lambda: in_order(True))
     if best is not None and best > start and _chain_reaches(buf, start, best, check):
         return start
     return best
