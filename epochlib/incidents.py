@@ -21,7 +21,7 @@ time order; incidents are ordered most severe first, then by start time, and num
 
 :func:`recheck_commands` turns an incident's evidence into the commands an operator runs with Kafka's
 own tools (``kafka-dump-log.sh``, ``kafka-consumer-groups.sh``, ``kafka-topics.sh``); file paths are
-written relative to the input roots as ``"$OFFSETS/…"``, ``"$LOGDIRS/…"``, ``"$METADATA/…"`` so they
+written relative to the input roots as ``"$OFFSETS"/…``, ``"$LOGDIRS"/…``, ``"$METADATA"/…`` so they
 can be pasted on any machine that holds a copy of the evidence. Pure: no I/O, no Spark.
 """
 
@@ -44,6 +44,7 @@ __all__ = [
     "group_incidents",
     "guide",
     "parse_pointer",
+    "printable",
     "recheck_commands",
     "relative_path",
 ]
@@ -404,20 +405,31 @@ def _incident(rows: list[dict[str, Any]], times: list[int | None]) -> Incident:
 #: Which environment variable names each input root in the commands.
 ROOT_VARIABLES = {"offsets": "OFFSETS", "logdirs": "LOGDIRS", "metadata": "METADATA",
                   "cluster_metadata": "CLUSTER_METADATA"}
-_POINTER = re.compile(r"^(?P<kind>[a-z_]+):(?P<file>.*?)(?:@(?P<pos>\d+|\?))?"
-                      r"(?: (?P<unit>offset|line|frame) (?P<n>-?\d+|\?))?(?P<tail> \(.*\))?$")
+#: Every evidence pointer the rules write (:mod:`epochlib.rules._model`, :mod:`epochlib.rules.kraft`): the file, then
+#: ``@byte N`` (``@N`` for the metadata log) or `` line|frame|row N``, then `` offset N`` (a log, base or metadata
+#: offset) and, for the metadata log, the record's subject. A file name may hold spaces.
+_POINTER = re.compile(r"^(?P<kind>[a-z_]+):(?P<file>.+?)(?:@(?:byte )?(?P<pos>\d+|\?))?"
+                      r"(?: (?P<unit>line|frame|row) (?P<n>-?\d+|\?))?"
+                      r"(?: offset (?P<off>-?\d+|\?)(?: (?P<subject>[^ ]+))?)?(?P<tail> \(.*\))?$")
 
 
 @dataclass(frozen=True)
 class Pointer:
-    """An evidence pointer taken apart: ``offsets:<file>@<pos> offset <n>``, ``checkpoint:<file> line <n>``,
-    ``segment:<file>@<pos> offset <n>``, ``capture:<file> line|frame <n>``."""
+    """An evidence pointer taken apart: ``offsets:<file>@byte N offset <log offset>`` (segments), ``offsets:<file>
+    line|row N [offset <log offset>]`` (dumps), ``segment:<file>@byte N offset <base offset>``, ``checkpoint:<file>
+    [line N]``, ``capture:<file> line|frame N``, ``metadata:<file>@N offset <metadata offset> <topic>-<partition>``."""
 
     kind: str
     file: str
     position: int | None
+    """The byte position (``@byte N``), or a metadata-log record's position (``@N``: its batch's byte, or line)."""
     unit: str | None
+    """``line``, ``frame`` or ``row`` when the pointer names one, else None."""
     number: int | None
+    """That line, frame or row."""
+    offset: int | None
+    """The log offset (commits), base offset (batches) or metadata offset (the metadata log) it names."""
+    subject: str | None
     text: str
 
 
@@ -430,7 +442,22 @@ def parse_pointer(text: str) -> Pointer | None:
     def num(v: str | None) -> int | None:
         return int(v) if v is not None and v.lstrip("-").isdigit() else None
 
-    return Pointer(m.group("kind"), m.group("file"), num(m.group("pos")), m.group("unit"), num(m.group("n")), text)
+    return Pointer(m.group("kind"), m.group("file"), num(m.group("pos")), m.group("unit"), num(m.group("n")),
+                   num(m.group("off")), m.group("subject"), text)
+
+
+#: Characters that would move the cursor, end a line, recolour or retitle a terminal, or reorder text (C0 and C1
+#: controls, DEL, bidirectional overrides, line separators): evidence strings (group and client ids, topics, file
+#: names) are any string a client or a capture chose.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control, bidirectional-override or line-separator character shown as an escape
+    (``\\n``, ``\\x1b``, ``\\u202e``): safe to print to a terminal or as one line of a shell comment."""
+    return _UNSAFE.sub(lambda m: _ESCAPES.get(c := m.group()) or (f"\\x{ord(c):02x}" if ord(c) < 0x100
+                                                                  else f"\\u{ord(c):04x}"), text)
 
 
 def _strip_scheme(path: str) -> str:
@@ -438,8 +465,8 @@ def _strip_scheme(path: str) -> str:
 
 
 def relative_path(path: str, roots: Mapping[str, str | None]) -> str:
-    """``"$OFFSETS/__consumer_offsets-3/…log"`` when ``path`` lies under an input root (the longest one
-    wins), else the path unchanged."""
+    """``$OFFSETS/__consumer_offsets-3/…log`` (the commands quote it ``"$OFFSETS"/…``) when ``path`` lies under an
+    input root (the longest one wins), else the path unchanged."""
     p = _strip_scheme(path)
     best: tuple[int, str] | None = None
     for name, root in roots.items():
@@ -469,21 +496,45 @@ class Recheck:
     command: str
 
 
+_ROOT_VAR = re.compile(r"\$[A-Z_][A-Z0-9_]*")
+
+
 def _q(path: str) -> str:
-    """Shell-quote a path that may start with ``$VAR``: double quotes keep the variable expanding."""
-    return '"' + path.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
+    """Shell-quote a path that may start with ``$VAR`` (:func:`relative_path`): the variable in double quotes, so it
+    expands, and the rest single-quoted, so nothing in a file name (``$(…)``, backticks, ``!``) does."""
+    m = _ROOT_VAR.match(path)
+    if m is None:
+        return shlex.quote(path)
+    rest = path[m.end():]
+    return f'"{m.group()}"' + (shlex.quote(rest) if rest else "")
 
 
 def _sq(text: str) -> str:
     return shlex.quote(text)
 
 
+#: How kafka-dump-log prints a record of a batch (``--offsets-decoder``, ``--cluster-metadata-decoder``).
+_RECORD = r"\| offset: "
+
+
+def _alternatives(prefix: str, numbers: list[int]) -> str:
+    """``<prefix>(n1|n2) `` (an extended regular expression) for up to five numbers."""
+    alt = "|".join(map(str, numbers[:5]))
+    return prefix + (f"({alt})" if len(numbers[:5]) > 1 else alt) + " "
+
+
 def _grep(prefix: str, numbers: list[int]) -> str:
     """`` | grep -E '<prefix>(n1|n2) '`` for up to five numbers ('' for none)."""
-    if not numbers:
-        return ""
-    alt = "|".join(map(str, numbers[:5]))
-    return f" | grep -E {_sq(prefix + (f'({alt})' if len(numbers) > 1 else alt) + ' ')}"
+    return f" | grep -E {_sq(_alternatives(prefix, numbers))}" if numbers else ""
+
+
+def _lines(numbers: list[int]) -> str:
+    """A ``sed -n`` script printing up to five lines (the first line when none is known)."""
+    return ";".join(f"{n}p" for n in numbers[:5]) or "1p"
+
+
+def _listed(numbers: list[int]) -> str:
+    return f"{', '.join(map(str, numbers[:5]))}{' …' if len(numbers) > 5 else ''}" if numbers else "?"
 
 
 #: Evidence files whose commands are listed per incident (the rest are in the findings' evidence lists).
@@ -506,10 +557,10 @@ def recheck_commands(incident: Incident, roots: Mapping[str, str | None]) -> lis
     out: list[Recheck] = []
     seen: set[str] = set()
 
-    def add(what: str, cmd: str) -> None:
+    def add(what: str, cmd: str) -> None:  # ``what`` is shown as a comment line above the command: one line, no escapes
         if cmd not in seen:
             seen.add(cmd)
-            out.append(Recheck(what, cmd))
+            out.append(Recheck(printable(what), cmd))
 
     files: dict[str, list[Pointer]] = {}
     for f in incident.findings:
@@ -520,26 +571,41 @@ def recheck_commands(incident: Incident, roots: Mapping[str, str | None]) -> lis
     for file, ptrs in list(files.items())[:MAX_FILES]:
         rel = relative_path(file, roots)
         ptr = ptrs[0]
-        numbers = sorted({p.number for p in ptrs if p.number is not None})
-        if ptr.kind == "offsets":
-            grep = _grep(r"\| offset: ", numbers)
-            add(f"the commit record{'s' if len(numbers) > 1 else ''} at log offset "
-                f"{', '.join(map(str, numbers[:5]))}{' …' if len(numbers) > 5 else ''}",
-                f"kafka-dump-log.sh --files {_q(rel)} --offsets-decoder{grep}")
+        numbers = sorted({p.number for p in ptrs if p.number is not None})  # lines, frames or rows
+        offsets = sorted({p.offset for p in ptrs if p.offset is not None})
+        low = file.lower()
+        if ptr.kind == "offsets" and ptr.unit == "line":
+            add(f"the commit record{'s' if len(numbers) > 1 else ''} in the dump at line {_listed(numbers)}",
+                f"sed -n {_sq(_lines(numbers))} {_q(rel)}")
+        elif ptr.kind == "offsets" and ptr.unit == "row":
+            add(f"the commit record{'s' if len(numbers) > 1 else ''} in the Parquet dump at row {_listed(numbers)}",
+                "python3 -c 'import sys, pyarrow.parquet as pq; t = pq.read_table(sys.argv[1]); "
+                "[print(t.slice(int(n), 1).to_pylist()[0]) for n in sys.argv[2:]]' "
+                f"{_q(rel)} {' '.join(map(str, numbers[:5]))}")
+        elif ptr.kind == "offsets":
+            add(f"the commit record{'s' if len(offsets) > 1 else ''} at log offset {_listed(offsets)}",
+                f"kafka-dump-log.sh --files {_q(rel)} --offsets-decoder{_grep(_RECORD, offsets)}")
         elif ptr.kind == "segment":
-            grep = _grep("baseOffset: ", numbers)
-            add(f"the batch header (partitionLeaderEpoch) at offset {numbers[0] if numbers else '?'}",
-                f"kafka-dump-log.sh --files {_q(rel)}{grep}")
+            add(f"the batch header (partitionLeaderEpoch) at base offset {_listed(offsets)}",
+                f"kafka-dump-log.sh --files {_q(rel)}{_grep('baseOffset: ', offsets)}")
         elif ptr.kind == "checkpoint":
-            add(f"the leader-epoch checkpoint{f' (line {numbers[0]})' if numbers else ''}", f"cat {_q(rel)}")
+            add(f"the leader-epoch checkpoint{f' (line {_listed(numbers)})' if numbers else ''}", f"cat {_q(rel)}")
         elif ptr.kind == "capture" and ptr.unit == "line":
-            add(f"the captured Metadata response (line {numbers[0] if numbers else '?'})",
-                f"sed -n '{numbers[0] if numbers else 1}p' {_q(rel)}")
+            add(f"the captured Metadata response{'s' if len(numbers) > 1 else ''} (line {_listed(numbers)})",
+                f"sed -n {_sq(_lines(numbers))} {_q(rel)}")
         elif ptr.kind == "capture":
-            add(f"the captured Metadata response (frame {numbers[0] if numbers else '?'})",
-                f"tshark -r {_q(rel)} -Y 'frame.number == {numbers[0] if numbers else 1}' -O kafka")
-        elif ptr.kind in ("metadata_log", "cluster_metadata", "kraft"):
-            add("the controller's metadata log around the change",
+            frames = " ".join(map(str, numbers[:5])) or "1"
+            add(f"the captured Metadata response{'s' if len(numbers) > 1 else ''} (frame {_listed(numbers)})",
+                f"tshark -r {_q(rel)} -Y {_sq(f'frame.number in {{{frames}}}')} -O kafka")
+        elif ptr.kind == "metadata" and low.endswith(".txt"):  # a kafka-dump-log text of the metadata log
+            add(f"the controller's metadata log records at offset {_listed(offsets)}",
+                f"grep -n -E {_sq(_alternatives(_RECORD, offsets))} {_q(rel)}")
+        elif ptr.kind == "metadata" and low.endswith(".log"):
+            add(f"the controller's metadata log records at offset {_listed(offsets)}",
+                f"kafka-dump-log.sh --cluster-metadata-decoder --files {_q(rel)}{_grep(_RECORD, offsets)}")
+        elif ptr.kind == "metadata":  # a snapshot (<end offset>-<epoch>.checkpoint): its records share one offset
+            subjects = sorted({p.subject for p in ptrs if p.subject})
+            add(f"the metadata snapshot the replay started from ({', '.join(subjects[:5]) or 'its partitions'})",
                 f"kafka-dump-log.sh --cluster-metadata-decoder --files {_q(rel)}")
     if len(files) > MAX_FILES:
         add(f"{len(files) - MAX_FILES} more evidence file(s)", "# see the evidence list of the findings below")

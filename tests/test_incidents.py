@@ -14,9 +14,11 @@ from epochlib.incidents import (
     IncidentWindows,
     group_incidents,
     parse_pointer,
+    printable,
     recheck_commands,
     relative_path,
 )
+from epochlib.rules._model import capture_pointer, offsets_pointer
 
 T0 = int(dt.datetime(2024, 3, 4, 6, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
 MIN = 60_000
@@ -34,7 +36,7 @@ def unclean_election(topic: str = "orders", partition: int = 3) -> list[dict]:
     rows = [f(f"f2-{i}", "F2", "commit_beyond_epoch_end", "error", T0 + i * 3 * MIN, topic=topic, partition=partition,
               group_id=("orders-audit", "orders-processor")[i % 2], end_offset=89004, committed_offset=90000 + 100 * i,
               records_affected=996 + 100 * i,
-              evidence=[f"offsets:/data/in/offsets/__consumer_offsets-7/00000000000000000000.log@{100 * i} offset {i}"])
+              evidence=[offsets_pointer("/data/in/offsets/__consumer_offsets-7/00000000000000000000.log", 100 * i, i)])
             for i in range(17)]  # fmt: skip
     rows.append(f("s1", "S1a", "truncation", "info", T0 + 55 * MIN, topic=topic, partition=partition,
                   group_id="orders-processor", previous_offset=91500, new_offset=89046, truncation_point=89004))
@@ -195,9 +197,9 @@ def test_recheck_commands_use_the_input_roots_and_the_suggested_offsets():
     (inc,) = group_incidents(rows)
     cmds = recheck_commands(inc, ROOTS)
     text = "\n".join(c.command for c in cmds)
-    assert ('kafka-dump-log.sh --files "$OFFSETS/__consumer_offsets-7/00000000000000000000.log" --offsets-decoder '
+    assert ('kafka-dump-log.sh --files "$OFFSETS"/__consumer_offsets-7/00000000000000000000.log --offsets-decoder '
             "| grep -E '\\| offset: (0|1|2|3|4) '") in text
-    assert 'cat "$LOGDIRS/broker=1/snapshot=20240304T080000Z/orders-3/leader-epoch-checkpoint"' in text
+    assert 'cat "$LOGDIRS"/broker=1/snapshot=20240304T080000Z/orders-3/leader-epoch-checkpoint' in text
     assert "kafka-topics.sh --bootstrap-server \"$BOOTSTRAP\" --describe --topic orders" in text
     assert "--describe --group orders-audit" in text
     dry = [c.command for c in cmds if "--reset-offsets" in c.command]
@@ -210,9 +212,9 @@ def test_recheck_commands_use_the_input_roots_and_the_suggested_offsets():
 
 
 def test_pointers_and_relative_paths():
-    p = parse_pointer("offsets:/data/in/offsets/__consumer_offsets-3/00000000000000000000.log@4096 offset 12")
-    assert p is not None and (p.kind, p.position, p.unit, p.number) == ("offsets", 4096, "offset", 12)
-    assert p.file.endswith("00000000000000000000.log")
+    p = parse_pointer(offsets_pointer("/data/in/offsets/__consumer_offsets-3/00000000000000000000.log", 4096, 12))
+    assert p is not None and (p.kind, p.position, p.unit, p.number, p.offset) == ("offsets", 4096, None, None, 12)
+    assert p.file == "/data/in/offsets/__consumer_offsets-3/00000000000000000000.log"
     c = parse_pointer("capture:/data/in/metadata/x.pcap frame 7")
     assert c is not None and (c.kind, c.unit, c.number, c.position) == ("capture", "frame", 7, None)
     assert parse_pointer("no pointer here") is None
@@ -260,6 +262,92 @@ def test_terminal_and_json_summaries_list_the_same_incidents(tmp_path):
         (1, "F2 commit_beyond_epoch_end on orders-3", 20), (2, "S2b spurious_skip on orders-4", 1)]
     assert data["incidents"][0]["start"] == "2024-03-04T06:00:00.000Z"
     assert any("--to-offset 79861 --dry-run" in c["command"] for c in data["incidents"][1]["recheck"])
-    assert any('"$OFFSETS/__consumer_offsets-7/' in c["command"] for c in data["incidents"][0]["recheck"])
+    assert any('"$OFFSETS"/__consumer_offsets-7/' in c["command"] for c in data["incidents"][0]["recheck"])
     assert data["input_roots"]["OFFSETS"] == ROOTS["offsets"]  # what $OFFSETS stands for
     assert data["total"] == 21
+
+
+# the pointers as the rules write them (epochlib.rules._model, epochlib.rules.kraft), one file each
+REAL_POINTERS = [
+    offsets_pointer("/data/in/offsets/broker=1/__consumer_offsets-7/00000000000000000000.log", 2626, 30),
+    offsets_pointer("/data/in/offsets/dumps/offsets 7.txt", 12, 31),
+    offsets_pointer("/data/in/offsets/dumps/o.parquet", 4, None),
+    "segment:/data/in/logdirs/broker=1/snapshot=20240304T080000Z/orders-3/00000000000000089000.log@byte 0 offset 89000",
+    "checkpoint:/data/in/logdirs/broker=1/snapshot=20240304T080000Z/orders-3/leader-epoch-checkpoint line 4",
+    capture_pointer("/data/in/metadata/c.jsonl", 329),
+    capture_pointer("/data/in/metadata/c.pcap", 7),
+]
+
+
+def _files(cmd: str) -> list[str]:
+    return [a for a in shlex.split(cmd.replace('"$OFFSETS"', "/data/in/offsets").replace('"$LOGDIRS"', "/data/in/logdirs")
+                                   .replace('"$METADATA"', "/data/in/metadata")) if a.startswith("/data/in/")]
+
+
+@pytest.mark.parametrize("pointer", REAL_POINTERS)
+def test_each_evidence_pointer_the_rules_write_gets_a_command_on_the_file_itself(pointer: str) -> None:
+    """The commands name the evidence file exactly (it named ``…log@byte 2626``, which kafka-dump-log ignores as an
+    unknown file, for every segment pointer the job writes) and the record it points at."""
+    (inc,) = group_incidents([f("x", "F2", "commit_beyond_epoch_end", "error", T0, topic="orders", partition=3,
+                                group_id="g", evidence=[pointer])])
+    cmds = [c for c in recheck_commands(inc, ROOTS) if "kafka-topics" not in c.command and "consumer-groups" not in c.command]
+    assert len(cmds) == 1, cmds
+    (path,) = _files(cmds[0].command)
+    assert path == parse_pointer(pointer).file and "@" not in path
+    cmd = cmds[0].command
+    expected = {"offsets": {"log": "| offset: 30 ", "txt": "sed -n 12p ", "parquet": " 4"}, "segment": "baseOffset: 89000 ",
+                "checkpoint": "cat ", "capture": {"jsonl": "sed -n 329p ", "pcap": "frame.number in {7}"}}[pointer.split(":")[0]]
+    if isinstance(expected, dict):
+        expected = expected[path.rsplit(".", 1)[1]]
+    assert expected in cmd, cmd
+
+
+def test_a_metadata_log_finding_gets_the_metadata_decoder_command() -> None:
+    from epochlib.rules.kraft import HistoryChange
+
+    base = {"metadata_offset": 97200, "topic": "orders", "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ", "partition": 3, "position": 97200, "change": "leader"}
+    seg = HistoryChange.from_row({**base, "source": "/data/in/cm/__cluster_metadata-0/00000000000000000000.log"})
+    snap = HistoryChange.from_row({**base, "source": "/data/in/cm/__cluster_metadata-0/00000000000000090000-0000000003"
+                                   ".checkpoint"})
+    (inc,) = group_incidents([f("k", "K2", "unclean_leader_election", "critical", T0, topic="orders", partition=3,
+                                evidence=[seg.pointer(), snap.pointer()])])
+    cmds = [c.command for c in recheck_commands(inc, {**ROOTS, "cluster_metadata": "/data/in/cm"})]
+    assert ("kafka-dump-log.sh --cluster-metadata-decoder --files "
+            "\"$CLUSTER_METADATA\"/__cluster_metadata-0/00000000000000000000.log | grep -E '\\| offset: 97200 '") in cmds
+    assert ("kafka-dump-log.sh --cluster-metadata-decoder --files "
+            "\"$CLUSTER_METADATA\"/__cluster_metadata-0/00000000000000090000-0000000003.checkpoint") in cmds
+
+
+def test_every_captured_line_a_finding_names_is_printed_not_only_the_first() -> None:
+    rows = [f(f"m{i}", "M1", "stale_metadata", "warning", T0 + i, topic="orders", partition=3, broker="2",
+              evidence=[capture_pointer("/data/in/metadata/c.jsonl", n)]) for i, n in enumerate((326, 329))]
+    (inc,) = group_incidents(rows)
+    assert any(c.command == "sed -n '326p;329p' \"$METADATA\"/c.jsonl" for c in recheck_commands(inc, ROOTS))
+
+
+def test_pasting_the_commands_runs_nothing_a_name_in_the_evidence_chose(tmp_path) -> None:
+    """A group id with a newline, a file name with ``$(…)``: pasted into a shell as the HTML shows them (``# what``
+    above each command), the commands run only Kafka's tools (found by a review: both ran ``touch``)."""
+    import os
+    import subprocess
+
+    bad_group = f"clicks\ntouch {tmp_path}/PWNED_GROUP #\u202e\x1b]0;t\x07"
+    bad_file = f"/data/in/metadata/caps-$(touch {tmp_path}/PWNED_FILE)-`touch {tmp_path}/PWNED_TICK`.jsonl"
+    (inc,) = group_incidents([f("s", "S2b", "spurious_skip", "error", T0, topic="orders", partition=3, group_id=bad_group,
+                                previous_offset=5, evidence=[capture_pointer(bad_file, 3)])])
+    cmds = recheck_commands(inc, ROOTS)
+    script = "".join(f"# {c.what}\n{c.command}\n" for c in cmds)
+    assert all("\n" not in c.what and "\x1b" not in c.what and "\u202e" not in c.what for c in cmds)
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for tool in ("kafka-dump-log.sh", "kafka-topics.sh", "kafka-consumer-groups.sh", "sed", "tshark"):
+        (stubs / tool).write_text("#!/bin/sh\nexit 0\n")
+        (stubs / tool).chmod(0o755)
+    env = {"PATH": f"{stubs}:{os.environ['PATH']}", "METADATA": str(tmp_path / "m"), "BOOTSTRAP": "b:9092"}
+    subprocess.run(["bash", "-c", script], env=env, check=False, capture_output=True, timeout=30)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
+
+
+def test_printable_escapes_what_a_terminal_would_act_on() -> None:
+    assert printable("a\nb\x1b[2J\x1b]0;x\x07\u202eok\x9b") == "a\\nb\\x1b[2J\\x1b]0;x\\x07\\u202eok\\x9b"
+    assert printable("orders-processor é ü 日本") == "orders-processor é ü 日本"
