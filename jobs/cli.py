@@ -33,6 +33,8 @@ from typing import Any
 
 import click
 
+from epochlib.incidents import printable
+
 from .errors import ConfigError, EpochAuditError, InputError, SinkError, one_line
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INPUT, EXIT_SINK = 0, 1, 2, 3, 4
@@ -79,7 +81,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except EpochAuditError as exc:
             if debug:
                 raise
-            click.echo(f"epoch-audit: error: {one_line(exc, 2000)}", err=True)
+            click.echo(f"epoch-audit: error: {printable(one_line(exc, 2000))}", err=True)
             ctx.exit(_exit_code(exc))
         except BrokenPipeError:
             # the reader of our output went away (`... | head`): a normal end, not a failure
@@ -92,7 +94,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             if debug:
                 raise
-            click.echo(f"epoch-audit: unexpected failure: {type(exc).__name__}: {one_line(exc, 2000)} "
+            click.echo(f"epoch-audit: unexpected failure: {type(exc).__name__}: {printable(one_line(exc, 2000))} "
                        "(rerun with --debug for the traceback)", err=True)
             ctx.exit(EXIT_BUG)
 
@@ -106,7 +108,7 @@ def _say(quiet: bool, t0: float | None = None) -> Callable[[str], None]:
     def say(line: str) -> None:
         if not quiet:
             m, s = divmod(int(time.monotonic() - t0), 60)
-            click.echo(f"[{m:02d}:{s:02d}] {line}", err=True)
+            click.echo(f"[{m:02d}:{s:02d}] {printable(line)}", err=True)
 
     return say
 
@@ -580,7 +582,7 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
             writer.writerow({k: text(v) for k, v in r.items()})
     else:
         cols = ("event_ts", "severity", "rule", "kind", "subject", "units")
-        table = [[text(r[c]) for c in cols] for r in rows]
+        table = [[printable(text(r[c])) for c in cols] for r in rows]  # ids and names are the evidence's: no escapes
         widths = [max([len(c), *(len(t[i]) for t in table)]) for i, c in enumerate(cols)]
         click.echo("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
         for t in table:

@@ -1319,7 +1319,11 @@ _SCRIPT = """
       var h = {};
       location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
         var i = kv.indexOf("=");
-        if (i > 0) { h[kv.slice(0, i)] = decodeURIComponent(kv.slice(i + 1).replace(/\\+/g, " ")); }
+        if (i > 0) {
+          var v = kv.slice(i + 1).replace(/\\+/g, " ");
+          try { v = decodeURIComponent(v); } catch (e) { /* a malformed %-escape (a hand-edited link): taken as written */ }
+          h[kv.slice(0, i)] = v;
+        }
       });
       if (h.sev !== undefined) {
         var want = h.sev.split(",");

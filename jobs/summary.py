@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from epochlib.incidents import Incident, group_incidents, iso
+from epochlib.incidents import Incident, group_incidents, iso, printable
 
 from .config import Config
 from .errors import InputError
@@ -227,7 +227,7 @@ def format_incidents(incidents: Iterable[Incident], limit: int = MAX_LISTED_INCI
 
 
 def format_summary(s: Summary) -> str:
-    """The summary as a plain-text table (what the CLI prints)."""
+    """The summary as a plain-text table (what the CLI prints), each line :func:`~epochlib.incidents.printable`."""
     lines = [f"Findings for cluster {s.cluster}, {s.date_from} .. {s.date_to}: {s.total} "
              f"({s.count(severity_at_least='warning')} warning or worse)"]
     if s.by_kind:
@@ -260,4 +260,4 @@ def format_summary(s: Summary) -> str:
             lines.append(f"  top {label}: " + ", ".join(f"{k} ({n})" for k, n in s.top[name]))
     if s.missing:
         lines.append("  (no table yet: " + ", ".join(s.missing) + ")")
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))  # subjects, groups, clients are the evidence's strings: no escapes

@@ -38,14 +38,14 @@ def _finding(table: str, **values) -> dict:
     return row
 
 
-def write_findings(root: Path, cluster: str = "c1") -> None:
+def write_findings(root: Path, cluster: str = "c1", group2: str = "g2") -> None:
     """Two report tables with three findings, and an audit_runs row for ``cluster``."""
     config = Config(cluster=cluster, output=Output(root=str(root)))
     resets = [
         _finding("spurious_offset_resets", finding_id="r1", rule="S1e", kind="spurious_rewind", severity="error",
                  topic="orders", partition=0, group_id="g1", records_reread=1200),
         _finding("spurious_offset_resets", finding_id="r2", rule="S1b", kind="operator_reset", severity="info",
-                 topic="orders", partition=1, group_id="g2"),
+                 topic="orders", partition=1, group_id=group2),
     ]
     stale = [_finding("stale_metadata", finding_id="m1", rule="M2", kind="broker_served_stale", severity="warning",
                       topic="orders", partition=0, broker="2", client_id="app", staleness_ms=4500)]
@@ -242,6 +242,21 @@ def test_findings_in_three_formats(runner: CliRunner, tmp_path: Path) -> None:
     missing = runner.invoke(cli, ["findings", "--from", "2024-03-01", "--output-root", str(tmp_path / "x"),
                                   "--cluster", "c1"])
     assert missing.exit_code == EXIT_INPUT
+
+
+def test_findings_and_report_print_a_hostile_group_id_escaped(runner: CliRunner, tmp_path: Path) -> None:
+    """A group id is any string a client chose: the terminal gets its escape sequences and newlines shown, not acted
+    on (a review saw OSC titles, hyperlinks and screen clears reach a terminal, and a forged line)."""
+    hostile = "g2\x1b]0;PWNED\x07\x1b]8;;http://x\x07link\x1b]8;;\x07\nStatus: ok"
+    write_findings(tmp_path / "t", group2=hostile)
+    base = ["--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1"]
+    for cmd in (["findings"], ["report"]):
+        res = runner.invoke(cli, [*cmd, *base])
+        assert res.exit_code == 0, res.output
+        assert "\x1b" not in res.output and "\nStatus: ok" not in res.output, cmd
+        assert "g2\\x1b]0;PWNED\\x07" in res.output, cmd
+    res = runner.invoke(cli, ["findings", *base, "--format", "json"])
+    assert any(json.loads(line)["group_id"] == hostile for line in res.stdout.splitlines())  # data stays data
 
 
 # ------------------------------------------------------------------------------------- init and help

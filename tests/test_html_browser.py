@@ -128,6 +128,16 @@ def test_the_page_script_runs_and_the_hash_filters_apply(chromium, report, tmp_p
     assert rows and all(hidden for sev, hidden in rows if sev in ("warning", "info"))
 
 
+def test_a_malformed_escape_in_the_link_leaves_the_filters_working(chromium, report, tmp_path):
+    """``#subject=%E0`` (a hand-edited or cut link): decodeURIComponent throws on it, which stopped the page's script
+    before the filters were attached; the value is taken as written and the severity filter still applies."""
+    page, _ = report
+    dom, stderr = dump_dom(chromium, page, tmp_path, "#sev=critical&from=%E0")
+    assert 'data-filters="ready"' in root_attrs(dom) and "data-script-error" not in root_attrs(dom), stderr[-2000:]
+    rows = re.findall(r'<tr data-sev="(\w+)"[^>]*?( data-hidden="")?>', dom)
+    assert {sev for sev, hidden in rows if not hidden} == {"critical"}
+
+
 def test_a_broken_script_is_caught(chromium, report, tmp_path):
     """The checks above can fail: a script error shows in the DOM marker and the console log."""
     page, _ = report

@@ -169,6 +169,11 @@ def test_the_demo_truth_forms_one_incident_per_injected_anomaly(tmp_path):
     truth = read_truth(res.truth)
     incidents = group_incidents(truth)
     assert len(incidents) == _anomalies_with_findings(scenario.anomalies) == 22
+    # the README's account of the demo page says the same (it said 58 findings in 18 incidents for a long while)
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert f"The demo's {len(truth)} findings form {len(incidents)} incidents" in readme
     assert {_subjects(i) for i in incidents} == _expected_components(truth)
     unclean = next(i for i in incidents if ("orders", 3) in i.partitions)
     assert {r["kind"] for r in unclean.findings} >= {"commit_beyond_epoch_end", "truncation", "lineage_truncated",
@@ -240,8 +245,9 @@ def test_terminal_and_json_summaries_list_the_same_incidents(tmp_path):
     day = dt.date(2024, 3, 4)
     cfg = Config(cluster="c1", output=Output(root=str(tmp_path / "t")), inputs=Inputs(**ROOTS))
     rows = unclean_election()
+    hostile = "orders-processor\x1b]0;PWNED\x07\x1b[2J\nStatus: ok\u202e"  # a client chose this group id
     rows.append(f("skip", "S2b", "spurious_skip", "error", T0 + 9 * HOUR, topic="orders", partition=4,
-                  group_id="orders-processor", previous_offset=79861, new_offset=82876, records_skipped=3015))
+                  group_id=hostile, previous_offset=79861, new_offset=82876, records_skipped=3015))
     by_table: dict[str, list[dict]] = {"fencing_violations": [], "spurious_offset_resets": []}
     for r in rows:
         table = "spurious_offset_resets" if r["rule"].startswith("S") else "fencing_violations"
@@ -256,6 +262,9 @@ def test_terminal_and_json_summaries_list_the_same_incidents(tmp_path):
     assert "incidents: 2 (2 error)" in text
     assert "#1   error    2024-03-04 06:00:00 .. 10:00:00  F2 commit_beyond_epoch_end on orders-3 (20 findings" in text
     assert "#2   error    2024-03-04 15:00:00  S2b spurious_skip on orders-4 (1 finding, 3,015 records)" in text
+    # the terminal gets the group id escaped: no escape sequence acts, no forged line
+    assert "orders-processor\\x1b]0;PWNED\\x07\\x1b[2J\\nStatus: ok\\u202e" in text
+    assert "\x1b" not in text and "\u202e" not in text and "\nStatus" not in text
     doc = run_document(cluster="c1", date_from=day, date_to=day, status="ok", summary=s)
     data = json.loads(json.dumps(doc))["findings"]  # what --summary-json writes, JSON-ready as is
     assert [(i["number"], i["title"], i["finding_count"]) for i in data["incidents"]] == [
@@ -265,6 +274,7 @@ def test_terminal_and_json_summaries_list_the_same_incidents(tmp_path):
     assert any('"$OFFSETS"/__consumer_offsets-7/' in c["command"] for c in data["incidents"][0]["recheck"])
     assert data["input_roots"]["OFFSETS"] == ROOTS["offsets"]  # what $OFFSETS stands for
     assert data["total"] == 21
+    assert any(g == hostile for i in data["incidents"] for g in i["groups"])  # the JSON keeps the data as it is
 
 
 # the pointers as the rules write them (epochlib.rules._model, epochlib.rules.kraft), one file each
