@@ -148,7 +148,7 @@ def render_html_report(
     findings = report_rows(tables)
     incidents = group_incidents(findings)
     incident_of = {id(f): inc for inc in incidents for f in inc.findings}
-    roots = input_roots(config)
+    roots = input_roots(config, date_from, date_to)
     auto = _severe_partitions(incidents)
     subjects = list(dict.fromkeys(requested + auto[:MAX_AUTO_LINEAGE]))
     lanes = {tp: _load_lanes(config, date_from, date_to, tp[0], tp[1], spark)
@@ -557,8 +557,8 @@ def _roots_block(roots: Mapping[str, str | None]) -> str:
              for name, path in roots.items() if path]
     lines.append("export BOOTSTRAP=broker-1:9092   # any broker of the cluster")
     where = ("evidence paths are relative to the input roots, so the same commands work on any copy of the "
-             "evidence" if len(lines) > 1 else "the evidence lies under none of the configured input roots, so its "
-             "paths are given as recorded")
+             "evidence" if len(lines) > 1 else "the evidence lies under none of the input roots the run recorded or "
+             "the config gives, so its paths are given as recorded")
     return (f'<p>The commands below use these variables ({where}):</p><pre class="cmd"><code>'
             + _e("\n".join(lines)) + "</code></pre>")
 

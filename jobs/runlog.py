@@ -87,6 +87,8 @@ class RunContext:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started_at: dt.datetime = field(default_factory=_utcnow)
     code_version: str = field(default_factory=_code_version)
+    input_roots: tuple[tuple[str, str], ...] = ()
+    """(source kind, input root) of the configured inputs (``audit_runs.input_root``)."""
 
     def __post_init__(self) -> None:
         if self.range_from > self.range_to:
@@ -106,7 +108,8 @@ class RunContext:
         """A context for ``config.cluster`` over ``[from_, to]`` (validated like the CLI flags)."""
         start, end = parse_date_range(from_, to)
         extra = {"run_id": run_id} if run_id is not None else {}
-        return cls(cluster=config.cluster, range_from=start, range_to=end, **extra)
+        roots = tuple((n, str(r)) for n, r in zip(config.inputs.LOCATIONS, config.inputs.roots, strict=True) if r)
+        return cls(cluster=config.cluster, range_from=start, range_to=end, input_roots=roots, **extra)
 
     @property
     def date_range(self) -> tuple[dt.date, dt.date]:
@@ -336,11 +339,14 @@ def audit_run_table(
     }
     sources = sources or {}
 
+    roots = dict(ctx.input_roots)
+
     def per_source(kind: str | None) -> dict[str, Any]:
         s = sources.get(kind) if kind is not None else None
+        root = {"input_root": roots.get(kind) if kind is not None else None}
         if s is None:
-            return {"source_status": None, "days_without_input": None}
-        return {"source_status": s.status, "days_without_input": list(s.days_without_input)}
+            return {"source_status": None, "days_without_input": None, **root}
+        return {"source_status": s.status, "days_without_input": list(s.days_without_input), **root}
 
     empty = {
         "source_kind": None, "unit": None, "units_read": 0, "units_decoded": 0,

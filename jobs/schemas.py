@@ -288,6 +288,8 @@ AUDIT_RUNS = (
     _c("units_unpaired", I64, "capture frames that are limits of the capture, not bad input (not in units_read): "
        "requests or responses whose other half was not captured, frames cut by the capture's start, end or a "
        "gap; null for other units and rows written before the column"),
+    _c("input_root", STR, "this source's input root as the run was given it: what the re-check commands' $OFFSETS, "
+       "$LOGDIRS, … stand for when `report` runs without the inputs; null for rows written before the column"),
 )
 
 # ------------------------------------------------------------------------------------------------- gold

@@ -157,10 +157,37 @@ def report_rows(tables: Mapping[str, pa.Table | None]) -> list[dict[str, Any]]:
     return rows
 
 
-def input_roots(config: Config) -> dict[str, str | None]:
-    """The configured input roots by name (re-check commands write evidence paths relative to them)."""
-    names = ("offsets", "logdirs", "metadata", "cluster_metadata")
-    return {n: getattr(config.inputs, n) for n in names if getattr(config.inputs, n, None)}
+def input_roots(config: Config, date_from: dt.date | None = None,
+                date_to: dt.date | None = None) -> dict[str, str | None]:
+    """The input roots by name (re-check commands write evidence paths relative to them): the configured ones,
+    and, for a range (``report``, which needs no inputs), the others as the latest run over it recorded them
+    (``audit_runs.input_root``)."""
+    names = config.inputs.LOCATIONS
+    roots = {n: getattr(config.inputs, n) for n in names if getattr(config.inputs, n, None)}
+    if date_from is None or date_to is None or len(roots) == len(names):
+        return roots
+    return {**recorded_roots(config, date_from, date_to), **roots}
+
+
+def recorded_roots(config: Config, date_from: dt.date, date_to: dt.date) -> dict[str, str]:
+    """Each source kind's input root as recorded by the latest run of the cluster whose range overlaps
+    ``[date_from, date_to]`` (empty without ``audit_runs`` or from rows older than the column)."""
+    from .sink import read_table_arrow
+
+    try:
+        t = read_table_arrow("audit_runs", config, cluster=config.cluster)
+    except Exception:  # noqa: BLE001 - the roots only shorten the commands' paths: a report never fails for them
+        return {}
+    if t is None or "input_root" not in t.column_names:
+        return {}
+    best: dict[str, tuple[Any, str]] = {}
+    for r in t.select(["range_from", "range_to", "finished_at", "source_kind", "input_root"]).to_pylist():
+        if not r["input_root"] or not r["source_kind"] or r["range_from"] > date_to or r["range_to"] < date_from:
+            continue
+        key = r["finished_at"] or r["range_to"]
+        if r["source_kind"] not in best or key > best[r["source_kind"]][0]:
+            best[r["source_kind"]] = (key, r["input_root"])
+    return {kind: root for kind, (_, root) in best.items()}
 
 
 def _rank(row: dict[str, Any]) -> tuple:
@@ -176,7 +203,7 @@ def summarise(config: Config, date_from: dt.date, date_to: dt.date, *, top_n: in
     Raises:
         InputError: the output location cannot be reached.
     """
-    out = Summary(config.cluster, date_from, date_to, roots=input_roots(config))
+    out = Summary(config.cluster, date_from, date_to, roots=input_roots(config, date_from, date_to))
     tables: dict[str, pa.Table | None] = {}
     subjects: dict[str, Counter] = {"broker": Counter(), "client_id": Counter(), "group_id": Counter()}
     rows: list[dict[str, Any]] = []

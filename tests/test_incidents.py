@@ -275,6 +275,20 @@ def test_terminal_and_json_summaries_list_the_same_incidents(tmp_path):
     assert data["input_roots"]["OFFSETS"] == ROOTS["offsets"]  # what $OFFSETS stands for
     assert data["total"] == 21
     assert any(g == hostile for i in data["incidents"] for g in i["groups"])  # the JSON keeps the data as it is
+    # `report` with only --output-root and --cluster (the README's command): the roots come from the run that wrote
+    # the range (audit_runs.input_root), so the commands are still relative to them (they were absolute paths)
+    from jobs.runlog import RunContext, SourceCounts, audit_run_table
+
+    bare = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+    assert not any('"$OFFSETS"' in c.command for i in summarise(bare, day, day).incidents
+                   for c in recheck_commands(i, summarise(bare, day, day).roots))
+    run = RunContext.start(cfg, day)
+    write_small(audit_run_table(run, [SourceCounts("offsets", "batch", 3, 0, 3)]), "audit_runs", config=cfg,
+                mode="append")
+    s = summarise(bare, day, day)
+    assert s.roots == {"offsets": ROOTS["offsets"]}
+    assert any('"$OFFSETS"/__consumer_offsets-7/' in c.command for c in recheck_commands(s.incidents[0], s.roots))
+    assert summarise(bare, day + dt.timedelta(days=1), day + dt.timedelta(days=1)).roots == {}  # not that run's range
 
 
 # the pointers as the rules write them (epochlib.rules._model, epochlib.rules.kraft), one file each
