@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import class_cache
@@ -196,7 +197,7 @@ def get_or_create_session(
         ours = DRIVER_JAVA_OPTIONS not in extra and not _spark_defaults_set(DRIVER_JAVA_OPTIONS)
         if ours:  # spark-defaults.conf wins, as extra_conf does
             archive = class_cache.archive_for_session(class_data)
-            flags = " ".join(f for f in (options, archive.java_options if archive else "") if f)
+            flags = " ".join(f for f in (options, archive.java_options if archive else "", _log_options()) if f)
             if flags:
                 conf[DRIVER_JAVA_OPTIONS] = flags
         if "pytest" in sys.modules:
@@ -237,6 +238,22 @@ LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 #: fills (the JIT then stops compiling).
 _C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 SMALL_INPUT_JAVA_OPTIONS = f"{LOCAL_JAVA_OPTIONS} {_C1_ONLY}"
+
+
+#: The log4j2 configuration of the sessions this module starts, as ``spark-submit.sh`` passes it: Spark at WARN, without
+#: the warnings every local run prints and that mean nothing here (the loopback hostname, no native Hadoop library,
+#: truncated plan strings, the run's own local checkpoints released). ``EPOCH_AUDIT_LOG4J`` names another file.
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+def _log_options() -> str:
+    """``-Dlog4j2.configurationFile=<uri>`` for a new local session, unless ``SPARK_CONF_DIR`` holds the user's own
+    ``log4j2.properties`` (which Spark then reads)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if conf_dir and (Path(conf_dir) / "log4j2.properties").is_file():
+        return ""
+    path = Path(os.environ.get("EPOCH_AUDIT_LOG4J") or LOG4J_CONFIG)
+    return f"-Dlog4j2.configurationFile={path.resolve().as_uri()}" if path.is_file() else ""
 
 
 def java_options_for_input(input_bytes: int | None) -> str:

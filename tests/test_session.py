@@ -364,3 +364,24 @@ def test_a_run_carries_the_python_memory_warning(spark, tmp_path, monkeypatch) -
     warned = [line for line in said if line.startswith("warning: ")]
     assert warned == ["warning: workers too small", "warning: lookback: no state"]
     assert said.index(warned[0]) < said.index("ingest: decoding inputs into silver tables")  # before the tasks
+
+
+def test_local_sessions_log_as_spark_submit_sh_does(tmp_path, monkeypatch) -> None:
+    """The CLI's own sessions read the packaged log4j2 configuration (Spark at WARN without the warnings every local
+    run prints, e.g. the run's released local checkpoints), unless the user's SPARK_CONF_DIR has its own or
+    EPOCH_AUDIT_LOG4J names another file."""
+    from jobs import session
+
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("EPOCH_AUDIT_LOG4J", raising=False)
+    flag = session._log_options()
+    assert flag == f"-Dlog4j2.configurationFile={session.LOG4J_CONFIG.resolve().as_uri()}"
+    assert "org.apache.spark.rdd.MapPartitionsRDD" in session.LOG4J_CONFIG.read_text()
+    mine = tmp_path / "my log4j2.properties"
+    mine.write_text("rootLogger.level = info\n")
+    monkeypatch.setenv("EPOCH_AUDIT_LOG4J", str(mine))
+    assert session._log_options().endswith("/my%20log4j2.properties") and " " not in session._log_options()
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "log4j2.properties").write_text("rootLogger.level = info\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    assert session._log_options() == ""
