@@ -190,6 +190,23 @@ def test_with_a_metadata_log_the_findings_and_the_lags_equal_the_spark_stages(sp
     assert len(got_lags) > 100 and got_lags == _canon(lags)
 
 
+def test_a_hash_in_the_captures_path_does_not_change_the_findings(spark, demo_obs) -> None:
+    """Captures under ``…/case#4711/``: the one task dropped the capture-only M2 findings the log judges by the part of
+    their key before the first ``#``, which was inside the path, so it kept two it should have dropped (a review:
+    6 M2 where the Spark stages, and a path without ``#``, give 4)."""
+    from pyspark.sql import functions as F
+
+    from jobs.reports import kraft, stale_metadata
+
+    obs, ev = demo_obs
+    obs = obs.withColumn("source", F.concat(F.lit("/evidence/case#4711/"), F.col("source")))
+    grace = 1000
+    want = _canon(kraft.metadata_findings(obs, stale_metadata.metadata_findings(obs, grace), ev, grace))
+    got = mp.metadata_pass(obs, grace, ev.index, keep=lambda df: df)
+    assert got is not None and _canon(got.findings) == want
+    assert sum("'rule': 'M2'" in r for r in want) == 4
+
+
 def test_no_observations_give_no_findings_and_no_lags(spark, demo_obs) -> None:
     """A run without captures in its window (only commits, or a day nobody captured) still takes the one-task
     path: its task gets no rows at all."""

@@ -330,7 +330,7 @@ def _judged_keys(table: pa.Table, found: list[Any], index: SpanIndex, grace_ms: 
     names = {_finding_key(f) for f in found if f.rule == "M2"} - {None}
     if not names:
         return set()
-    pointers = {n.split("#", 1)[0] for n in names}
+    pointers = {n.rsplit("#", 1)[0] for n in names}  # ``<pointer>#<topic>-<p>``: the path may hold a ``#``, a topic not
     resp = _codes(table.column("source"), table.column("position"))
     _, first = np.unique(resp, return_index=True)
     src, pos = table.column("source").take(pa.array(first)).to_pylist(), table.column("position").take(
