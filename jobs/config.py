@@ -68,8 +68,6 @@ EXAMPLES: dict[str, Path] = {
     "databricks": DEFAULT_CONFIG_PATH.with_name("databricks.example.toml"),
 }
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -502,8 +500,10 @@ def _str_map(key: str, value: Any) -> Mapping[str, str]:
 
 
 def _resolve(value: str, base: Path) -> str:
-    """Resolve a local relative path against ``base``; keep URIs (``scheme:``) and absolute paths."""
-    if _SCHEME.match(value) and not _WINDOWS_DRIVE.match(value):
+    """Resolve a local relative path against ``base``; keep URIs (:func:`jobs.fs.is_uri`) and absolute paths."""
+    from .fs import is_uri
+
+    if is_uri(value):
         return value
     path = Path(value).expanduser()
     if not path.is_absolute():

@@ -49,6 +49,7 @@ __all__ = [
     "Location",
     "Reader",
     "filesystem",
+    "is_uri",
     "iter_lines",
     "list_files",
     "native_uri",
@@ -82,6 +83,14 @@ def _strip(uri: str) -> str:
     return uri.rstrip("/") or "/"
 
 
+def is_uri(location: str) -> bool:
+    """Whether ``location`` is a URI (``s3://b/k``, ``file:/x``, ``dbfs:/x``): a scheme of two or more characters
+    followed by ``/``. ``backup:2024/x`` or ``12:00`` is a relative path whose first name holds a colon, and
+    ``C:\\x`` a Windows drive."""
+    scheme = urlparse(str(location)).scheme
+    return len(scheme) > 1 and str(location)[len(scheme) + 1:].startswith("/")
+
+
 def resolve(location: str, *, dbfs_mounted: bool | None = None) -> Location:
     """``location`` (path or URI) in its three dialects.
 
@@ -90,9 +99,7 @@ def resolve(location: str, *, dbfs_mounted: bool | None = None) -> Location:
         dbfs_mounted: whether the Databricks FUSE mount is present (default: look for ``/dbfs``).
     """
     raw = str(location)
-    scheme = urlparse(raw).scheme.lower()
-    if len(scheme) > 1 and not raw[len(scheme) + 1:].startswith("/"):
-        scheme = ""  # ``backup:2024/x``, ``12:00``: a relative path whose first name holds a colon, not a URI
+    scheme = urlparse(raw).scheme.lower() if is_uri(raw) else ""
     mounted = _dbfs_mounted(dbfs_mounted)
     if scheme == "file":
         uri = _strip(urlparse(raw).path)

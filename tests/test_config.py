@@ -67,6 +67,19 @@ def test_full_file_parses_and_resolves_paths_against_the_file(tmp_path: Path) ->
     assert cfg.output.table_location("offset_commits") == str(conf_dir / "out" / "offset_commits")
 
 
+def test_a_relative_path_with_a_colon_resolves_against_the_file(tmp_path: Path, monkeypatch) -> None:
+    """``backup:2024-03-04`` in a config is a folder beside the file, like any relative path (it was taken as a URI
+    and kept as written, so a cron job read the folder of that name in its working directory, or none)."""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(write(conf_dir, 'cluster = "c"\n[inputs]\noffsets = "backup:2024-03-04"\n'
+                                      'metadata = "s3://b/caps"\n[output]\nroot = "tables:nightly"\n'))
+    assert cfg.inputs.offsets == str(conf_dir / "backup:2024-03-04")
+    assert cfg.output.root == str(conf_dir / "tables:nightly")
+    assert cfg.inputs.metadata == "s3://b/caps"
+
+
 def test_defaults_for_a_minimal_file(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, 'cluster = "c"\n[output]\nroot = "/o"\n'))
     assert cfg.reports == REPORTS
