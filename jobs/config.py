@@ -333,7 +333,7 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
 
     rules_raw = _table("rules", raw.get("rules", {}))
     _check_keys("rules.", rules_raw, _RULE_KEYS)
-    rules = Rules(**{k: _non_negative_int(f"rules.{k}", v) for k, v in rules_raw.items()})
+    rules = Rules(**{k: _non_negative_int(f"rules.{k}", v, RULE_LIMITS.get(k)) for k, v in rules_raw.items()})
 
     spark_raw = _table("spark", raw.get("spark", {}))
     _check_keys("spark.", spark_raw, _SPARK_KEYS)
@@ -440,11 +440,20 @@ def _bool(key: str, value: Any) -> bool:
     return value
 
 
-def _non_negative_int(key: str, value: Any) -> int:
+#: The largest value of each ``[rules]`` setting: far beyond any use (a century of lookback, a year of window or
+#: grace), and small enough that the dates and milliseconds computed from it stay in range (a lookback of a million
+#: days was an OverflowError, exit 1).
+RULE_LIMITS = {"lookback_days": 36_500, "correlation_window_minutes": 525_600, "stale_grace_ms": 31_536_000_000,
+               "snapshot_tolerance_seconds": 31_536_000}
+
+
+def _non_negative_int(key: str, value: Any, limit: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"'{key}' must be an integer, got {_type_name(value)} {value!r}")
     if value < 0:
         raise ConfigError(f"'{key}' must not be negative, got {value}")
+    if limit is not None and value > limit:
+        raise ConfigError(f"'{key}' must be at most {limit:,}, got {value:,}")
     return value
 
 
