@@ -293,19 +293,42 @@ def test_the_run_s_own_tables_inside_an_input_root_are_not_read_as_input(tmp_pat
             ("offset_commits", disc.OUTPUT_TABLE), ("quarantine", disc.OUTPUT_TABLE)}, kind
     inv = disc.discover(offsets=str(root), exclude=exclude)
     assert sorted(Path(f.source).name for f in inv.files) == [SEG, "other.parquet"]
-    # without the exclusion (the old behaviour) the table files were read as dumps
-    assert sum("/tables/" in f.source for f in disc.discover(offsets=str(root)).files) == 2
+    # without the exclusion, the tables are still known for epoch-audit's by their Delta logs
+    assert {(Path(s.source).name, s.reason) for s in disc.discover(offsets=str(root)).skipped} == {
+        ("offset_commits", disc.AUDIT_TABLE), ("quarantine", disc.AUDIT_TABLE)}
     from jobs.ingest.cluster_metadata import discover_cluster_metadata
 
     cm = discover_cluster_metadata(str(root), exclude=exclude)
     assert not any("/tables/" in u.source for u in cm.unrecognised)
 
 
-def test_an_object_store_listing_leaves_out_the_run_s_tables():
+def test_an_object_store_listing_leaves_out_the_run_s_tables_and_other_runs_tables():
     from jobs.fs import FileEntry
 
-    files = [FileEntry(f"s3://b/in/{p}", p, 4) for p in ("a.parquet", "tables/quarantine/x.parquet",
-                                                          "tables/quarantine_old/y.parquet")]
+    files = [FileEntry(f"s3://b/in/{p}", p, 4) for p in (
+        "a.parquet", "tables/quarantine/x.parquet", "tables/quarantine_old/y.parquet",
+        "nightly/offset_commits/_delta_log/00000000000000000000.json", "nightly/offset_commits/c=1/z.parquet",
+        "dumps/offset_commits/w.parquet")]  # a folder named like a table, without a Delta log: input
     out = disc._without(disc.Listing(files=list(files)), ["s3://b/in/tables/quarantine/", "s3://b/in/tables/t2"])
-    assert [e.rel for e in out.files] == ["a.parquet", "tables/quarantine_old/y.parquet"]
-    assert out.skipped == [("s3://b/in/tables/quarantine", disc.OUTPUT_TABLE)]
+    assert [e.rel for e in out.files] == ["a.parquet", "tables/quarantine_old/y.parquet",
+                                          "dumps/offset_commits/w.parquet"]
+    assert out.skipped == [("s3://b/in/tables/quarantine", disc.OUTPUT_TABLE),
+                           ("s3://b/in/nightly/offset_commits", disc.AUDIT_TABLE)]
+
+
+def test_another_run_s_tables_inside_an_input_root_are_not_read_as_input(tmp_path):
+    """The nightly writes under the offsets root; an incident run with its own --output-root read the nightly's
+    Parquet files as dumps (a review: 32 quarantine rows and a `partial` source). A folder named like a table but
+    without a Delta log is still read."""
+    root, _ = _offsets_tree(tmp_path)
+    table = root / "nightly" / "offset_commits"
+    (table / "_delta_log").mkdir(parents=True)
+    (table / "_delta_log" / "00000000000000000000.json").write_text("{}")
+    (table / "cluster=c1").mkdir()
+    (table / "cluster=c1" / "part-0.parquet").write_bytes(b"PAR1")
+    (root / "dumps" / "offset_commits").mkdir(parents=True)
+    (root / "dumps" / "offset_commits" / "d.parquet").write_bytes(b"PAR1")
+    inv = disc.discover(offsets=str(root))
+    assert sorted(Path(f.source).name for f in inv.files) == [SEG, "d.parquet"]
+    assert [(Path(s.source).name, s.reason) for s in inv.skipped] == [("offset_commits", disc.AUDIT_TABLE)]
+    assert not inv.unrecognised

@@ -136,8 +136,9 @@ NOT_REGULAR = "not a regular file (FIFO, socket or device)"
 UNREADABLE_DIR = "unreadable directory"
 NAME_NOT_UTF8 = "name is not valid UTF-8 (rename it to read it; shown with \\x escapes)"
 OUTPUT_TABLE = "a table the run writes (the output root lies in the input root): output, not input"
+AUDIT_TABLE = "an epoch-audit Delta table (another run's output, e.g. a nightly's under the input root): output, not input"
 #: Skipped entries whose target is read anyway (at another path) or holds nothing new: no evidence is lost.
-_NOTHING_LOST = frozenset({LINK_INSIDE, LINK_LOOP, LINK_SEEN, OUTPUT_TABLE})
+_NOTHING_LOST = frozenset({LINK_INSIDE, LINK_LOOP, LINK_SEEN, OUTPUT_TABLE, AUDIT_TABLE})
 EMPTY_FILE = "empty file"
 EMPTY_DIR = "directory named like an input file, with nothing in it"
 
@@ -402,6 +403,9 @@ def walk_local(root: str, *, follow_symlinks: bool = False, exclude: frozenset[s
                 if key in exclude:
                     out.skipped.append((src, OUTPUT_TABLE))
                     continue
+                if _is_audit_table(de.name, de.path):
+                    out.skipped.append((src, AUDIT_TABLE))
+                    continue
                 if key in ancestors:
                     out.skipped.append((src, LINK_LOOP))
                     continue
@@ -545,13 +549,31 @@ def list_root(kind: str, root: str, *, follow_symlinks: bool = False, exclude: I
         raise InputError(f"cannot list {kind} input {root}: {e}") from None
 
 
+DELTA_LOG = "_delta_log"
+
+
+def _is_audit_table(name: str, folder: str | None = None) -> bool:
+    """A folder named like one of epoch-audit's tables that holds a Delta log (``folder``: the local folder to look
+    in; None: the listing showed one): some run's output."""
+    from jobs.schemas import TABLES
+
+    return name in TABLES and (folder is None or os.path.isdir(os.path.join(folder, DELTA_LOG)))
+
+
 def _without(listing: Listing, tables: list[str]) -> Listing:
-    """``listing`` (of an object store) without the files under ``tables``, each table that held some skipped."""
-    for t in (t.rstrip("/") for t in tables):
+    """``listing`` (of an object store) without the files under ``tables`` (the run's own) and under any other
+    epoch-audit Delta table (:func:`_is_audit_table`), each such table that held some skipped once."""
+    found = {t.rstrip("/"): OUTPUT_TABLE for t in tables}
+    delta = [e.source for e in listing.files if f"/{DELTA_LOG}/" in e.source]
+    for src in delta:
+        folder = src[: src.index(f"/{DELTA_LOG}/")]
+        if folder not in found and _is_audit_table(folder.rsplit("/", 1)[-1]):
+            found[folder] = AUDIT_TABLE
+    for t, why in found.items():
         inside = [e for e in listing.files if e.source.startswith(t + "/")]
         if inside:
             listing.files = [e for e in listing.files if not e.source.startswith(t + "/")]
-            listing.skipped.append((t, OUTPUT_TABLE))
+            listing.skipped.append((t, why))
     return listing
 
 
