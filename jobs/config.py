@@ -189,7 +189,8 @@ class Config:
         output = self.output
         if output_root is not None:
             output = dataclasses.replace(
-                output, root=_resolve(_text("--output-root", output_root), cwd), catalog=None, schema=None
+                output, root=_output_root("--output-root", _text("--output-root", output_root), cwd), catalog=None,
+                schema=None
             )
         new_cluster = self.cluster if cluster is None else _cluster("--cluster", cluster)
         new_reports = self.reports
@@ -313,7 +314,7 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
 
     out_raw = _table("output", raw.get("output", {}))
     _check_keys("output.", out_raw, _OUTPUT_KEYS)
-    root = _resolve(_text("output.root", out_raw["root"]), base) if "root" in out_raw else None
+    root = _output_root("output.root", _text("output.root", out_raw["root"]), base) if "root" in out_raw else None
     catalog = _ident("output.catalog", out_raw["catalog"]) if "catalog" in out_raw else None
     schema = _ident("output.schema", out_raw["schema"]) if "schema" in out_raw else None
     if root is not None and (catalog is not None or schema is not None):
@@ -506,6 +507,23 @@ def _str_map(key: str, value: Any) -> Mapping[str, str]:
         else:
             raise ConfigError(f"'{key}.{k}' must be a string, number or boolean, got {_type_name(v)}")
     return MappingProxyType(out)
+
+
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def _output_root(name: str, value: str, base: Path) -> str:
+    """:func:`_resolve` for the output root, refusing a local path with a ``%XX`` in it: delta-rs reads a local table
+    path as a URI and unescapes it (``audit%41`` becomes ``auditA``), so every commit of the run failed after its
+    work (exit 4), and the failed run could not be recorded."""
+    from .fs import is_uri
+
+    root = _resolve(value, base)
+    m = None if is_uri(root) else _PERCENT_ESCAPE.search(root)
+    if m:
+        raise ConfigError(f"{name} {value}: a local path with a %-escape ({m.group()}) cannot hold the Delta tables "
+                          "(delta-rs reads it unescaped): choose a folder name without '%XX'")
+    return root
 
 
 def _resolve(value: str, base: Path) -> str:
