@@ -238,15 +238,16 @@ PARTITION_HISTORY = (
     _c("change", STR, "what changed, comma-joined: topic_created, topic_recreated, topic_deleted, snapshot, "
        "created, expanded (KIP-253), replaced, leader, isr, replicas, adding_replicas, removing_replicas, "
        "leader_recovery_state, elr, last_known_elr, directories; one topic-level row `log_end` (topic id empty) "
-       "marks the retained log's last record, NoOps included: how far in time the history reaches"),
+       "marks the retained log's last record, NoOps included: how far in time the history reaches; a replay "
+       "without a snapshot has one `log_start` row (topic id empty) at the log's first record"),
     _c("unclean", pa.bool_(), "the new leader was in neither the ISR nor the ELR just before, or the change set "
        "LeaderRecoveryState RECOVERING (rule K2)"),
     _c("previous_leader", I32, "leader just before the change (null at creation)"),
     _c("previous_isr", pa.list_(I32), "ISR just before the change (null at creation)"),
     _c("source", STR, "file the kept copy of the record was read from (segment, snapshot or dump text)"),
     _c("position", I64, "byte position of the record's batch in the file (line number for dump text)"),
-    _c("event_ts", TS, "controller_ts (snapshot and log_end rows: at least the run's first day, so the state "
-       "the log starts from reaches the reports); drives event_date"),
+    _c("event_ts", TS, "controller_ts (snapshot, log_start and log_end rows: at least the run's first day, so the "
+       "state the log starts from reaches the reports); drives event_date"),
 )
 
 # ----------------------------------------------------------------------------------------- operational

@@ -109,7 +109,7 @@ def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Pa
     finally:
         mp.undo()
     assert res.exit_code == EXIT_SINK and "disk full" in res.output
-    assert "warning: workers too\nsmall" in res.output
+    assert "warning: workers too\\nsmall" in res.output  # one line on the terminal, the text as it was in the JSON
     failed = [r for r in _runs(out) if r["status"] == "failed"]
     assert failed and {r["error"] for r in failed} == {  # one line
         "disk full while writing fencing_violations [warning: workers too small]"}

@@ -94,8 +94,10 @@ def audited(spark, tmp_path_factory):
 def test_partition_history_ingested_merged_and_counted(audited) -> None:
     spark, cfg, result, out = audited
     rows = sorted(out["partition_history"], key=lambda r: (r["metadata_offset"], r["partition"] or -1))
-    hist = [r for r in rows if r["change"] != "log_end"]
+    hist = [r for r in rows if r["change"] not in ("log_start", "log_end")]
     assert len(hist) == 10 and [r["metadata_offset"] for r in rows if r["change"] == "log_end"] == [10]
+    # no snapshot: where the replay started (offset 0: every topic's ids are known)
+    assert [r["metadata_offset"] for r in rows if r["change"] == "log_start"] == [0]
     assert [(r["metadata_offset"], r["partition"], r["change"]) for r in hist][:4] == [
         (1, None, "topic_created"), (2, 0, "created"), (3, 1, "created"), (4, 0, "leader")]
     unclean = [r for r in hist if r["unclean"]]
@@ -113,7 +115,7 @@ def test_partition_history_ingested_merged_and_counted(audited) -> None:
     assert (rec.units_read, rec.units_quarantined, rec.records_decoded) == (12, 1, 10)  # 10 changes (+ log_end row)
     # idempotent: ingesting the day again replaces, never duplicates
     run_ingestion(spark, cfg, DAY, DAY)
-    assert read_table_arrow("partition_history", cfg, cluster="kr").num_rows == 11
+    assert read_table_arrow("partition_history", cfg, cluster="kr").num_rows == 12
 
 
 def _kinds(rows):

@@ -45,13 +45,13 @@ def _bad(findings: dict[str, list[dict]]) -> list[tuple]:
             for f in rows if f["severity"] in BAD]
 
 
-#: folder -> (log-dir snapshot time, partition_history rows: kraft-metadata.md §5's changes + the log_end
-#: row). The snapshot times of kraft-single-broker-2024 and kraft-microservice lie inside their metadata
+#: folder -> (log-dir snapshot time, partition_history rows: kraft-metadata.md §5's changes + the log_start row (each
+#: log starts at offset 0, so no snapshot is replayed from) + the log_end row). The snapshot times of kraft-single-broker-2024 and kraft-microservice lie inside their metadata
 #: log's history, so K1 judges their checkpoints against the log instead of skipping them.
 FOLDERS = {
-    "kraft-single-broker-2024": ("20241009T165739Z", 542),
-    "kraft-microservice": ("20251202T120955Z", 374),
-    "kraft-aibulb-2023": ("20230514T011517Z", 54),
+    "kraft-single-broker-2024": ("20241009T165739Z", 543),
+    "kraft-microservice": ("20251202T120955Z", 375),
+    "kraft-aibulb-2023": ("20230514T011517Z", 55),
     "zk-era-broker-2022": ("20241010T000000Z", 0),
 }
 

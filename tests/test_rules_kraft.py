@@ -3,7 +3,7 @@ nearest negative, and edges (epochlib.rules.kraft, epochlib.rules.expansion)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from epochlib.kraft import iter_metadata_log, replay
 from epochlib.kraft.codec import encode_control_record_batch, encode_metadata_batch
@@ -206,6 +206,37 @@ def test_m3_uses_the_logs_topic_ids_instead_of_the_heuristic() -> None:
     # outside the log's span the heuristic stays
     late = [v9(20_000, 2, (1, 2, 3), 1), v9(21_000, 0, (4, 5, 6), 2)]
     assert [f.kind for f in check_client_metadata(with_log_topic_ids(late, view))] == ["possible_topic_recreation"]
+
+
+def test_a_log_replayed_from_a_later_offset_without_a_snapshot_names_no_ids() -> None:
+    """The log kept from offset 40 on, no snapshot (or only a damaged one): t's first incarnation was created before
+    it, so the log knows only the re-created id. Naming the later responses by it while the earlier ones keep no id
+    made the id-keyed rules take the old incarnation's epochs for the new one's: 268 false M1 on the demo with a
+    corrupt snapshot batch. Such a log names no ids by topic name; from offset 0 (or a snapshot) it does."""
+    from epochlib.rules import check_client_metadata
+    from epochlib.rules.kraft import with_log_topic_ids
+
+    def v9(ts, epoch, pos, replicas=(1, 2, 3)):
+        return MetadataObservation(capture_ts=ts, client_id="c", broker="1", topic="t", partition=0,
+                                   leader_epoch=epoch, replicas=replicas, source="cap.jsonl", position=pos)
+
+    tail = [row(50, 5_000, None, "topic_deleted"), row(51, 6_000, None, "topic_recreated", tid=T2),
+            row(51, 6_000, 0, "created", 0, tid=T2), row(60, 9_000, 0, "isr", 0, tid=T2)]
+    caps = [v9(4_500, 7, 1), v9(5_500, 7, 2), v9(7_000, 0, 3, (4, 5, 6)), v9(8_000, 0, 4, (4, 5, 6)),
+            v9(8_500, 1, 5, (4, 5, 6))]
+    later = LogView.build([row(40, 4_000, None, "log_start", tid=""), *tail])
+    assert not later.names_known and later.topic_id_at("t", 7_000) is None
+    assert [o.topic_id for o in with_log_topic_ids(caps, later)] == [None] * 5
+    assert check_client_metadata(with_log_topic_ids(caps, later)) == check_client_metadata(caps)  # as without a log
+    assert [f.kind for f in check_client_metadata(caps)] == ["possible_topic_recreation"]
+    # what the old view did: the re-created id for the later responses only, and an M1 per later response
+    mixed = [o if o.capture_ts < 6_000 else replace(o, topic_id=T2) for o in caps]
+    assert [f.rule for f in check_client_metadata(mixed)] == ["M1"] * 3
+    # from offset 0 the log knows every topic: t's re-created id is named
+    whole = LogView.build([row(0, 1_000, None, "log_start", tid=""), *tail])
+    assert whole.names_known and whole.topic_id_at("t", 7_000) == T2
+    from_snapshot = LogView.build([row(39, 3_000, None, "snapshot,topic_created"), *tail])
+    assert from_snapshot.names_known and from_snapshot.topic_id_at("t", 4_500) == T1
 
 
 # ------------------------------------------------------------------------------------- M2 + lag

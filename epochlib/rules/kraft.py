@@ -135,6 +135,8 @@ class LogView:
     incarnations: dict[str, list[tuple[int, int | None, str]]] = field(default_factory=dict)
     first_ts: int | None = None
     last_ts: int | None = None
+    names_known: bool = True
+    """Whether the history knows every topic name's ids (it starts from a snapshot or from offset 0)."""
 
     @classmethod
     def build(cls, rows: Iterable[HistoryChange]) -> LogView:
@@ -169,7 +171,13 @@ class LogView:
             if spans and key[0] in deleted:
                 spans[-1] = _close(spans[-1], *deleted[key[0]])
             view.spans[key] = spans
-        for tid, (ts, name) in born.items():
+        starts = [r.metadata_offset for r in rows if r.change == "log_start"]
+        from_snapshot = any("snapshot" in r.changes for r in rows)
+        # a log replayed from a later offset without a snapshot does not know the topics created before it: a name's
+        # first id in it may follow an older one, so no response is given an id by its name (the id-keyed rules
+        # would take the older incarnation's responses for the newer's); rows older than ``log_start`` lack the mark
+        view.names_known = from_snapshot or not starts or min(starts) <= 0
+        for tid, (ts, name) in born.items() if view.names_known else ():
             end = deleted.get(tid)
             view.incarnations.setdefault(name, []).append((ts, None if end is None else end[1], tid))
         for v in view.incarnations.values():

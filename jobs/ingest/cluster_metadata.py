@@ -70,6 +70,8 @@ __all__ = ["FILE_SCHEMA", "HISTORY_WORK", "WORK", "classify_cluster_metadata", "
 KIND = "cluster_metadata"
 #: Input forms.
 KSEGMENT, KSNAPSHOT, KDUMP = "kraft_segment", "kraft_snapshot", "kraft_dump"
+#: ``file_kind`` of the one work row that marks a snapshot file with unreadable batches or records (step 1 -> 2).
+DAMAGED = "damaged_snapshot"
 DIR = "__cluster_metadata-0"
 NOOP_KEY = 20
 SNAPSHOT_HEADER = 3
@@ -227,6 +229,9 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     good_pos = pc.unique(pos.filter(pc.is_null(err)))
     bad_pos = set(pos.filter(bad_rec).to_pylist())
     n_bad = int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0) + len(bad_pos)
+    if n_bad and is_kind == "snapshot":  # the replay does not start from a partial image (:func:`replay_records`)
+        side.add({"row_kind": "record", "source": src, "copy": copy_of(src), "file_kind": DAMAGED,
+                  "snapshot_name": name})
     n_read = len(good_pos) + int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0)
     n_good_records = int(pc.sum(pc.is_null(err).cast(pa.int64())).as_py() or 0)
     side.add(stats_row(src, "batch", n_read, n_bad, n_good_records))
@@ -334,17 +339,31 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     rows = [r for b in batches for r in b.to_pylist() if r["row_kind"] == "record"]
     side = RowBuffer(HISTORY_WORK)
     copies: dict[str, list[MetadataEntry]] = {}
-    snaps: dict[str, tuple[str, list[MetadataEntry]]] = {}
+    snap_copies: dict[str, dict[str, list[MetadataEntry]]] = {}
+    damaged = {(r["snapshot_name"], r["source"]) for r in rows if r["file_kind"] == DAMAGED}
     for r in rows:
+        if r["file_kind"] == DAMAGED:
+            continue
         try:
             e = _entry(r)
         except DecodeError as err:  # a row step 1 decoded cannot fail here; kept as quarantine, not a crash
             side.add(side_row(r["source"], r["position"], "record", f"metadata record: {err.reason}", r["value"]))
             continue
         if r["file_kind"] == "snapshot":
-            snaps.setdefault(r["snapshot_name"], (r["source"], []))[1].append(e)
+            snap_copies.setdefault(r["snapshot_name"], {}).setdefault(r["source"], []).append(e)
         else:
             copies.setdefault(r["copy"], []).append(e)
+    # a snapshot is replayed from one whole copy of it: Kafka loads a snapshot whole or not at all, and a partial
+    # image (a batch lost to a bad CRC) makes a history whose missing topics the rules would read as facts
+    snaps: dict[str, tuple[str, list[MetadataEntry]]] = {}
+    rejected: list[tuple[str, str]] = []
+    for name in set(snap_copies) | {n for n, _ in damaged}:
+        by_src = snap_copies.get(name, {})
+        whole = [src for src in sorted(by_src) if (name, src) not in damaged]
+        if whole:
+            snaps[name] = (whole[0], by_src[whole[0]])
+        else:
+            rejected += sorted((name, src) for n, src in damaged if n == name)
     for c in copies.values():
         c.sort(key=lambda e: e.offset)
     merged = merge_copies({k: copies[k] for k in sorted(copies)})
@@ -368,9 +387,21 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
                           q_ms=c.other.timestamp))
     for i in result.issues:
         side.add(side_row(i.source or "", i.position, "record", f"metadata replay: {i.reason}"))
-    n_conf, n_issue = len(merged.conflicts), len(result.issues)
+    start = (f"snapshot {chosen}" if chosen is not None else
+             f"the log's first record (offset {log_start})" if log_start is not None else "nothing")
+    for name, src in rejected:
+        side.add(side_row(src, None, "record", f"metadata replay: snapshot {name} not replayed: some of its batches "
+                          "are unreadable (quarantined), and a snapshot is loaded whole or not at all; the replay "
+                          f"starts from {start}"))
+    n_conf, n_issue = len(merged.conflicts), len(result.issues) + len(rejected)
     side.add(stats_row("", "record", len(merged.entries) + n_conf + n_issue, n_conf + n_issue, len(result.rows)))
     rows = list(result.rows)
+    if snapshot is None and merged.entries:
+        # where a replay without a snapshot starts: from offset 0 it knows every topic; from later, not the topics
+        # created before it (the rules then do not name a topic's id from the log: :class:`~epochlib.rules.kraft.LogView`)
+        src0, e0 = merged.entries[0]
+        rows.append(HistoryRow(e0.offset, e0.timestamp, e0.raft_epoch, None, "", None, None, None, None, None, None,
+                               None, None, None, None, None, "log_start", False, None, None, src0, e0.position))
     last = merged.entries[-1] if merged.entries else None
     if last is not None or snapshot is not None:
         # how far the retained history reaches in time (K1 and M2 judge only inside it): the last record
@@ -398,7 +429,7 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 def history_frame(work: DataFrame, range_from: dt.date) -> DataFrame:
     """``partition_history`` rows (without cluster/event_date) from the :data:`HISTORY_WORK` frame.
 
-    ``event_ts`` is the controller time, except for ``snapshot`` and ``log_end`` rows: they are the state
+    ``event_ts`` is the controller time, except for ``snapshot``, ``log_start`` and ``log_end`` rows: they are the state
     the retained log starts from and how far it reaches, not events, and are dated no earlier than the
     run's first day (``controller_ts`` keeps their true time) — a snapshot taken just before the range
     would otherwise never reach the reports, which then would know nothing of the partitions that did not
@@ -409,6 +440,6 @@ def history_frame(work: DataFrame, range_from: dt.date) -> DataFrame:
             else F.col(f.name) for f in HISTORY_SCHEMA]
     start_ms = int(dt.datetime(range_from.year, range_from.month, range_from.day, tzinfo=dt.timezone.utc)
                    .timestamp() * 1000)
-    state = F.col("change").isin("snapshot", "log_end")
+    state = F.col("change").isin("snapshot", "log_start", "log_end")
     event = F.when(state, F.greatest(F.col("controller_ts"), F.lit(start_ms))).otherwise(F.col("controller_ts"))
     return work.where(F.col("row_kind") == "history").select(*cols, F.timestamp_millis(event).alias("event_ts"))
