@@ -789,6 +789,7 @@ def iter_dump_log(text: str | bytes) -> Iterator[Item | DumpError]:
     text, errors = _decode_text(text)
     yield from errors
     batch: Item = dict(_EMPTY_BATCH)
+    valid = True  # the batch line's ``isvalid``: the tool prints a batch whose CRC fails, and its records
     file: str | None = None
     log_partition: int | None = None
     for i, line in enumerate(_split_lines(text), start=1):
@@ -800,20 +801,20 @@ def iter_dump_log(text: str | bytes) -> Iterator[Item | DumpError]:
                 file = stripped[8:]
                 m = _OFFSETS_PARTITION.search(file)
                 log_partition = int(m[1]) if m else None
-                batch = dict(_EMPTY_BATCH)
+                batch, valid = dict(_EMPTY_BATCH), True
                 continue
             if stripped.startswith(("Log starting offset:", "Starting offset:")):
                 continue
-            if stripped.startswith("baseOffset:"):
-                batch = dict(_EMPTY_BATCH)  # a bad batch line must not leave the old context behind
-                batch = _batch_context(_tokens(stripped), legacy=False)
-                continue
-            if stripped.startswith("offset:") and not line.lstrip().startswith("|"):
-                batch = dict(_EMPTY_BATCH)
-                batch = _batch_context(_tokens(stripped), legacy=True)
+            if stripped.startswith(("baseOffset:", "offset:")) and not line.lstrip().startswith("|"):
+                batch, valid = dict(_EMPTY_BATCH), True  # a bad batch line must not leave the old context behind
+                tokens = _tokens(stripped)
+                valid = tokens.get("isvalid") is not False
+                batch = _batch_context(tokens, legacy=not stripped.startswith("baseOffset:"))
                 continue
             if not stripped.startswith("|"):
                 raise _Bad("unrecognised line")
+            if not valid:
+                raise _Bad("record of a batch whose CRC check failed (isvalid: false): its bytes are corrupt")
             rec = _dump_record_line(stripped[1:].lstrip(), batch)
         except _Bad as e:
             yield _err(i, str(e), line)

@@ -249,6 +249,21 @@ def test_dump_log_bad_lines_are_errors() -> None:
     assert len(items) == 7
 
 
+def test_records_of_a_batch_whose_crc_fails_are_errors_not_commits() -> None:
+    """kafka-dump-log prints a batch whose CRC check fails with ``isvalid: false`` and then its records, decoded from
+    the corrupt bytes (DumpLogSegments.dumpLog). The binary reader quarantines such a batch; the text reader took its
+    records as commits (an offset of 42 read from corrupt bytes could be anything)."""
+    bad = DUMP_38.replace(BATCH.format(base=3, last=3, pid=4000, ple=5, txn="true", ctl="false", pos=123),
+                          BATCH.format(base=3, last=3, pid=4000, ple=5, txn="true", ctl="false", pos=123)
+                          .replace("isvalid: true", "isvalid: false"))
+    assert bad != DUMP_38
+    items = list(iter_dump_log(bad))
+    errors = [i for i in items if isinstance(i, DumpError)]
+    assert [(e.line, "isvalid: false" in e.reason) for e in errors[:1]] == [(8, True)]
+    assert [i["log_offset"] for i in items if not isinstance(i, DumpError)] == [0, 1, 2, 4, 5, 6]  # the rest is read
+
+
+# ---------------------------------------------------------------- detection
 # ---------------------------------------------------------------- detection
 
 

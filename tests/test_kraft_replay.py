@@ -237,6 +237,24 @@ def test_hand_written_dump_reads_like_the_bytes() -> None:
     r = replay(items[:4])
     assert [(x.leader, x.leader_epoch) for x in r.history("jg-eg0ERTkaAwX51jpr2oQ", 0)] == [(1, 0), (-1, 1)]
 
+def test_a_dump_s_invalid_batches_and_torn_tail_are_errors_as_in_the_bytes() -> None:
+    """kafka-dump-log prints a batch whose CRC fails with ``isvalid: false``, then its records decoded from corrupt
+    bytes, and ``Found N invalid bytes at the end of <file>`` for a torn tail (DumpLogSegments.dumpLog). The binary
+    reader quarantines both; the text reader took those records as history and skipped the tail line."""
+    bad = DUMP.replace("position: 13677 CreateTime: 1728488990897 size: 167 magic: 2 compresscodec: none crc: 2568149797 "
+                       "isvalid: true", "position: 13677 CreateTime: 1728488990897 size: 167 magic: 2 compresscodec: "
+                       "none crc: 2568149797 isvalid: false")
+    bad = bad.replace("Dumping /data/__cluster_metadata-0/00000000000000007259",
+                      "Found 7 invalid bytes at the end of 00000000000000000000.log\n"
+                      "Dumping /data/__cluster_metadata-0/00000000000000007259")
+    items = list(dumptext.iter_dump_entries(bad))
+    kinds = [type(i).__name__ for i in items]
+    assert kinds == ["MetadataEntry", "MetadataError", "MetadataError", "MetadataEntry", "MetadataError",
+                     "MetadataEntry", "MetadataError", "MetadataEntry"]
+    assert "isvalid: false" in items[1].reason and items[1].position == 6  # the record's own line
+    assert items[6].reason.startswith("Found 7 invalid bytes")
+
+
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(DUMP.splitlines()) | st.text(max_size=60), max_size=12), st.integers(0, 200))

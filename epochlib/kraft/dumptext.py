@@ -162,6 +162,10 @@ def _int(pairs: dict[str, str], key: str, default: int | None = None) -> int | N
         return default
 
 
+#: kafka-dump-log's line after a file's last whole batch (a torn tail), and :func:`format_dump`'s for a bad batch.
+_TORN = re.compile(r"Found (\d+ invalid bytes at the end of |invalid batch at position )")
+
+
 def _walk(text: str) -> Iterator[tuple[str, Any]]:
     """("file", DumpFile) and ("entry", MetadataEntry | MetadataError) in line order."""
     batch: dict[str, Any] | None = None
@@ -196,12 +200,20 @@ def _walk(text: str) -> Iterator[tuple[str, Any]]:
                 p = dict(_PAIR.findall(s))
                 batch = {"line": n, "base": int(p["baseOffset"]), "epoch": _int(p, "partitionLeaderEpoch", -1),
                          "ts": _int(p, "CreateTime", _int(p, "LogAppendTime", -1)), "control": p.get("isControl") == "true",
-                         "index": 0}
+                         "index": 0, "valid": p.get("isvalid") != "false"}
+                continue
+            if _TORN.match(s):  # the tool's word for bytes it could not read: a bad unit, as in the binary file
+                yield "entry", MetadataError(n, "line", s, line.encode()[:4096])
                 continue
             if not (s.startswith("|") or s.startswith("payload:") or s.startswith("offset:")):
                 continue  # tool chatter (warnings, summaries)
             if batch is None:
                 raise ValueError("record line before any batch line")
+            if not batch["valid"]:  # the tool prints a batch whose CRC fails, and its records: corrupt bytes
+                batch["index"] += 1
+                yield "entry", MetadataError(n, "line", "record of a batch whose CRC check failed (isvalid: false)",
+                                             line.encode()[:4096])
+                continue
             head, sep, payload = s.partition("payload: ")
             p = dict(_PAIR.findall(head))
             offset = _int(p, "offset", batch["base"] + batch["index"])

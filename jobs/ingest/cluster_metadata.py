@@ -264,6 +264,13 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         yield out
 
 
+def _snapshot_name(section: Any) -> str | None:
+    """The snapshot file name of a dump's section (``<end>-<epoch>.checkpoint``); None for a log or an unnamed one."""
+    if section is None or section.kind != "snapshot" or section.end_offset is None or section.epoch is None:
+        return None
+    return f"{section.end_offset:020d}-{section.epoch:010d}.checkpoint"
+
+
 def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
     out = RowBuffer(WORK)
     head = data[:65536].decode("utf-8", "replace")
@@ -279,21 +286,26 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
     # as in a binary file (above): NoOps dropped, except each file's first and last record
     prev_key: int | None = None  # the file (section) of the previous record: the entries come in file order
     last_noop: dict[str, Any] | None = None  # the previous record, a NoOp held back in case it is its file's last
+    damaged: set[str] = set()
     for e in iter_dump_entries(text):
         n_read += 1
-        if not isinstance(e, MetadataEntry):
-            n_bad += 1
-            out.add(side_row(src, e.position, "line", f"metadata dump: {e.reason}", e.raw))
-            continue
         section = None
         for f in files:
             if f.line <= e.position:
                 section = f
+        if not isinstance(e, MetadataEntry):
+            n_bad += 1
+            out.add(side_row(src, e.position, "line", f"metadata dump: {e.reason}", e.raw))
+            name = _snapshot_name(section)
+            if name is not None and name not in damaged:  # as for a binary snapshot: not replayed from
+                damaged.add(name)
+                out.add({"row_kind": "record", "source": src, "copy": copy, "file_kind": DAMAGED,
+                         "snapshot_name": name})
+            continue
         if section is not None and section.kind == "bootstrap":
             continue  # bootstrap.checkpoint: features only, not the cluster's history
         is_snap = section is not None and section.kind == "snapshot"
-        snap_name = (f"{section.end_offset:020d}-{section.epoch:010d}.checkpoint"
-                     if is_snap and section.end_offset is not None and section.epoch is not None else None)
+        snap_name = _snapshot_name(section)
         if is_snap and snap_name is None:
             continue
         n_out += 1
