@@ -205,7 +205,7 @@ def test_the_demo_report_forms_one_incident_per_injected_anomaly(spark, chromium
     assert text.count('<article class="incident"') == len(incidents)
     assert 'id="lineage-orders-3"' in text and 'class="mark"' in text  # lineage drawn without --partition
     incidents_part = text.split('id="incidents"')[1]  # evidence relative to the input roots, copyable
-    assert "&quot;$OFFSETS/" in incidents_part and str(res.offsets) + "/" not in incidents_part
+    assert "&quot;$OFFSETS&quot;/" in incidents_part and str(res.offsets) + "/" not in incidents_part
     dom, stderr = dump_dom(chromium, page, tmp_path, "#subject=orders-3")
     assert 'data-filters="ready"' in root_attrs(dom) and not CONSOLE_ERROR.search(stderr)
     assert shown_incidents(dom) == {unclean.number}

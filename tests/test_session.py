@@ -133,8 +133,14 @@ def test_a_new_local_session_for_a_small_input_compiles_with_c1_only(monkeypatch
     monkeypatch.delenv("JDK_JAVA_OPTIONS", raising=False)
     monkeypatch.delenv("_JAVA_OPTIONS", raising=False)
     monkeypatch.setattr(session_mod, "_spark_defaults_set", lambda key: False)
+    monkeypatch.setattr(session_mod, "_log_options", lambda: "")  # the log configuration's flag: its own test
     get_or_create_session(master="local[2]", extra_conf=extra, input_bytes=input_bytes)
     assert builder.conf.get("spark.driver.extraJavaOptions") == expected
+    monkeypatch.setattr(session_mod, "_log_options", lambda: "-Dlog4j2.configurationFile=file:/x")
+    builder.conf.clear()
+    get_or_create_session(master="local[2]", extra_conf=extra, input_bytes=input_bytes)
+    assert builder.conf.get("spark.driver.extraJavaOptions") == (
+        expected if extra else f"{expected} -Dlog4j2.configurationFile=file:/x")  # ours only with our flags
     # under spark-submit the JVM already runs: nothing to choose (spark-submit.sh passes the flags itself)
     builder.conf.clear()
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
@@ -216,6 +222,7 @@ def test_the_local_jvm_flags_give_way_to_the_users_own(monkeypatch, tmp_path) ->
     monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
     monkeypatch.setattr(SparkSession, "builder", builder)
     monkeypatch.setattr(session_mod, "size_shuffles", lambda s: {})
+    monkeypatch.setattr(session_mod, "_log_options", lambda: "")
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     get_or_create_session(master="local[2]", input_bytes=1000)
     assert builder.conf["spark.driver.extraJavaOptions"] == session_mod.SMALL_INPUT_JAVA_OPTIONS
