@@ -564,7 +564,9 @@ def _request_keys(api_keys: dict[int, str]) -> frozenset[int]:
 
 
 def _plausible_request(buf: bytearray, p: int, keys: frozenset[int]) -> bool:
-    if p + 12 > len(buf):
+    """A request frame at ``p``: a plausible size, a known API key and version, and (when captured) a client id
+    length that fits. Needs the size, key and version only (8 bytes: a run may end inside the next header)."""
+    if p + 8 > len(buf):
         return False
     size = _size_at(buf, p)
     if size < 8 or size > MAX_FRAME:
@@ -599,12 +601,13 @@ def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
     """How many whole frames follow each other from ``p`` (at most ``depth``), or -1 when a header on
     the way is not plausible. A frame that runs past the end counts for nothing: any four bytes that look
     like a header would pass so (in a response full of small integers, also after a whole frame or two),
-    and a boundary found that way hides the whole frames captured after it. A chain that ends exactly at
-    the run's end has its whole frames counted (:func:`_best_boundary` then checks it as one that explains
-    every byte: two small integers that chain to the end by chance are not ``depth`` frames)."""
+    and a boundary found that way hides the whole frames captured after it. A chain that ends at the run's
+    end, or inside the header after its last whole frame, has its whole frames counted (:func:`_best_boundary`
+    then checks it as one that explains every byte: two small integers that chain to the end by chance are
+    not ``depth`` frames)."""
     n = 0
     for _ in range(depth):
-        if p == len(buf):
+        if p + 8 > len(buf):  # the run ends here, or inside the next header: nothing more to check
             return n
         if not check(buf, p):
             return -1
@@ -615,20 +618,20 @@ def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
     return depth
 
 
-def _chains_to_end(buf: bytearray, p: int, check, limit: int = 256) -> bool:
-    """Whole frames lead from ``p`` to the run's end, or to one last frame that runs past it (a capture cut
-    inside a frame) whose header is plausible too: every byte after ``p`` is explained."""
+def _chains_to_end(buf: bytearray, p: int, check, limit: int = 256) -> int:
+    """How many headers chain from ``p`` to the run's end, each checked: whole frames, then one last frame that
+    runs past the end (a capture cut inside a frame); -1 when a header on the way fails, or the chain ends in a
+    header cut short (fewer than 8 bytes left: unchecked bytes are explained by nothing)."""
+    n = 0
     for _ in range(limit):
         if p == len(buf):
-            return True
-        if p + 8 > len(buf):  # a header cut by the end: nothing left to contradict the chain
-            return True
-        if not check(buf, p):
-            return False
-        p += 4 + _size_at(buf, p)
+            return n
+        if p + 8 > len(buf) or not check(buf, p):
+            return -1
+        n, p = n + 1, p + 4 + _size_at(buf, p)
         if p > len(buf):
-            return True
-    return True
+            return n
+    return n
 
 
 #: Candidate boundaries a re-synchronisation examines at most (a response full of small integers offers
@@ -639,25 +642,27 @@ MAX_RESYNC_CANDIDATES = 1 << 14
 def _best_boundary(candidates: Iterator[int], buf: bytearray, make_check, depth: int,
                    make_strict=None) -> int | None:
     """The first candidate (in stream order) whose frames chain ``depth`` deep. Else, for a run with fewer whole
-    frames than that (a short run after a hole, ending after its last frame or inside it): the first
-    candidate with a whole frame from which frames explain every byte to the end (:func:`_chains_to_end`, each
-    header passing ``make_strict()``'s check, by default ``make_check()``'s) — a later candidate starts inside
-    the frames it explains, and a few small integers inside a large response that happen to chain would
-    otherwise win by number. Else the candidate with the most whole frames (the earliest of those).
+    frames than that (a short run after a hole, ending after its last frame or inside it): of the candidates
+    with a whole frame from which frames explain every byte to the end (:func:`_chains_to_end`, each header
+    passing ``make_strict()``'s check, by default ``make_check()``'s), the one with the most checked headers,
+    the earliest of those — a few small integers inside a large response that happen to chain would otherwise
+    win by number. Else the candidate with the most whole frames (the earliest of those).
     ``make_check()`` gives each candidate's chain its frame check (it may follow the chain, e.g. its
     correlation ids)."""
     best: tuple[int, int] | None = None
-    explained: int | None = None
+    explained: tuple[int, int] | None = None
     for p in itertools.islice(candidates, MAX_RESYNC_CANDIDATES):
         n = _chain_frames(buf, p, make_check(), depth)
-        if n == depth:
-            return explained if explained is not None else p
-        if n >= 1 and explained is None and _chains_to_end(buf, p, (make_strict or make_check)()):
-            explained = p
+        if n == depth:  # ``depth`` whole frames in order: stronger than any chain that only explains the bytes
+            return p
+        if n >= 1:
+            headers = _chains_to_end(buf, p, (make_strict or make_check)())
+            if headers > 0 and (explained is None or headers > explained[0]):
+                explained = (headers, p)
         if n >= 0 and (best is None or n > best[0]):
             best = (n, p)
     if explained is not None:
-        return explained
+        return explained[1]
     return None if best is None else best[1]
 
 
@@ -685,7 +690,8 @@ def _chain_reaches(buf: bytearray, p: int, target: int, check, steps: int = 256)
     return False
 
 
-def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids: set[int]) -> int | None:
+def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids: set[int],
+                     after: int | None = None) -> int | None:
     """The first frame boundary at or after ``start``.
 
     The anchor is the earliest frame whose correlation id belongs to a captured request and from which
@@ -693,7 +699,12 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
     required to be near the captured ones), so one unpaired response no longer hides its neighbours.
     When whole frames lead from ``start`` to the anchor, ``start`` itself is the boundary (the frames
     before the anchor are then reported as unpaired instead of being skipped as a partial frame).
+    ``after``: the correlation id of the connection's last response framed before this run; the responses
+    after a hole answer later requests, so their ids are larger (a client counts them up).
     """
+    if after is not None:
+        candidates = [c for c in candidates if c > after]
+        all_cids = {c for c in all_cids if c > after}
     if not all_cids:
         return None
     lo, hi = min(all_cids) - CID_SLACK, max(all_cids) + CID_SLACK
@@ -712,7 +723,7 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
 
     def in_order(captured_only: bool = False) -> Callable[[bytearray, int], bool]:
         # a connection's responses come in the order of its requests, whose correlation ids a client counts up
-        last: list[int] = []
+        last: list[int] = [] if after is None else [after]
 
         def check_next(b: bytearray, q: int) -> bool:
             if not check(b, q):
@@ -824,7 +835,8 @@ class _Frame:
 
 def _frames(runs: list[_Run], what: str, errors: list[CaptureError], resync, conn: _Conn,
             unsynced_kind: str = CORRUPT) -> list[_Frame]:
-    """Split runs into frames; unsynchronised runs are first re-synchronised with ``resync``.
+    """Split runs into frames; unsynchronised runs are first re-synchronised with ``resync(buf, start, framed)``
+    (``framed``: the frames split so far, earlier in the stream).
 
     ``unsynced_kind`` is the kind of a run no frame boundary is found in (unpaired when the
     connection has no captured request a response could answer)."""
@@ -837,7 +849,7 @@ def _frames(runs: list[_Run], what: str, errors: list[CaptureError], resync, con
         buf = run.buf
         pos = 0
         if not run.synced:
-            found = resync(buf, 0)
+            found = resync(buf, 0, out)
             why = "after a gap in the TCP stream" if run.after_gap else "(capture started mid-stream)"
             if found is None:
                 err(run.packets[0][1], f"{what} stream unsynchronised {why}: no plausible Kafka frame boundary "
@@ -854,7 +866,7 @@ def _frames(runs: list[_Run], what: str, errors: list[CaptureError], resync, con
                 break
             size = _size_at(buf, pos)
             if size < 0 or size > MAX_FRAME:
-                found = resync(buf, pos + 1)
+                found = resync(buf, pos + 1, out)
                 err(run.packet_at(pos)[1], f"implausible {what} frame (size {size})"
                     + ("; stream unsynchronised" if found is None else f"; skipped {found - pos} bytes"), CORRUPT)
                 if found is None:
@@ -925,7 +937,7 @@ def iter_exchanges(
                                               f"{conn.broker}): capture responses client-side as JSONL",
                                        "stream", TLS, conn.client, conn.broker))
             continue
-        req_frames = _frames(up_runs, "request", errors, lambda b, s: _resync_request(b, s, API_KEYS), conn)
+        req_frames = _frames(up_runs, "request", errors, lambda b, s, _framed: _resync_request(b, s, API_KEYS), conn)
         pending: dict[int, deque[tuple[_Frame, dict[str, Any]]]] = {}
         order: list[int] = []
         for fr in req_frames:
@@ -944,8 +956,10 @@ def iter_exchanges(
             order.append(cid)
         all_cids = set(pending)
 
-        def resync_response(b: bytearray, s: int, pending=pending, order=order, cids=all_cids) -> int | None:
-            return _resync_response(b, s, [c for c in dict.fromkeys(order) if pending.get(c)], cids)
+        def resync_response(b: bytearray, s: int, framed: list[_Frame], pending=pending, order=order,
+                            cids=all_cids) -> int | None:
+            after = next((_I32.unpack_from(f.payload, 0)[0] for f in reversed(framed) if len(f.payload) >= 4), None)
+            return _resync_response(b, s, [c for c in dict.fromkeys(order) if pending.get(c)], cids, after)
 
         resp_frames = _frames(down_runs, "response", errors, resync_response, conn,
                               CORRUPT if all_cids else UNPAIRED_RESPONSE)
