@@ -516,10 +516,11 @@ def _output_root(name: str, value: str, base: Path) -> str:
     """:func:`_resolve` for the output root, refusing a local path with a ``%XX`` in it: delta-rs reads a local table
     path as a URI and unescapes it (``audit%41`` becomes ``auditA``), so every commit of the run failed after its
     work (exit 4), and the failed run could not be recorded."""
-    from .fs import is_uri
+    from .fs import resolve
 
     root = _resolve(value, base)
-    m = None if is_uri(root) else _PERCENT_ESCAPE.search(root)
+    native = resolve(root).native  # a ``file:`` URI is a local path too
+    m = _PERCENT_ESCAPE.search(native) if native.startswith("/") else None
     if m:
         raise ConfigError(f"{name} {value}: a local path with a %-escape ({m.group()}) cannot hold the Delta tables "
                           "(delta-rs reads it unescaped): choose a folder name without '%XX'")

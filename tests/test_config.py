@@ -165,6 +165,7 @@ BAD = [
     ("cluster = 'c'\n[output]\nroot='/o'\n[rules]\nstale_grace_ms = 1.5", "'rules.stale_grace_ms' must be an integer"),
     ("cluster = 'c'\n[output]\nroot='/o'\n[rules]\nlookback_days = true", "must be an integer, got boolean"),
     ("cluster = 'c'\n[output]\nroot='/data/audit%41'", "output.root /data/audit%41: a local path with a %-escape (%41)"),
+    ("cluster = 'c'\n[output]\nroot='file:///data/audit%41'", "a local path with a %-escape (%41)"),
     ("cluster = 'c'\n[output]\nroot='/o'\n[rules]\nlookback_days = 1000000",
      "'rules.lookback_days' must be at most 36,500, got 1,000,000"),
     ("cluster = 'c'\n[output]\nroot='/o'\n[rules]\ncorrelation_window_minutes = 9223372036854775807",
