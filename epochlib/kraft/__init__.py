@@ -46,7 +46,14 @@ from .replay import (
     merge_copies,
     replay,
 )
-from .snapshot import Snapshot, choose_snapshot, encode_snapshot, parse_snapshot_name, read_snapshot
+from .snapshot import (
+    Snapshot,
+    choose_snapshot,
+    encode_snapshot,
+    parse_snapshot_name,
+    read_snapshot,
+    unbounded,
+)
 
 __all__ = [
     "Conflict",
@@ -73,5 +80,6 @@ __all__ = [
     "merge_copies",
     "parse_snapshot_name",
     "read_snapshot",
+    "unbounded",
     "replay",
 ]

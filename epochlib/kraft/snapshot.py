@@ -76,14 +76,26 @@ def read_snapshot(buf: Buffer, *, name: str | None = None, base_position: int = 
     end, epoch = parsed if parsed else (None, None)
     last_ts = -1
     first, last = (entries[0], entries[-1]) if entries else (None, None)
-    if first is None or first.control is None or first.control.control_type != SNAPSHOT_HEADER:
-        errors.append(MetadataError(base_position, "file", "snapshot does not start with a SnapshotHeaderRecord"))
+
+    def ctype(e: MetadataEntry | None) -> int | None:
+        return None if e is None or e.control is None else e.control.control_type
+
+    head, foot = unbounded(ctype(first), ctype(last))
+    if head:
+        errors.append(MetadataError(base_position, "file", head))
     else:
         last_ts = first.control.data["last_contained_log_timestamp"]
-    if last is None or last.control is None or last.control.control_type != SNAPSHOT_FOOTER:
-        errors.append(MetadataError(base_position + len(buf), "file",
-                                    "snapshot does not end with a SnapshotFooterRecord (truncated)"))
+    if foot:
+        errors.append(MetadataError(base_position + len(buf), "file", foot))
     return Snapshot(end, epoch, last_ts, tuple(entries), tuple(errors))
+
+
+def unbounded(first_control: int | None, last_control: int | None) -> tuple[str | None, str | None]:
+    """Why a snapshot whose first and last records have these control types (None: not a control record, or no
+    record) is not whole: (no header, no footer) reasons, None where the bound is there. Kafka writes a snapshot
+    from its SnapshotHeaderRecord to its SnapshotFooterRecord; one without its footer was cut short."""
+    return (None if first_control == SNAPSHOT_HEADER else "snapshot does not start with a SnapshotHeaderRecord",
+            None if last_control == SNAPSHOT_FOOTER else "snapshot does not end with a SnapshotFooterRecord (truncated)")
 
 
 def encode_snapshot(records: Sequence[RecordLike], *, epoch: int, last_contained_timestamp: int, timestamp: int,

@@ -52,6 +52,7 @@ from epochlib.kraft import (
     merge_copies,
     parse_snapshot_name,
     replay,
+    unbounded,
 )
 from epochlib.kraft.arrow import HISTORY_SCHEMA, NOOP_VALUE, history_arrow, metadata_records_arrow
 from epochlib.kraft.codec import encode_record
@@ -229,10 +230,15 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     good_pos = pc.unique(pos.filter(pc.is_null(err)))
     bad_pos = set(pos.filter(bad_rec).to_pylist())
     n_bad = int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0) + len(bad_pos)
-    if n_bad and is_kind == "snapshot":  # the replay does not start from a partial image (:func:`replay_records`)
-        side.add({"row_kind": "record", "source": src, "copy": copy_of(src), "file_kind": DAMAGED,
-                  "snapshot_name": name})
     n_read = len(good_pos) + int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0)
+    if is_kind == "snapshot":
+        ctl = rb.column("control_type").filter(pc.is_null(err)).to_pylist()
+        for reason in unbounded(ctl[0] if ctl else None, ctl[-1] if ctl else None):
+            if reason is not None and not n_bad:  # a file cut short at a batch boundary: one bad unit of its own
+                side.add(side_row(src, len(data), "batch", f"metadata {reason}"))
+                n_read, n_bad = n_read + 1, n_bad + 1
+        if n_bad:  # the replay does not start from a partial image (:func:`replay_records`)
+            side.add(_damaged(src, name))
     n_good_records = int(pc.sum(pc.is_null(err).cast(pa.int64())).as_py() or 0)
     side.add(stats_row(src, "batch", n_read, n_bad, n_good_records))
     noop = pc.equal(pc.fill_null(rb.column("api_key"), -1), NOOP_KEY)
@@ -264,6 +270,11 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         yield out
 
 
+def _damaged(src: str, name: str) -> dict[str, Any]:
+    """The work row that marks snapshot ``name`` read from ``src`` as not whole (:func:`replay_records` skips it)."""
+    return {"row_kind": "record", "source": src, "copy": copy_of(src), "file_kind": DAMAGED, "snapshot_name": name}
+
+
 def _snapshot_name(section: Any) -> str | None:
     """The snapshot file name of a dump's section (``<end>-<epoch>.checkpoint``); None for a log or an unnamed one."""
     if section is None or section.kind != "snapshot" or section.end_offset is None or section.epoch is None:
@@ -287,6 +298,7 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
     prev_key: int | None = None  # the file (section) of the previous record: the entries come in file order
     last_noop: dict[str, Any] | None = None  # the previous record, a NoOp held back in case it is its file's last
     damaged: set[str] = set()
+    bounds: dict[str, list[Any]] = {}
     for e in iter_dump_entries(text):
         n_read += 1
         section = None
@@ -299,8 +311,7 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
             name = _snapshot_name(section)
             if name is not None and name not in damaged:  # as for a binary snapshot: not replayed from
                 damaged.add(name)
-                out.add({"row_kind": "record", "source": src, "copy": copy, "file_kind": DAMAGED,
-                         "snapshot_name": name})
+                out.add(_damaged(src, name))
             continue
         if section is not None and section.kind == "bootstrap":
             continue  # bootstrap.checkpoint: features only, not the cluster's history
@@ -308,6 +319,10 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
         snap_name = _snapshot_name(section)
         if is_snap and snap_name is None:
             continue
+        if is_snap:  # (first line, first control type, last control type) of each snapshot section
+            ct = e.control.control_type if e.control is not None else None
+            sf = bounds.setdefault(snap_name, [section.line, ct, ct])
+            sf[2] = ct
         n_out += 1
         key = -1 if section is None else section.line
         first = key != prev_key
@@ -328,6 +343,12 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
             out.add(row)
     if last_noop is not None:
         out.add(last_noop)
+    for name, (line, first_ct, last_ct) in bounds.items():
+        reason = next((r for r in unbounded(first_ct, last_ct) if r is not None), None)
+        if reason is not None and name not in damaged:  # a section cut short at a batch: one bad unit, as in binary
+            n_read, n_bad = n_read + 1, n_bad + 1
+            out.add(side_row(src, line, "line", f"metadata dump: {reason}"))
+            out.add(_damaged(src, name))
     out.add(stats_row(src, "line", n_read, n_bad, n_out))
     yield out.flush()
 
@@ -402,9 +423,9 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     start = (f"snapshot {chosen}" if chosen is not None else
              f"the log's first record (offset {log_start})" if log_start is not None else "nothing")
     for name, src in rejected:
-        side.add(side_row(src, None, "record", f"metadata replay: snapshot {name} not replayed: some of its batches "
-                          "are unreadable (quarantined), and a snapshot is loaded whole or not at all; the replay "
-                          f"starts from {start}"))
+        side.add(side_row(src, None, "record", f"metadata replay: snapshot {name} not replayed: it is not whole (a "
+                          "batch unreadable or the file cut short, quarantined), and a snapshot is loaded whole or "
+                          f"not at all; the replay starts from {start}"))
     n_conf, n_issue = len(merged.conflicts), len(result.issues) + len(rejected)
     side.add(stats_row("", "record", len(merged.entries) + n_conf + n_issue, n_conf + n_issue, len(result.rows)))
     rows = list(result.rows)
