@@ -447,15 +447,16 @@ def parse_pointer(text: str) -> Pointer | None:
 
 
 #: Characters that would move the cursor, end a line, recolour or retitle a terminal, or reorder text (C0 and C1
-#: controls, DEL, bidirectional overrides, line separators): evidence strings (group and client ids, topics, file
+#: controls, DEL, bidirectional marks and overrides, line separators), and the backslash of the escapes: evidence strings (group and client ids, topics, file
 #: names) are any string a client or a capture chose.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_UNSAFE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
 def printable(text: str) -> str:
-    """``text`` with every control, bidirectional-override or line-separator character shown as an escape
-    (``\\n``, ``\\x1b``, ``\\u202e``): safe to print to a terminal or as one line of a shell comment."""
+    """``text`` with every control, bidirectional-mark or line-separator character shown as an escape (``\\n``,
+    ``\\x1b``, ``\\u202e``), and a backslash doubled (a name holding a literal ``\\n`` is not taken for one holding
+    a newline): safe to print to a terminal or as one line of a shell comment."""
     return _UNSAFE.sub(lambda m: _ESCAPES.get(c := m.group()) or (f"\\x{ord(c):02x}" if ord(c) < 0x100
                                                                   else f"\\u{ord(c):04x}"), text)
 
@@ -568,6 +569,7 @@ def recheck_commands(incident: Incident, roots: Mapping[str, str | None]) -> lis
             ptr = parse_pointer(str(text))
             if ptr is not None:
                 files.setdefault(ptr.file, []).append(ptr)
+    files.pop("?", None)  # a row without its source: nothing to name in a command (the evidence list shows it)
     for file, ptrs in list(files.items())[:MAX_FILES]:
         rel = relative_path(file, roots)
         ptr = ptrs[0]

@@ -247,10 +247,9 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def _log_options() -> str:
-    """``-Dlog4j2.configurationFile=<uri>`` for a new local session, unless ``SPARK_CONF_DIR`` holds the user's own
-    ``log4j2.properties`` (which Spark then reads)."""
-    conf_dir = os.environ.get("SPARK_CONF_DIR")
-    if conf_dir and (Path(conf_dir) / "log4j2.properties").is_file():
+    """``-Dlog4j2.configurationFile=<uri>`` for a new local session, unless the Spark configuration folder
+    (:func:`_spark_conf_dir`) holds the user's own ``log4j2.properties`` (which Spark then reads)."""
+    if (Path(_spark_conf_dir()) / "log4j2.properties").is_file():
         return ""
     path = Path(os.environ.get("EPOCH_AUDIT_LOG4J") or LOG4J_CONFIG)
     return f"-Dlog4j2.configurationFile={path.resolve().as_uri()}" if path.is_file() else ""
@@ -280,10 +279,15 @@ def _gc_chosen_by_environment() -> bool:
     return re.search(r"-XX:\+Use\w*GC\b", text) is not None
 
 
+def _spark_conf_dir() -> str:
+    """The folder a new session reads ``spark-defaults.conf`` and ``log4j2.properties`` from: ``SPARK_CONF_DIR``,
+    else ``SPARK_HOME/conf`` (pyspark's own)."""
+    return os.environ.get("SPARK_CONF_DIR") or os.path.join(class_cache.spark_home(), "conf")
+
+
 def _spark_defaults_set(key: str) -> bool:
-    """True when the ``spark-defaults.conf`` a new session reads (``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``,
-    else pyspark's own) sets ``key``."""
-    folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(class_cache.spark_home(), "conf")
+    """True when the ``spark-defaults.conf`` a new session reads (:func:`_spark_conf_dir`) sets ``key``."""
+    folder = _spark_conf_dir()
     try:
         with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as fh:
             return any(line.split(None, 1)[0] == key for line in fh if line.strip() and not line.lstrip().startswith("#"))

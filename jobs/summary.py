@@ -159,14 +159,17 @@ def report_rows(tables: Mapping[str, pa.Table | None]) -> list[dict[str, Any]]:
 
 def input_roots(config: Config, date_from: dt.date | None = None,
                 date_to: dt.date | None = None) -> dict[str, str | None]:
-    """The input roots by name (re-check commands write evidence paths relative to them): the configured ones,
-    and, for a range (``report``, which needs no inputs), the others as the latest run over it recorded them
-    (``audit_runs.input_root``)."""
+    """The input roots by name, in their native form (re-check commands write evidence paths relative to them): the
+    configured ones, and, for a range (``report``, which needs no inputs), the others as the latest run over it
+    recorded them (``audit_runs.input_root``)."""
+    from .fs import native_uri
+
     names = config.inputs.LOCATIONS
     roots = {n: getattr(config.inputs, n) for n in names if getattr(config.inputs, n, None)}
-    if date_from is None or date_to is None or len(roots) == len(names):
-        return roots
-    return {**recorded_roots(config, date_from, date_to), **roots}
+    if date_from is not None and date_to is not None and len(roots) < len(names):
+        roots = {**recorded_roots(config, date_from, date_to), **roots}
+    # in the form the evidence names its files (``<native root>/<rel>``: ``s3a://`` as ``s3://``, ``dbfs:/`` as ``/dbfs``)
+    return {n: native_uri(r) for n, r in roots.items()}
 
 
 def recorded_roots(config: Config, date_from: dt.date, date_to: dt.date) -> dict[str, str]:

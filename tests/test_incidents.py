@@ -375,3 +375,25 @@ def test_pasting_the_commands_runs_nothing_a_name_in_the_evidence_chose(tmp_path
 def test_printable_escapes_what_a_terminal_would_act_on() -> None:
     assert printable("a\nb\x1b[2J\x1b]0;x\x07\u202eok\x9b") == "a\\nb\\x1b[2J\\x1b]0;x\\x07\\u202eok\\x9b"
     assert printable("orders-processor é ü 日本") == "orders-processor é ü 日本"
+    # a backslash is doubled, so a name holding a literal backslash-n reads apart from one holding a newline
+    assert printable("a\\nb") == "a\\\\nb" != printable("a\nb") == "a\\nb"
+    assert printable("x\u061cy") == "x\\u061cy"  # the Arabic letter mark reorders text too
+
+
+def test_evidence_without_a_file_gets_no_command() -> None:
+    (inc,) = group_incidents([f("x", "F2", "commit_beyond_epoch_end", "error", T0, topic="orders", partition=3,
+                                group_id="g", evidence=[offsets_pointer(None, None, None)])])
+    assert not [c for c in recheck_commands(inc, ROOTS) if "'?'" in c.command or " ?" in c.command]
+
+
+def test_roots_are_compared_in_the_form_the_evidence_names_files(tmp_path) -> None:
+    """Evidence names files ``<native root>/<rel>``: a root written ``s3a://`` must match ``s3://`` sources, or every
+    command kept its absolute URI (a review)."""
+    from jobs.config import Config, Inputs, Output
+    from jobs.summary import input_roots
+
+    cfg = Config(cluster="c", output=Output(root=str(tmp_path)), inputs=Inputs(offsets="s3a://bucket/in/"))
+    roots = input_roots(cfg)
+    assert roots == {"offsets": "s3://bucket/in"}
+    assert relative_path("s3://bucket/in/broker=1/__consumer_offsets-3/0.log", roots) == \
+        "$OFFSETS/broker=1/__consumer_offsets-3/0.log"

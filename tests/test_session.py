@@ -392,3 +392,6 @@ def test_local_sessions_log_as_spark_submit_sh_does(tmp_path, monkeypatch) -> No
     (tmp_path / "conf" / "log4j2.properties").write_text("rootLogger.level = info\n")
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
     assert session._log_options() == ""
+    monkeypatch.delenv("SPARK_CONF_DIR")  # a Spark installation's conf folder counts too (SPARK_HOME/conf)
+    monkeypatch.setattr(session.class_cache, "spark_home", lambda: str(tmp_path))
+    assert session._log_options() == ""

@@ -247,7 +247,9 @@ def _bound_evidence(spark: SparkSession, config: Config, cluster: str, window: t
                             ("max_timestamp",))
     b = batches.where(F.col("topic").isin(topics)).select(
         "topic", "partition", F.col("max_timestamp").alias("ts"), (F.col("last_offset") + 1).alias("offset"),
-        F.concat(F.lit("segment:"), F.col("source"), F.lit("@"), F.col("position").cast("string"), F.lit(" offset "),
+        # as BatchHeader.pointer writes it (the re-check commands parse one form)
+        F.concat(F.lit("segment:"), F.coalesce(F.col("source"), F.lit("?")), F.lit("@byte "),
+                 F.coalesce(F.col("position").cast("string"), F.lit("?")), F.lit(" offset "),
                  F.col("base_offset").cast("string")).alias("pointer"))
     s = lin.where(F.col("topic").isin(topics)).select(
         "topic", "partition", F.col("snapshot_ts").alias("ts"),
