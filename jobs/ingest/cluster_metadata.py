@@ -73,6 +73,26 @@ KIND = "cluster_metadata"
 KSEGMENT, KSNAPSHOT, KDUMP = "kraft_segment", "kraft_snapshot", "kraft_dump"
 #: ``file_kind`` of the one work row that marks a snapshot file with unreadable batches or records (step 1 -> 2).
 DAMAGED = "damaged_snapshot"
+#: ``file_kind`` of the work rows that give a log file's runs of consecutive record offsets (``offset`` ..
+#: ``end_offset``, NoOps and unreadable records included as the gaps they leave): the replay finds the log's holes
+#: from them, since the records it gets have their NoOps dropped.
+RANGE = "offset_range"
+
+
+def _ranges(offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """Runs of consecutive offsets, in file order: a new run wherever an offset is not the previous one + 1."""
+    out: list[list[int]] = []
+    for o in offsets:
+        if out and o == out[-1][1] + 1:
+            out[-1][1] = o
+        else:
+            out.append([o, o])
+    return [(a, b) for a, b in out]
+
+
+def _range_rows(src: str, copy: str, offsets: Iterable[int]) -> list[dict[str, Any]]:
+    return [{"row_kind": "record", "source": src, "copy": copy, "file_kind": RANGE, "offset": a, "end_offset": b}
+            for a, b in _ranges(offsets)]
 DIR = "__cluster_metadata-0"
 NOOP_KEY = 20
 SNAPSHOT_HEADER = 3
@@ -107,6 +127,7 @@ WORK = pa.schema([
     pa.field("control_type", pa.int16()),
     pa.field("value", pa.binary()),
     pa.field("data_json", pa.string()),
+    pa.field("end_offset", pa.int64()),  # RANGE rows: the last offset of a run of consecutive records
 ])
 
 #: Step 2 rows: ``partition_history`` rows (times as epoch ms) plus the side rows.
@@ -231,6 +252,8 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     bad_pos = set(pos.filter(bad_rec).to_pylist())
     n_bad = int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0) + len(bad_pos)
     n_read = len(good_pos) + int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0)
+    if is_kind == "log":  # the offsets this file holds, for the replay's hole check
+        side.extend(_range_rows(src, copy_of(src), rb.column("offset").filter(pc.is_null(err)).to_pylist()))
     if is_kind == "snapshot":
         ctl = rb.column("control_type").filter(pc.is_null(err)).to_pylist()
         for reason in unbounded(ctl[0] if ctl else None, ctl[-1] if ctl else None):
@@ -270,9 +293,11 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         yield out
 
 
-def _damaged(src: str, name: str) -> dict[str, Any]:
-    """The work row that marks snapshot ``name`` read from ``src`` as not whole (:func:`replay_records` skips it)."""
-    return {"row_kind": "record", "source": src, "copy": copy_of(src), "file_kind": DAMAGED, "snapshot_name": name}
+def _damaged(src: str, name: str, copy: str | None = None) -> dict[str, Any]:
+    """The work row that marks snapshot ``name`` of ``copy`` (default: ``src``'s), read from ``src``, as not whole
+    (:func:`replay_records` replays from another copy, or none)."""
+    return {"row_kind": "record", "source": src, "copy": copy or copy_of(src), "file_kind": DAMAGED,
+            "snapshot_name": name}
 
 
 def _snapshot_name(section: Any) -> str | None:
@@ -297,8 +322,13 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
     # as in a binary file (above): NoOps dropped, except each file's first and last record
     prev_key: int | None = None  # the file (section) of the previous record: the entries come in file order
     last_noop: dict[str, Any] | None = None  # the previous record, a NoOp held back in case it is its file's last
-    damaged: set[str] = set()
-    bounds: dict[str, list[Any]] = {}
+    damaged: set[tuple[str, str]] = set()  # (snapshot name, the path the dump printed for it)
+    bounds: dict[tuple[str, str], list[Any]] = {}
+    log_offsets: dict[int, list[int]] = {}
+
+    def key_of(section: Any) -> int:
+        return -1 if section is None else section.line
+
     for e in iter_dump_entries(text):
         n_read += 1
         section = None
@@ -309,9 +339,9 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
             n_bad += 1
             out.add(side_row(src, e.position, "line", f"metadata dump: {e.reason}", e.raw))
             name = _snapshot_name(section)
-            if name is not None and name not in damaged:  # as for a binary snapshot: not replayed from
-                damaged.add(name)
-                out.add(_damaged(src, name))
+            if name is not None and (name, section.path) not in damaged:  # as for a binary snapshot: not replayed from
+                damaged.add((name, section.path))
+                out.add(_damaged(src, name, copy_of(section.path)))
             continue
         if section is not None and section.kind == "bootstrap":
             continue  # bootstrap.checkpoint: features only, not the cluster's history
@@ -321,16 +351,19 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
             continue
         if is_snap:  # (first line, first control type, last control type) of each snapshot section
             ct = e.control.control_type if e.control is not None else None
-            sf = bounds.setdefault(snap_name, [section.line, ct, ct])
+            sf = bounds.setdefault((snap_name, section.path), [section.line, ct, ct])
             sf[2] = ct
+        else:  # the offsets of each log section, NoOps included, for the replay's hole check
+            log_offsets.setdefault(key_of(section), []).append(e.offset)
         n_out += 1
         key = -1 if section is None else section.line
         first = key != prev_key
         if first and last_noop is not None:
             out.add(last_noop)  # the last record of the previous file
         prev_key = key
-        row = {"row_kind": "record", "source": src, "position": e.position, "copy": copy if not is_snap else
-               f"{copy}#{snap_name}", "file_kind": "snapshot" if is_snap else "log", "snapshot_name": snap_name,
+        row = {"row_kind": "record", "source": src, "position": e.position,
+               "copy": copy if not is_snap else copy_of(section.path),
+               "file_kind": "snapshot" if is_snap else "log", "snapshot_name": snap_name,
                "offset": e.offset, "timestamp": e.timestamp, "raft_epoch": e.raft_epoch,
                "is_control": e.control is not None}
         if e.control is not None:
@@ -343,12 +376,14 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
             out.add(row)
     if last_noop is not None:
         out.add(last_noop)
-    for name, (line, first_ct, last_ct) in bounds.items():
+    for offsets in log_offsets.values():
+        out.extend(_range_rows(src, copy, offsets))
+    for (name, path), (line, first_ct, last_ct) in bounds.items():
         reason = next((r for r in unbounded(first_ct, last_ct) if r is not None), None)
-        if reason is not None and name not in damaged:  # a section cut short at a batch: one bad unit, as in binary
+        if reason is not None and (name, path) not in damaged:  # a section cut short at a batch: one bad unit
             n_read, n_bad = n_read + 1, n_bad + 1
             out.add(side_row(src, line, "line", f"metadata dump: {reason}"))
-            out.add(_damaged(src, name))
+            out.add(_damaged(src, name, copy_of(path)))
     out.add(stats_row(src, "line", n_read, n_bad, n_out))
     yield out.flush()
 
@@ -366,6 +401,27 @@ def _entry(r: dict[str, Any]) -> MetadataEntry:
                          record=decode_record_value(r["value"]))
 
 
+def _first_hole(covered: list[tuple[int, int]], start: int | None) -> tuple[int, int] | None:
+    """``(first missing offset, next offset held)`` of the first hole after ``start`` (the snapshot's end offset,
+    else the log's first offset) in the union of the copies' runs of offsets (``covered``, sorted); None when the
+    log is whole from there (or no runs were given: rows from before the check)."""
+    if not covered or start is None:
+        return None
+    reach = None  # the last offset held without a hole from ``start`` on
+    for a, b in covered:
+        if reach is None:
+            if b < start:
+                continue
+            if a > start:
+                return (start, a)  # the first run after the snapshot starts later: nothing joins it
+            reach = b
+        elif a > reach + 1:
+            return (reach + 1, a)
+        else:
+            reach = max(reach, b)
+    return None
+
+
 def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function over ONE partition holding every :data:`WORK` record row of the run:
     merge the copies, replay, and give :data:`HISTORY_WORK` rows (history, quarantine, stats)."""
@@ -373,17 +429,21 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     side = RowBuffer(HISTORY_WORK)
     copies: dict[str, list[MetadataEntry]] = {}
     snap_copies: dict[str, dict[str, list[MetadataEntry]]] = {}
-    damaged = {(r["snapshot_name"], r["source"]) for r in rows if r["file_kind"] == DAMAGED}
+    damaged = {(r["snapshot_name"], r["copy"]) for r in rows if r["file_kind"] == DAMAGED}
+    source_of: dict[str, str] = {}  # a snapshot copy -> the file it was read from
+    damaged_src = {(r["snapshot_name"], r["copy"]): r["source"] for r in rows if r["file_kind"] == DAMAGED}
+    covered = sorted((r["offset"], r["end_offset"]) for r in rows if r["file_kind"] == RANGE)
     for r in rows:
-        if r["file_kind"] == DAMAGED:
+        if r["file_kind"] in (DAMAGED, RANGE):
             continue
         try:
             e = _entry(r)
         except DecodeError as err:  # a row step 1 decoded cannot fail here; kept as quarantine, not a crash
             side.add(side_row(r["source"], r["position"], "record", f"metadata record: {err.reason}", r["value"]))
             continue
-        if r["file_kind"] == "snapshot":
-            snap_copies.setdefault(r["snapshot_name"], {}).setdefault(r["source"], []).append(e)
+        if r["file_kind"] == "snapshot":  # by copy: one dump text can hold several nodes' snapshots
+            snap_copies.setdefault(r["snapshot_name"], {}).setdefault(r["copy"], []).append(e)
+            source_of.setdefault(r["copy"], r["source"])
         else:
             copies.setdefault(r["copy"], []).append(e)
     # a snapshot is replayed from one whole copy of it: Kafka loads a snapshot whole or not at all, and a partial
@@ -391,12 +451,12 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     snaps: dict[str, tuple[str, list[MetadataEntry]]] = {}
     rejected: list[tuple[str, str]] = []
     for name in set(snap_copies) | {n for n, _ in damaged}:
-        by_src = snap_copies.get(name, {})
-        whole = [src for src in sorted(by_src) if (name, src) not in damaged]
+        by_copy = snap_copies.get(name, {})
+        whole = [c for c in sorted(by_copy) if (name, c) not in damaged]
         if whole:
-            snaps[name] = (whole[0], by_src[whole[0]])
+            snaps[name] = (source_of[whole[0]], by_copy[whole[0]])
         else:
-            rejected += sorted((name, src) for n, src in damaged if n == name)
+            rejected += sorted((name, damaged_src.get((name, c), c)) for n, c in damaged if n == name)
     for c in copies.values():
         c.sort(key=lambda e: e.offset)
     merged = merge_copies({k: copies[k] for k in sorted(copies)})
@@ -411,7 +471,21 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
                        and e.control.data), None)
         last_ts = int(header.control.data.get("last_contained_log_timestamp", -1)) if header else -1
         snapshot = Snapshot(end, epoch, last_ts, tuple(entries))
-    result = replay(merged.entries, snapshot=snapshot, snapshot_source=snap_src or "")
+    entries = merged.entries
+    hole = _first_hole(covered, snapshot.end_offset if snapshot is not None else log_start)
+    if hole is not None:  # the state after a hole is unknown: epochs counted across it would be wrong
+        cut, resume = hole
+        entries = [x for x in entries if x[1].offset < cut]
+        dropped = len(merged.entries) - len(entries)
+        where = (f"between snapshot {chosen} and the log's next offset {resume}" if snapshot is not None
+                 and cut == snapshot.end_offset else f"at offsets {cut}..{resume - 1}")
+        hole_row = side_row(entries[-1][0] if entries else (snap_src or ""), None, "record",
+                            f"metadata replay: the log has a hole {where} (no copy read holds those records): the "
+                            f"history ends at offset {cut - 1}; {dropped} records after the hole are not replayed, "
+                            "since leader epochs cannot be counted across it")
+    result = replay(entries, snapshot=snapshot, snapshot_source=snap_src or "")
+    if hole is not None:
+        side.add(hole_row)
     for c in merged.conflicts:
         side.add(side_row(c.other_source, c.other.position, "record",
                           f"copies differ at metadata offset {c.offset}: kept {c.first_source} (batch at byte "
@@ -426,16 +500,16 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         side.add(side_row(src, None, "record", f"metadata replay: snapshot {name} not replayed: it is not whole (a "
                           "batch unreadable or the file cut short, quarantined), and a snapshot is loaded whole or "
                           f"not at all; the replay starts from {start}"))
-    n_conf, n_issue = len(merged.conflicts), len(result.issues) + len(rejected)
-    side.add(stats_row("", "record", len(merged.entries) + n_conf + n_issue, n_conf + n_issue, len(result.rows)))
+    n_conf, n_issue = len(merged.conflicts), len(result.issues) + len(rejected) + (hole is not None)
+    side.add(stats_row("", "record", len(entries) + n_conf + n_issue, n_conf + n_issue, len(result.rows)))
     rows = list(result.rows)
-    if snapshot is None and merged.entries:
+    if snapshot is None and entries:
         # where a replay without a snapshot starts: from offset 0 it knows every topic; from later, not the topics
         # created before it (the rules then do not name a topic's id from the log: :class:`~epochlib.rules.kraft.LogView`)
-        src0, e0 = merged.entries[0]
+        src0, e0 = entries[0]
         rows.append(HistoryRow(e0.offset, e0.timestamp, e0.raft_epoch, None, "", None, None, None, None, None, None,
                                None, None, None, None, None, "log_start", False, None, None, src0, e0.position))
-    last = merged.entries[-1] if merged.entries else None
+    last = entries[-1] if entries else None
     if last is not None or snapshot is not None:
         # how far the retained history reaches in time (K1 and M2 judge only inside it): the last record
         src, e = last if last is not None else (snap_src or "", None)
