@@ -447,8 +447,8 @@ def parse_pointer(text: str) -> Pointer | None:
 
 
 #: Characters that would move the cursor, end a line, recolour or retitle a terminal, or reorder text (C0 and C1
-#: controls, DEL, bidirectional marks and overrides, line separators), and the backslash of the escapes: evidence strings (group and client ids, topics, file
-#: names) are any string a client or a capture chose.
+#: controls, DEL, bidirectional marks and overrides, line separators), and the backslash of the escapes: evidence
+#: strings (group and client ids, topics, file names) are any string a client or a capture chose.
 _UNSAFE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 

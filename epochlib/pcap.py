@@ -597,6 +597,25 @@ def _plausible_response(buf: bytearray, p: int, cids: set[int], lo: int, hi: int
     return cid in cids or lo <= cid <= hi
 
 
+def _walk_frames(buf: bytearray, p: int, check, limit: int) -> tuple[int, str]:
+    """Follow frames from ``p`` (at most ``limit``): how many were whole, and how the walk ended — ``"end"``
+    exactly at the run's end, ``"cut"`` in a header cut short by it (fewer than 8 bytes), ``"past"`` in a frame
+    that runs past it, ``"bad"`` at a header ``check`` refuses, ``"limit"`` after ``limit`` whole frames."""
+    n = 0
+    for _ in range(limit):
+        if p == len(buf):
+            return n, "end"
+        if p + 8 > len(buf):
+            return n, "cut"
+        if not check(buf, p):
+            return n, "bad"
+        end = p + 4 + _size_at(buf, p)
+        if end > len(buf):
+            return n, "past"
+        n, p = n + 1, end
+    return n, "limit"
+
+
 def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
     """How many whole frames follow each other from ``p`` (at most ``depth``), or -1 when a header on
     the way is not plausible. A frame that runs past the end counts for nothing: any four bytes that look
@@ -605,33 +624,16 @@ def _chain_frames(buf: bytearray, p: int, check, depth: int) -> int:
     end, or inside the header after its last whole frame, has its whole frames counted (:func:`_best_boundary`
     then checks it as one that explains every byte: two small integers that chain to the end by chance are
     not ``depth`` frames)."""
-    n = 0
-    for _ in range(depth):
-        if p + 8 > len(buf):  # the run ends here, or inside the next header: nothing more to check
-            return n
-        if not check(buf, p):
-            return -1
-        end = p + 4 + _size_at(buf, p)
-        if end > len(buf):
-            return n
-        n, p = n + 1, end
-    return depth
+    n, how = _walk_frames(buf, p, check, depth)
+    return -1 if how == "bad" else n
 
 
 def _chains_to_end(buf: bytearray, p: int, check, limit: int = 256) -> int:
     """How many headers chain from ``p`` to the run's end, each checked: whole frames, then one last frame that
     runs past the end (a capture cut inside a frame); -1 when a header on the way fails, or the chain ends in a
     header cut short (fewer than 8 bytes left: unchecked bytes are explained by nothing)."""
-    n = 0
-    for _ in range(limit):
-        if p == len(buf):
-            return n
-        if p + 8 > len(buf) or not check(buf, p):
-            return -1
-        n, p = n + 1, p + 4 + _size_at(buf, p)
-        if p > len(buf):
-            return n
-    return n
+    n, how = _walk_frames(buf, p, check, limit)
+    return -1 if how in ("bad", "cut") else n + (how == "past")
 
 
 #: Candidate boundaries a re-synchronisation examines at most (a response full of small integers offers
@@ -721,6 +723,8 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
             yield start + i - 4
             i = window.find(pat, i + 1)
 
+    first, final = min(all_cids), max(all_cids)
+
     def in_order(captured_only: bool = False) -> Callable[[bytearray, int], bool]:
         # a connection's responses come in the order of its requests, whose correlation ids a client counts up
         last: list[int] = [] if after is None else [after]
@@ -738,7 +742,6 @@ def _resync_response(buf: bytearray, start: int, candidates: list[int], all_cids
     # in stream order: the scan stops at the first frame that chains on; a short run's chain must answer captured
     # requests, or requests missed between them (an id merely near them, from a small integer inside a response,
     # does not explain the bytes)
-    first, final = min(all_cids), max(all_cids)
     best = _best_boundary(heapq.merge(*(anchors(c) for c in candidates[:1024])), buf, in_order, 4,
                           lambda: in_order(True))
     if best is not None and best > start and _chain_reaches(buf, start, best, check):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .fs import replace_text
 from .runlog import SourceStatus
 from .summary import SEVERITIES, Summary
 
@@ -107,18 +107,9 @@ def run_document(
     }
 
 
-def _replace(path: str | Path, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def write_summary_json(path: str | Path, doc: Mapping[str, Any]) -> Path:
     """Write :func:`run_document`'s dict as indented JSON (atomically)."""
-    return _replace(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    return replace_text(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def _previous_last_success(path: Path, cluster: str) -> float | None:

@@ -36,6 +36,7 @@ import click
 from epochlib.incidents import printable
 
 from .errors import ConfigError, EpochAuditError, InputError, SinkError, one_line
+from .fs import replace_text
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INPUT, EXIT_SINK = 0, 1, 2, 3, 4
 EXIT_FINDINGS, EXIT_NO_INPUT = 5, 6
@@ -609,8 +610,7 @@ def init(path: str, example: str, force: bool) -> None:
         raise ConfigError(f"{target} exists; pass --force to overwrite it")
     text = example_config_path(example).read_text(encoding="utf-8")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        replace_text(target, text)
     except OSError as e:
         raise SinkError(f"could not write {target}: {e.strerror or e}") from None
     master = "" if example == "local" else (

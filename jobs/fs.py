@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -54,6 +55,7 @@ __all__ = [
     "list_files",
     "native_uri",
     "open_reader",
+    "replace_text",
     "resolve",
 ]
 
@@ -119,6 +121,17 @@ def resolve(location: str, *, dbfs_mounted: bool | None = None) -> Location:
         if uri.lower().startswith(alias):
             native = "s3://" + uri[len(alias):]
     return Location(uri, uri, native)
+
+
+def replace_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write a local text file whole or not at all (a temporary file beside it, then renamed over it), making its
+    folder: the summary JSON, an HTML report, a config from ``init``. Raises ``OSError``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def native_uri(location: str) -> str:

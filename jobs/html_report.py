@@ -51,6 +51,7 @@ from epochlib.rules import ReplicaSnapshot, SnapshotRounds, epoch_disagreements,
 
 from .config import Config, parse_date_range
 from .errors import SinkError
+from .fs import replace_text
 from .summary import REPORT_TABLES, SEVERITIES, input_roots, report_rows
 
 if TYPE_CHECKING:
@@ -111,8 +112,7 @@ def write_html_report(
     out = Path(path)
     text = render_html_report(config, start, end, partitions=partitions, spark=spark)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        replace_text(out, text)
     except OSError as e:
         raise SinkError(f"could not write the HTML report {out}: {e.strerror or e}") from None
     return out

@@ -121,15 +121,14 @@ def test_a_snapshot_with_an_unreadable_batch_is_not_replayed_from(tmp_path: Path
     """Kafka loads a snapshot whole or not at all. A snapshot with a bad CRC in one batch was replayed from what was
     left of it: its lost topics were missing from the history, and the rules took that for a fact (268 false M1 on
     the demo, a review). It is now quarantined as not replayed from, and the replay starts at the log, marked."""
-    from fixtures_kraft import _part, _pcr
+    from fixtures_kraft import _part
 
-    from epochlib.kraft.codec import encode_metadata_batch
     from epochlib.kraft.snapshot import encode_snapshot
 
     d = tmp_path / "n1" / "__cluster_metadata-0"
     d.mkdir(parents=True)
     log = d / "00000000000000000004.log"
-    log.write_bytes(encode_metadata_batch([_pcr(0, leader=2)], base_offset=4, raft_epoch=1, timestamp=T + 10_000))
+    log.write_bytes(_batch_at(4))
     snap_bytes = encode_snapshot([(2, 0, {"name": "orders", "topic_id": TID}), _part(0, 1), _part(1, 2)], epoch=1,
                                  last_contained_timestamp=T + 5_000, timestamp=T + 6_000, records_per_batch=1)
     snap = d / "00000000000000000004-0000000001.checkpoint"
@@ -254,7 +253,7 @@ def test_a_dump_of_two_nodes_replays_from_the_whole_snapshot_copy(tmp_path: Path
                            last_contained_timestamp=T + 5_000, timestamp=T + 6_000, records_per_batch=1)
     bad = bytearray(good)
     bad[len(bad) // 2] ^= 0xFF
-    log = encode_metadata_batch_at(4)
+    log = _batch_at(4)
     name = "00000000000000000004-0000000001.checkpoint"
     text = "\n".join([format_dump(log, "/c/n1/__cluster_metadata-0/00000000000000000004.log"),
                       format_dump(bytes(bad), f"/c/n1/__cluster_metadata-0/{name}", kind="snapshot",
@@ -270,7 +269,8 @@ def test_a_dump_of_two_nodes_replays_from_the_whole_snapshot_copy(tmp_path: Path
     assert not any("not replayed" in r["reason"] for r in out if r["row_kind"] == "quarantine")
 
 
-def encode_metadata_batch_at(offset: int) -> bytes:
+def _batch_at(offset: int) -> bytes:
+    """One PartitionChangeRecord batch (orders-0's leader to 2) at ``offset``."""
     from fixtures_kraft import _pcr
 
     from epochlib.kraft.codec import encode_metadata_batch

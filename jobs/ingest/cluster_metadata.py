@@ -256,10 +256,10 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         side.extend(_range_rows(src, copy_of(src), rb.column("offset").filter(pc.is_null(err)).to_pylist()))
     if is_kind == "snapshot":
         ctl = rb.column("control_type").filter(pc.is_null(err)).to_pylist()
-        for reason in unbounded(ctl[0] if ctl else None, ctl[-1] if ctl else None):
-            if reason is not None and not n_bad:  # a file cut short at a batch boundary: one bad unit of its own
-                side.add(side_row(src, len(data), "batch", f"metadata {reason}"))
-                n_read, n_bad = n_read + 1, n_bad + 1
+        reason = _unbounded_reason(ctl[0] if ctl else None, ctl[-1] if ctl else None)
+        if reason is not None and not n_bad:  # a file cut short at a batch boundary: one bad unit of its own
+            side.add(side_row(src, len(data), "batch", f"metadata {reason}"))
+            n_read, n_bad = n_read + 1, n_bad + 1
         if n_bad:  # the replay does not start from a partial image (:func:`replay_records`)
             side.add(_damaged(src, name))
     n_good_records = int(pc.sum(pc.is_null(err).cast(pa.int64())).as_py() or 0)
@@ -291,6 +291,11 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     out = side.flush()
     if out is not None:
         yield out
+
+
+def _unbounded_reason(first_control: int | None, last_control: int | None) -> str | None:
+    """Why a snapshot is not whole (:func:`epochlib.kraft.unbounded`'s first reason), None when it is."""
+    return next((r for r in unbounded(first_control, last_control) if r is not None), None)
 
 
 def _damaged(src: str, name: str, copy: str | None = None) -> dict[str, Any]:
@@ -356,7 +361,7 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
         else:  # the offsets of each log section, NoOps included, for the replay's hole check
             log_offsets.setdefault(key_of(section), []).append(e.offset)
         n_out += 1
-        key = -1 if section is None else section.line
+        key = key_of(section)
         first = key != prev_key
         if first and last_noop is not None:
             out.add(last_noop)  # the last record of the previous file
@@ -379,7 +384,7 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
     for offsets in log_offsets.values():
         out.extend(_range_rows(src, copy, offsets))
     for (name, path), (line, first_ct, last_ct) in bounds.items():
-        reason = next((r for r in unbounded(first_ct, last_ct) if r is not None), None)
+        reason = _unbounded_reason(first_ct, last_ct)
         if reason is not None and (name, path) not in damaged:  # a section cut short at a batch: one bad unit
             n_read, n_bad = n_read + 1, n_bad + 1
             out.add(side_row(src, line, "line", f"metadata dump: {reason}"))
@@ -429,9 +434,9 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     side = RowBuffer(HISTORY_WORK)
     copies: dict[str, list[MetadataEntry]] = {}
     snap_copies: dict[str, dict[str, list[MetadataEntry]]] = {}
-    damaged = {(r["snapshot_name"], r["copy"]) for r in rows if r["file_kind"] == DAMAGED}
+    # (snapshot name, copy) -> the file a damaged snapshot was read from
+    damaged = {(r["snapshot_name"], r["copy"]): r["source"] for r in rows if r["file_kind"] == DAMAGED}
     source_of: dict[str, str] = {}  # a snapshot copy -> the file it was read from
-    damaged_src = {(r["snapshot_name"], r["copy"]): r["source"] for r in rows if r["file_kind"] == DAMAGED}
     covered = sorted((r["offset"], r["end_offset"]) for r in rows if r["file_kind"] == RANGE)
     for r in rows:
         if r["file_kind"] in (DAMAGED, RANGE):
@@ -456,7 +461,7 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         if whole:
             snaps[name] = (source_of[whole[0]], by_copy[whole[0]])
         else:
-            rejected += sorted((name, damaged_src.get((name, c), c)) for n, c in damaged if n == name)
+            rejected += sorted((name, src) for (n, _), src in damaged.items() if n == name)
     for c in copies.values():
         c.sort(key=lambda e: e.offset)
     merged = merge_copies({k: copies[k] for k in sorted(copies)})
@@ -479,13 +484,11 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         dropped = len(merged.entries) - len(entries)
         where = (f"between snapshot {chosen} and the log's next offset {resume}" if snapshot is not None
                  and cut == snapshot.end_offset else f"at offsets {cut}..{resume - 1}")
-        hole_row = side_row(entries[-1][0] if entries else (snap_src or ""), None, "record",
-                            f"metadata replay: the log has a hole {where} (no copy read holds those records): the "
-                            f"history ends at offset {cut - 1}; {dropped} records after the hole are not replayed, "
-                            "since leader epochs cannot be counted across it")
+        side.add(side_row(entries[-1][0] if entries else (snap_src or ""), None, "record",
+                          f"metadata replay: the log has a hole {where} (no copy read holds those records): the "
+                          f"history ends at offset {cut - 1}; {dropped} records after the hole are not replayed, "
+                          "since leader epochs cannot be counted across it"))
     result = replay(entries, snapshot=snapshot, snapshot_source=snap_src or "")
-    if hole is not None:
-        side.add(hole_row)
     for c in merged.conflicts:
         side.add(side_row(c.other_source, c.other.position, "record",
                           f"copies differ at metadata offset {c.offset}: kept {c.first_source} (batch at byte "
