@@ -236,16 +236,17 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
                            duration_s=time.monotonic() - t0, error=" ".join(str(exc).split()), exit_code=code,
                            warnings=warned, run=started[0] if started else None)
         except SinkError as out_exc:  # said, but the run's own error decides the exit code
-            click.echo(f"epoch-audit: error: {out_exc}", err=True)
+            click.echo(f"epoch-audit: error: {printable(str(out_exc))}", err=True)
         raise
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))
     for s in result.sources.values():
         if s.status != "ok":
-            click.echo(f"  input {s.source_kind}: {s.status} ({s.reason})")
+            click.echo(f"  input {s.source_kind}: {s.status} ({printable(s.reason)})")
     if result.quarantined:
-        click.echo(f"  {result.quarantined} input units quarantined: see {config.output.table_location('quarantine')}")
-    click.echo(f"Status: {result.status}   Tables: {config.output.table_location('')}")
+        click.echo(f"  {result.quarantined} input units quarantined: see "
+                   f"{printable(config.output.table_location('quarantine'))}")
+    click.echo(f"Status: {result.status}   Tables: {printable(config.output.table_location(''))}")
     code = EXIT_OK
     if fail_on_no_input and result.status in ("no_input", "partial") and any(
             s.status == "no_input" or s.days_without_input for s in result.sources.values()):

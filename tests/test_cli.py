@@ -140,6 +140,29 @@ def test_the_file_written_says_the_exit_code_the_process_takes_when_the_other_fa
     assert json.loads((tmp_path / "f.json").read_text())["exit_code"] == 3
 
 
+def test_an_output_file_failing_after_a_failed_run_is_one_escaped_line(
+        runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error names a path the user gave: printed raw, an escape sequence in it would reach the terminal."""
+    import jobs.audit
+    import jobs.cli
+    from jobs.errors import InputError, SinkError
+
+    def run_fails(*a, **k):
+        raise InputError("input gone")
+
+    def write_fails(*a, **k):
+        raise SinkError("could not write /x/\x1b]0;owned\x07s.json:\nPermission denied")
+
+    monkeypatch.setattr(jobs.cli, "_session", lambda *a, **k: None)
+    monkeypatch.setattr(jobs.audit, "run_audit", run_fails)
+    monkeypatch.setattr(jobs.cli, "_write_outputs", write_fails)
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
+    res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04", "-q"])
+    assert res.exit_code == EXIT_INPUT  # the run's own error decides the exit code
+    assert "\x1b" not in res.output and "\\x1b]0;owned\\x07s.json:\\nPermission denied" in res.output
+    assert res.output.count("epoch-audit: error:") == 2 and len(res.output.splitlines()) == 2
+
+
 def test_html_report_or_config_that_cannot_be_written_is_exit_4(runner: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     res = runner.invoke(cli, ["init", str(tmp_path / "afile/x.toml")])
