@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -275,8 +276,9 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             # what the reports read: the silver rows of the range (the configured sources', else every one there)
             kinds = [k for k in configured if k in reread] or list(reread)
             result.rows_per_day = rows_per_day(spark, config, start, end, kinds)
+            bad = quarantined_per_source(spark, config, start, end)
             result.sources = {k: silver_status(k, [d for d, got in result.rows_per_day.items() if got.get(k)],
-                                               (start, end)) for k in kinds}
+                                               (start, end), quarantined=bad.get(k, 0)) for k in kinds}
             result.sources.update({k: silver_status(k, (), (start, end), present=False)
                                    for k in configured if k not in reread})
         if result.sources:
@@ -314,9 +316,11 @@ def _silver_kinds(config: Config) -> list[str]:
 
 
 def silver_status(source_kind: str, days_with_rows: Sequence[dt.date], date_range: tuple[dt.date, dt.date], *,
-                  present: bool = True) -> SourceStatus:
+                  present: bool = True, quarantined: int = 0) -> SourceStatus:
     """A source's status for a ``--reports-only`` run, which reads no input: judged by its silver rows in the
-    range (the metadata log, judged by its units when ingested, by its table being there)."""
+    range (the metadata log, judged by its units when ingested, by its table being there) and by the
+    ``quarantine`` rows the runs that ingested the range stored for it — rows read from damaged input are as
+    incomplete on a rerun of the reports as they were when ingested."""
     from .runlog import JUDGED_BY_UNITS, days_of
 
     have = set(days_with_rows)
@@ -325,11 +329,38 @@ def silver_status(source_kind: str, days_with_rows: Sequence[dt.date], date_rang
         status, reason = "no_input", "configured, but no silver table of it at the output location"
     elif missing and len(missing) == len(days_of(*date_range)):
         status, reason = "no_input", "no silver rows in the range (--reports-only reads no input)"
-    elif missing:
-        status, reason = "partial", "no silver rows on " + ", ".join(d.isoformat() for d in missing)
+    elif missing or quarantined:
+        parts = [f"{quarantined} input units in quarantine for the range"] if quarantined else []
+        if missing:
+            parts.append("no silver rows on " + ", ".join(d.isoformat() for d in missing))
+        status, reason = "partial", "; ".join(parts)
     else:
         status, reason = "ok", ""
-    return SourceStatus(source_kind, status, 0, 0, 0, 0, missing, reason)
+    return SourceStatus(source_kind, status, 0, 0, 0, 0, missing, reason)  # it read no units: counts stay 0
+
+
+def quarantined_per_source(spark: SparkSession, config: Config, start: dt.date, end: dt.date) -> dict[str, int]:
+    """``quarantine`` rows per source kind in ``[start, end]`` for ``config.cluster`` (none when the table is not
+    there): through delta-rs for a path table, else one Spark job."""
+    from pyspark.sql import functions as F
+
+    from .errors import NoTableError, SinkError
+    from .sink import read_table, read_table_arrow
+
+    try:
+        kinds = read_table_arrow("quarantine", config, cluster=config.cluster, date_range=(start, end),
+                                 columns=["source_kind"]).column("source_kind").to_pylist()
+    except NoTableError:
+        return {}
+    except SinkError:  # a catalog table: only Spark reads it
+        try:
+            df = read_table(spark, "quarantine", config, cluster=config.cluster, date_range=(start, end))
+        except Exception as exc:  # not written yet (SinkError, or Spark's AnalysisException for catalogs)
+            if not isinstance(exc, SinkError) and "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+                raise
+            return {}
+        return {r["source_kind"]: int(r["n"]) for r in df.groupBy("source_kind").agg(F.count("*").alias("n")).collect()}
+    return dict(Counter(kinds))
 
 
 def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.date,

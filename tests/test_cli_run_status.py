@@ -166,3 +166,27 @@ def test_the_run_s_duration_is_one_figure(spark, tmp_path: Path) -> None:
     recorded = (run[1] - run[0]).total_seconds()
     assert abs(doc["duration_s"] - recorded) <= 0.001
     assert abs(doc["duration_s"] - done) <= 0.051  # the line rounds to 0.1 s
+
+
+def test_reports_only_over_rows_from_damaged_input_is_partial_as_the_run_that_ingested_them(
+        spark, tmp_path: Path) -> None:
+    """The reports rerun over the same silver rows are as incomplete as the run that ingested them: it said
+    ``ok`` (and refreshed "last success") where that run said ``partial`` for its quarantined units."""
+    inputs = write_tiny_inputs(tmp_path / "in")
+    commits = Path(inputs["offsets"]) / "commits.jsonl"
+    with commits.open("a") as f:  # a line whose key is not base64, dated on the run's day
+        f.write(json.dumps({"key": "not base64!", "value": "", "partition": 7, "offset": 9,
+                            "timestamp": 1709280000000}) + "\n")
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
+            "--output-root", str(out), "--cluster", "tiny", "-q"]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0 and "input offsets: partial (1 of 4 units quarantined)" in first.stdout, first.output
+    again = CliRunner().invoke(cli, [*args, "--reports-only", "--summary-json", str(tmp_path / "s.json")])
+    assert again.exit_code == 0, again.output
+    assert "Status: partial" in again.stdout
+    assert "input offsets: partial (1 input units in quarantine for the range)" in again.stdout
+    assert "input logdirs" not in again.stdout  # the clean source stays ok
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "partial" and doc["sources"]["offsets"]["units_quarantined"] == 0  # it read no units
+    assert {r["status"] for r in _runs(out) if r["run_id"] == doc["run_id"]} == {"partial"}
