@@ -75,6 +75,13 @@ def test_cause_links_only_later_findings_of_the_same_partition_and_newer_epoch()
     assert unclean_cause(same_epoch, k2) is None  # the commit already carried the unclean epoch
     assert unclean_cause(Finding("S1e", "spurious_rewind", event_ts=12_000, topic="t", partition=1), k2) is None
     assert unclean_cause(Finding("L5", "lineage_truncated", event_ts=12_000, topic="t", partition=1), k2) == k2[0].id
+    # the consumer's reset after the truncation carries the new leader's epoch: the truncated records are the
+    # previous commit's, of the older epoch (it lost the link in the commonest unclean-election pattern)
+    reset = Finding("S1a", "truncation", event_ts=12_000, topic="t", partition=1,
+                    numbers={"leader_epoch": 2, "previous_epoch": 1})
+    assert unclean_cause(reset, k2) == k2[0].id
+    assert unclean_cause(Finding("S1a", "over_rewind", event_ts=12_000, topic="t", partition=1,
+                                 numbers={"leader_epoch": 2, "previous_epoch": 2}), k2) is None
 
 
 # ----------------------------------------------------------------------------------------------- K1

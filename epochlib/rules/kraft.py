@@ -48,6 +48,7 @@ __all__ = [
     "observation_key",
     "response_lags",
     "scan_served",
+    "truncated_epoch",
     "unclean_cause",
     "view_from_rows",
     "with_log_topic_ids",
@@ -262,8 +263,9 @@ def cause_of(kind: str, topic: str | None, partition: int | None, event_ts: int,
              elections: Iterable[Election]) -> str | None:
     """The id of the unclean election (K2) that explains a finding of ``kind`` (F2 ``commit_beyond_epoch_end``,
     S1 ``truncation`` / ``over_rewind``, L5 ``lineage_truncated``): the latest one of the same topic and
-    partition at or before the finding — and, when the finding carries the commit's epoch (``leader_epoch``
-    ≥ 0), one that started a newer epoch than it (the election that truncated what that epoch wrote).
+    partition at or before the finding — and, when the finding carries the epoch of the truncated records
+    (``leader_epoch`` ≥ 0: :func:`truncated_epoch`), one that started a newer epoch than it (the election that
+    truncated what that epoch wrote).
     None when no election qualifies or the kind is not one an unclean election causes."""
     if kind not in CAUSE_KINDS:
         return None
@@ -278,10 +280,19 @@ def cause_of(kind: str, topic: str | None, partition: int | None, event_ts: int,
     return None if best is None else best.finding_id
 
 
+def truncated_epoch(kind: str, numbers: Mapping[str, Any]) -> int | None:
+    """The epoch whose records a finding of ``kind`` says were truncated, for :func:`cause_of`: an S1 rewind's
+    *previous* commit's (the one beyond its epoch's end; the rewinding commit usually carries the new leader's
+    epoch already, which would rule out the very election that truncated), else the finding's ``leader_epoch``."""
+    if kind in ("truncation", "over_rewind"):
+        return numbers.get("previous_epoch")
+    return numbers.get("leader_epoch")
+
+
 def unclean_cause(finding: Finding, elections: Sequence[Finding]) -> str | None:
     """:func:`cause_of` for a :class:`Finding` against K2 findings."""
     return cause_of(finding.kind, finding.topic, finding.partition, finding.event_ts,
-                    finding.numbers.get("leader_epoch"),
+                    truncated_epoch(finding.kind, finding.numbers),
                     [Election.of(k) for k in elections if k.kind == "unclean_leader_election"])
 
 

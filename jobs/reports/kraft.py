@@ -60,6 +60,7 @@ from epochlib.rules.kraft import (
     check_checkpoint_epochs,
     check_unclean_elections,
     observation_key,
+    truncated_epoch,
 )
 from epochlib.rules.kraft_pass import (
     SpanIndex,
@@ -286,8 +287,8 @@ def _causes(found: pa.Table, elections: pa.Table) -> pa.Table:
                    dict(r["numbers"] or ()).get("metadata_offset")) for r in elections.to_pylist()]
     rows = []
     for r in found.to_pylist():
-        cid = cause_of(r["kind"], r["topic"], r["partition"], r["event_ms"], dict(r["numbers"] or ()).get("leader_epoch"),
-                       ks)
+        cid = cause_of(r["kind"], r["topic"], r["partition"], r["event_ms"],
+                       truncated_epoch(r["kind"], dict(r["numbers"] or ())), ks)
         if cid is not None:
             rows.append({"finding_id": r["finding_id"], "cause_finding_id": cid})
     return pa.Table.from_pylist(rows, schema=CAUSES)
