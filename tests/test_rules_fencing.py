@@ -147,6 +147,17 @@ def test_f2_repeated_commits_of_the_same_position_are_reported_once():
     assert len(fs) == 1
 
 
+def test_f2_a_repeat_judged_clean_is_judged_again_against_the_next_round():
+    """An idle consumer re-commits (140, e5) every few seconds across an unclean election: clean against the
+    round before it, beyond epoch 5's new end (120) against the round after. It gave no F2 at all, since the
+    repeat was never judged; once the run has its F2 the repeats stay quiet."""
+    before = snap(1, 1000, [(0, 0), (5, 100)], leo=150)
+    after = snap(2, 3000, [(0, 0), (5, 100), (6, 120)], leo=160)
+    seq = [commit(140, 5, ts=t, log_offset=i) for i, t in enumerate((500, 900, 1500, 2000, 2500))]
+    fs = check_commit_fencing(seq, lambda ts: before if ts <= 1000 else after)
+    assert [(f.kind, f.event_ts, f.numbers["records_affected"]) for f in fs] == [("commit_beyond_epoch_end", 1500, 20)]
+
+
 def test_f2_latest_epoch_with_unknown_leo_is_skipped():
     r = fence_check(commit(10, 2), snap(1, 1000, [(0, 0), (2, 5)]))
     assert r.status == "skipped"

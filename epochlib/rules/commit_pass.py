@@ -229,11 +229,14 @@ def _fencing(cm: _Commits, a: int, b: int, gid: str, ra: _RoundArrays, lookup: L
     rows = [(int(k), 0, [cm.commit(a + int(highest_row[k]), gid), cm.commit(a + int(k), gid)], None)
             for k in np.flatnonzero(regression | dropped)]  # fmt: skip
     if len(ra.rounds):
-        # F2: commits with an offset and an epoch, unless they repeat the (offset, epoch) of the commit before
+        # F2: commits with an offset and an epoch; a run of commits repeating the (offset, epoch) of the commit
+        # before gives its first flagged commit only
         same_off = np.where(no_off[1:], no_off[:-1], ~no_off[:-1] & (o[1:] == o[:-1]))
         repeat = np.r_[False, same_off & (e[1:] == e[:-1]) & ~tomb[:-1]]
-        judged = np.flatnonzero(counted & ~no_off & ~repeat)
+        judged = np.flatnonzero(counted & ~no_off)
         flagged = judged[_f2_flags(cm, a + judged, ra, gid)] if len(judged) else judged
+        run = np.cumsum(~repeat)[flagged]
+        flagged = flagged[np.r_[True, run[1:] != run[:-1]]] if len(flagged) else flagged
         rows += [(int(k), 1, [cm.commit(a + int(k), gid)], lookup) for k in flagged]
     out: list[Finding] = []
     for _, _, seq, lkp in sorted(rows, key=lambda r: r[:2]):  # the rule's order: by commit, F4 before F2

@@ -108,8 +108,10 @@ def check_commit_fencing(
     sequence, the next commit starts a new F4 baseline.
 
     Judgement calls: F2 uses :func:`fence_check` (skips a snapshot older than the commit for the latest
-    epoch, and empty lineages); a commit repeating the (offset, epoch) of the previous live commit is not
-    re-reported for F2 (idle consumers re-commit the same position); ``commit_epoch_dropped`` is reported
+    epoch, and empty lineages); a run of commits repeating the (offset, epoch) of the previous live commit
+    gives at most one F2, at its first commit that is beyond the end (idle consumers re-commit the same
+    position every few seconds: a run judged clean against one snapshot round is judged again against the
+    next, where an unclean election may have cut the epoch under it); ``commit_epoch_dropped`` is reported
     once per run of -1 commits; an epoch -1 commit leaves the F4 baseline unchanged.
     """
     out: list[Finding] = []
@@ -117,6 +119,8 @@ def check_commit_fencing(
     highest_commit: Commit | None = None
     dropped_reported = False
     last_key: tuple[int | None, int] | None = None
+    last_snap: ReplicaSnapshot | None = None
+    run_reported = False  # the current run of commits repeating last_key has given its F2
     for c in commits_sorted:
         if not c.is_live:
             continue
@@ -168,13 +172,16 @@ def check_commit_fencing(
             )
         if highest is None or e > highest:
             highest, highest_commit = e, c
-        if key == last_key:
-            continue
-        last_key = key
         snap = lineage_lookup(c.ts) if lineage_lookup is not None else None
+        if key == last_key and (run_reported or snap is last_snap):
+            continue  # the run of repeats has its F2, or this round already judged it
+        if key != last_key:
+            last_key, run_reported = key, False
+        last_snap = snap
         r = fence_check(c, snap)
         if r.status in ("ok", "skipped") or snap is None:
             continue
+        run_reported = True
         ev = (c.pointer(), snap.pointer(r.end_epoch if r.end_epoch >= 0 else r.latest_epoch))
         end_line = snap.end_line_of(r.end_epoch) if r.end_epoch >= 0 else None
         if end_line is not None:  # the line whose start offset is the epoch's end
