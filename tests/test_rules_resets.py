@@ -172,6 +172,18 @@ def test_s1d_log_start_from_repaired_lineage_head_when_no_checkpoint():
     )
 
 
+def test_s1d_uses_the_snapshot_before_when_retention_moved_the_log_start_on_since():
+    """A consumer reset to earliest at the rewind lands on the log start of that moment: the round after may
+    already show a later one (it was S1e, while S2a looked at both rounds)."""
+    before = snap(1500, [(0, 40), (4, 150)], leo=300, ls=40)
+    after = snap(10_000, [(4, 90)], leo=400, ls=90)
+    f = one([commit(300, 4, 1000), commit(40, 4, 2000)], ResetContext(snapshots=[before, after]))
+    assert (f.rule, f.kind, f.numbers["log_start_offset"]) == ("S1d", "spurious_rewind_to_earliest", 40)
+    assert f.evidence[-1].startswith("checkpoint:broker=1/snapshot=1500/")
+    assert one([commit(300, 4, 1000), commit(60, 4, 2000)], ResetContext(snapshots=[before, after])).kind == (
+        "spurious_rewind")  # neither round's log start
+
+
 def test_s1e_spurious_rewind_and_without_any_context():
     f = one([commit(300, 4, 1000), commit(250, 4, 2000)], ResetContext(snapshots=[TRUNCATED]))
     assert (f.rule, f.kind, f.severity) == ("S1e", "spurious_rewind", "error")
@@ -222,6 +234,22 @@ def test_s2b_spurious_skip_to_log_end():
     assert (f.rule, f.kind, f.severity) == ("S2b", "spurious_skip", "error")
     assert f.numbers["records_skipped"] == 100_000 - 240 and f.numbers["log_end_offset"] == 100_000
     assert f.numbers["largest_previous_step"] == 10
+
+
+def test_s2b_a_skip_to_the_log_end_while_the_group_was_empty_is_an_operator_reset():
+    """``kafka-consumer-groups --reset-offsets --to-latest`` needs an empty group: an operator's action, info as
+    S1b, not an error that pages (it was ``spurious_skip``)."""
+    ctx = ResetContext(snapshots=[snap(500, [(0, 0), (4, 150)], leo=100_000, ls=0)],
+                       group_states=[GroupState("g", 500, member_count=1),
+                                     GroupState("g", 8000, member_count=0, source="/o/x.log", position=5, log_offset=9)])
+    seq = _paced(200, 5, 10, t0=1000) + [commit(100_000, 4, 9000)]
+    f = one(seq, ctx)
+    assert (f.rule, f.kind, f.severity) == ("S2b", "operator_reset", "info")
+    assert f.numbers["records_skipped"] == 100_000 - 240 and f.evidence[2].endswith("offset 9 (group metadata)")
+    # with a member the same jump is a spurious skip; an ordinary step of an empty group is still nothing
+    busy = ResetContext(snapshots=ctx.snapshots, group_states=[GroupState("g", 8000, member_count=1)])
+    assert one(seq, busy).kind == "spurious_skip"
+    assert check_offset_resets(_paced(200, 6, 10, t0=1000), ctx) == []
 
 
 def test_s2b_no_guess_without_a_log_end_or_pace_and_normal_steps_are_quiet():

@@ -68,7 +68,7 @@ SEVERITY: dict[str, str] = {
     "possible_topic_recreation": INFO,  # M3
     "truncation": INFO,  # S1a
     "over_rewind": WARNING,  # S1a
-    "operator_reset": INFO,  # S1b
+    "operator_reset": INFO,  # S1b, S2b
     "stale_epoch_commit": WARNING,  # S1c
     "spurious_rewind_to_earliest": ERROR,  # S1d
     "spurious_rewind": ERROR,  # S1e

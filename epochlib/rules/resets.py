@@ -367,19 +367,22 @@ def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
                 f"the lineage head epoch {head.epoch} on broker {snap.broker} (KAFKA-19902).",
                 snap,
             )
-    # (d) reset to earliest without a reason
-    if ls is not None and o == ls:
-        return _finding(
-            "S1d",
-            "spurious_rewind_to_earliest",
-            c,
-            prev,
-            {"records_reread": reread, "log_start_offset": ls},
-            (ls_ev,),
-            f"rewind {po} -> {o} lands on the log start offset with no truncation, empty group or stale "
-            "epoch to explain it: a spurious reset to earliest (KAFKA-6262).",
-            snap,
-        )
+    # (d) reset to earliest without a reason: the log start at the commit lies between the rounds before and
+    # after it (log starts only grow), so either round's may be the one the consumer reset to (as S2a)
+    for at in (snap, ctx.leader_before(c.ts)):
+        start, start_ev = log_start_of(at)
+        if start is not None and o == start:
+            return _finding(
+                "S1d",
+                "spurious_rewind_to_earliest",
+                c,
+                prev,
+                {"records_reread": reread, "log_start_offset": start},
+                (start_ev,),
+                f"rewind {po} -> {o} lands on the log start offset with no truncation, empty group or stale "
+                "epoch to explain it: a spurious reset to earliest (KAFKA-6262).",
+                at,
+            )
     # (e) anything else
     return _finding(
         "S1e",
@@ -449,6 +452,21 @@ def classify_jump(
     ls, ls_ev = log_start_of(snap)
     if ls is None or po < ls:
         return None  # retention cannot be excluded
+    g = ctx.group_state_at(c.ts)
+    if g is not None and g.is_empty:  # as S1b: kafka-consumer-groups --reset-offsets --to-latest
+        return _finding(
+            "S2b",
+            "operator_reset",
+            c,
+            prev,
+            {"records_skipped": jump, "member_count": g.member_count, "log_start_offset": ls,
+             "log_end_offset": est.offset},
+            (g.pointer(), est.evidence),
+            f"jump {po} -> {o} reaches the log end ({est.offset} known at {est.ts}) while group {c.group_id} had "
+            f"no members ({'deleted' if g.is_tombstone else 'empty'} since its record at {g.event_ts}): an "
+            "operator reset (kafka-consumer-groups --reset-offsets --to-latest).",
+            snap,
+        )
     return _finding(
         "S2b",
         "spurious_skip",
@@ -488,7 +506,8 @@ def check_offset_resets(
       S1d ``spurious_rewind_to_earliest`` (error) — the new offset is the log start; S1e ``spurious_rewind``
       (error). Records re-read = previous - new.
     S2, forward move: S2a ``retention`` (info) — previous below the log start and new == log start;
-      S2b ``spurious_skip`` (error) — see below. Ordinary forward moves yield nothing.
+      S2b ``spurious_skip`` (error) — see below, or ``operator_reset`` (info) when the group had no members
+      (as S1b). Ordinary forward moves yield nothing.
 
     Judgement calls:
     - S1a checks the previous commit against the lineage as of the *new* commit (the truncation happened
