@@ -20,21 +20,13 @@ from typing import TYPE_CHECKING, Any
 from .config import Config, parse_date_range
 from .errors import InputError, one_line
 from .runlog import RunContext, SourceStatus
+from .schemas import SILVER_BY_SOURCE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["AuditResult", "SILVER_BY_SOURCE", "SparkProgress", "rows_per_day", "run_audit"]
 
-#: The silver tables each source kind feeds: a day "has input" from a source when one of them has rows
-#: (the metadata log's rows per day are counted for the summary, but its status comes from its units:
-#: :data:`jobs.runlog.JUDGED_BY_UNITS`).
-SILVER_BY_SOURCE: dict[str, tuple[str, ...]] = {
-    "offsets": ("offset_commits", "group_metadata"),
-    "logdirs": ("epoch_lineage", "record_batches"),
-    "metadata": ("metadata_observations",),
-    "cluster_metadata": ("partition_history",),
-}
 
 Progress = Callable[[str], None]
 

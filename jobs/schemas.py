@@ -377,6 +377,15 @@ STALE_METADATA_RATES = (
     _c("metadata_lag_max_ms", I64, "the maximum of the same lag"),
 )
 
+#: The silver tables each source kind (``[inputs]`` key) feeds: a day "has input" from a source when one of them
+#: has rows (the metadata log's rows per day are counted for the summary, but its status comes from its units:
+#: :data:`jobs.runlog.JUDGED_BY_UNITS`).
+SILVER_BY_SOURCE: dict[str, tuple[str, ...]] = {
+    "offsets": ("offset_commits", "group_metadata"),
+    "logdirs": ("epoch_lineage", "record_batches"),
+    "metadata": ("metadata_observations",),
+    "cluster_metadata": ("partition_history",),
+}
 SILVER_TABLES: dict[str, tuple[Column, ...]] = {
     "offset_commits": OFFSET_COMMITS,
     "group_metadata": GROUP_METADATA,

@@ -190,3 +190,22 @@ def test_reports_only_over_rows_from_damaged_input_is_partial_as_the_run_that_in
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["status"] == "partial" and doc["sources"]["offsets"]["units_quarantined"] == 0  # it read no units
     assert {r["status"] for r in _runs(out) if r["run_id"] == doc["run_id"]} == {"partial"}
+
+
+def test_a_rerun_after_a_source_s_files_were_withdrawn_clears_that_source_s_rows_of_the_range(
+        spark, tmp_path: Path) -> None:
+    """A rerun replaces exactly its dates: also with a configured source that now yields nothing. The old commits
+    stayed, and the rerun counted their finding again while saying the source was no_input."""
+    inputs = write_tiny_inputs(tmp_path / "in")
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
+            "--output-root", str(out), "--cluster", "tiny", "-q"]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0 and "S1e spurious_rewind" in first.stdout, first.output
+    (Path(inputs["offsets"]) / "commits.jsonl").unlink()  # withdrawn: the folder is still configured
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert "input offsets: no_input" in again.stdout and "S1e" not in again.stdout
+    assert DeltaTable(str(out / "offset_commits")).to_pyarrow_table().num_rows == 0
+    assert DeltaTable(str(out / "spurious_offset_resets")).to_pyarrow_table().num_rows == 0
+    assert DeltaTable(str(out / "epoch_lineage")).to_pyarrow_table().num_rows == 2  # the other source is kept

@@ -38,6 +38,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from jobs.schemas import SILVER_BY_SOURCE
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -56,6 +58,8 @@ DEFAULT_SPLIT_BYTES = 64 << 20
 
 SILVER = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage", "metadata_observations",
           "partition_history")
+#: The input kind each silver table comes from (``[inputs]`` keys).
+_SOURCE_OF = {table: kind for kind, tables in SILVER_BY_SOURCE.items() for table in tables}
 #: Work frames whose side rows belong to another source kind (the metadata-log replay step).
 _WORK_KIND = {"cluster_metadata_replay": "cluster_metadata"}
 
@@ -247,6 +251,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     from jobs.frames import union_all
     from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
+    from jobs.schemas import spark_schema
     from jobs.session import Once, run_concurrently, unpersist
     from jobs.sink import adopts_files, write_table
 
@@ -406,12 +411,20 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 if name in pass_writes:
                     out.append((name, pass_writes[name].get))
                 elif (rows := silver.get(name)) is None:
+                    if getattr(config.inputs, _SOURCE_OF[name]):  # configured, but it yielded nothing: a rerun
+                        out.append((name, functools.partial(cleared_write, name)))  # replaces the range's rows
                     continue
                 elif name in held_state:
                     out.append((name, functools.partial(held_write, name, rows)))
                 else:
                     out.append((name, functools.partial(dated_write, name, rows)))
             return out
+
+        def cleared_write(name: str) -> SinkResult:
+            # the range's rows of a configured source that yielded nothing are replaced by none, as any rerun's
+            # (a rerun after its captures were withdrawn kept the old rows and recounted their findings)
+            return write_table(spark.createDataFrame([], spark_schema(name)), name, config=config,
+                               mode="replace_range", date_range=run.date_range)
 
         def dated_write(name: str, rows: Once[DataFrame]) -> SinkResult:
             return write_table(_dated(rows.get(), run), name, config=config, mode="replace_range",
@@ -430,8 +443,6 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             if inv.unrecognised:
                 rows = [make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
                                   reason=u.reason, raw=None) for u in inv.unrecognised]
-                from jobs.schemas import spark_schema
-
                 qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
             rows = union_all(qparts)
             return rows.coalesce(par) if narrow else rows  # a task per work frame's partition otherwise
