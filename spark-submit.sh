@@ -289,11 +289,15 @@ fi
 log4j="${EPOCH_AUDIT_LOG4J:-$src/jobs/log4j2.properties}"
 [[ -f "$log4j" ]] || die "log4j2 configuration not found: $log4j (set EPOCH_AUDIT_LOG4J=FILE)"
 log4j="$(cd "$(dirname "$log4j")" && pwd)/$(basename "$log4j")"
+# Spark splits extraJavaOptions at spaces: the driver gets the file as a URI (a checkout under "My Projects"
+# ran `main class ace.repo.jobs...`), the executors its name, which therefore must have none
+[[ "$(basename "$log4j")" != *[[:space:]]* ]] || die "the log4j2 configuration's file name has a space: $log4j (rename it)"
+log4j_uri="$("$PYTHON" -c 'import pathlib, sys; print(pathlib.Path(sys.argv[1]).as_uri())' "$log4j")"
 # Before the pass-through options: a user's own --conf spark.driver.extraJavaOptions=... wins.
 # A local master auditing the inputs also gets the local JVM flags for their size (the throughput collector,
 # and C1 only up to jobs.session.SMALL_INPUT_BYTES; not with --reports-only), and any local master the
 # class-data archive a CLI run made, when there is one (jobs.class_cache).
-driver_jvm="-Dlog4j2.configurationFile=file:$log4j"
+driver_jvm="-Dlog4j2.configurationFile=$log4j_uri"
 if [[ -n "$local_jvm" && $reports_only -eq 0 && ( -z "$master" || "$master" == local* ) ]]; then
   driver_jvm="$driver_jvm $local_jvm"
 fi

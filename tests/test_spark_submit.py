@@ -105,9 +105,31 @@ def test_dry_run_defaults_to_yesterday_and_forwards_options(tmp_path):
     assert "--packages" not in cmd
     # Spark's logging: the shipped log4j2 file, before the user's options (theirs win)
     log4j = ROOT / "jobs" / "log4j2.properties"
-    assert f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{log4j}" in cmd
+    assert f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile={log4j.as_uri()}" in cmd
     assert cmd.index("--files") < driver - 4 and cmd[cmd.index("--files") + 1] == str(log4j)
     assert "rootLogger.level = warn" in log4j.read_text()
+
+
+def test_a_log4j_file_under_a_folder_with_a_space_reaches_the_driver_as_a_uri(tmp_path):
+    """Spark splits extraJavaOptions at spaces: `file:/tmp/sp ace/…` ran as `main class ace…` (exit 1), for a
+    checkout or EPOCH_AUDIT_LOG4J under such a folder."""
+    import shlex
+
+    conf = _config(tmp_path)
+    spaced = tmp_path / "sp ace" / "log4j2.properties"
+    spaced.parent.mkdir()
+    spaced.write_text((ROOT / "jobs" / "log4j2.properties").read_text())
+    res = _run("--conf", str(conf), "--dry-run", "--work-dir", str(tmp_path / "w"),
+               env={"EPOCH_AUDIT_LOG4J": str(spaced)})
+    assert res.returncode == 0, res.stderr
+    cmd = shlex.split(res.stdout)
+    driver_opts = next(a for a in cmd if a.startswith("spark.driver.extraJavaOptions="))
+    assert driver_opts.split("=", 1)[1].split(" ")[0] == f"-Dlog4j2.configurationFile={spaced.as_uri()}"
+    assert "%20" in spaced.as_uri() and cmd[cmd.index("--files") + 1] == str(spaced)
+    named = tmp_path / "my log4j2.properties"
+    named.write_text("x")
+    res = _run("--conf", str(conf), "--dry-run", "--work-dir", str(tmp_path / "w"), env={"EPOCH_AUDIT_LOG4J": str(named)})
+    assert res.returncode != 0 and "file name has a space" in res.stderr
 
 
 def _fake_python(tmp_path: Path, pyspark: str) -> str:
