@@ -311,10 +311,13 @@ def run_reports(
             tol = int(config.rules.snapshot_tolerance_seconds) * 1000
             lineage = Once(lambda: keep(fencing.lineage(spark, config, cluster, window, inputs)))
 
+            # the next day's snapshots: the first round after a late commit (F2/S1/S2), and the lineage of a
+            # snapshot just after midnight whose segments hold batches of the range's last day (L3)
+            after = Once(lambda: fencing.lineage_ahead(spark, config, cluster, rng[1],
+                                                       (ahead or {}).get("epoch_lineage")))
+
             def commit_lineage() -> DataFrame:
-                # the commits' rules also read the next day's snapshots (the first round after a late commit)
-                after = fencing.lineage_ahead(spark, config, cluster, rng[1], (ahead or {}).get("epoch_lineage"))
-                return lineage.get() if after is None else lineage.get().unionByName(after)
+                return lineage.get() if after.get() is None else lineage.get().unionByName(after.get())
 
             def commit_found() -> DataFrame:
                 t0 = time.perf_counter()
@@ -353,7 +356,8 @@ def run_reports(
                 def fencing_plan() -> DataFrame:
                     commit_found, kraft_found = shared.get()
                     found = fencing.fencing_findings(spark, config, cluster, window, lineage_df=lineage.get(),
-                                                     commit_findings_df=commit_found, state=inputs)
+                                                     commit_findings_df=commit_found, state=inputs,
+                                                     lineage_ahead=after.get())
                     found = kraft.add_causes(found.unionByName(kraft_found), causes(), keep=keep)
                     return fencing.fencing_frame(found, rng, cluster, run.run_id)
 

@@ -208,8 +208,13 @@ def fencing_findings(
     commits_df: DataFrame | None = None,
     commit_findings_df: DataFrame | None = None,
     state: fr.InputState | None = None,
+    lineage_ahead: DataFrame | None = None,
 ) -> DataFrame:
     """Every fencing finding (FINDINGS schema) over the window's evidence, in range or not.
+
+    ``lineage_ahead`` (:func:`lineage_ahead`) joins L3's lineage side: a snapshot taken just after midnight holds
+    batches of the range's last day, whose L3 finding is dated on that day (a nightly run lost it: the day's run
+    had the batches but not that snapshot's lineage, the next day's run had both but the finding out of range).
 
     F2/F4 come from the commit pass (:mod:`.commit_pass`): ``commit_findings_df`` when the caller ran it
     for the resets too (only its F rows are taken), else a fencing-only pass over ``commits_df``."""
@@ -239,8 +244,9 @@ def fencing_findings(
     keys = ["broker", "topic", "partition"]
     # only replicas with segments can give L3: the lineage side is cut to them (null-safe, as grouping is)
     with_batches = batches.select(*[F.col(k).alias(f"_b_{k}") for k in keys]).distinct()
-    lin_l3 = lin.join(
-        with_batches, [lin[k].eqNullSafe(with_batches[f"_b_{k}"]) for k in keys], "left_semi"
+    lin_all = lin if lineage_ahead is None else lin.unionByName(lineage_ahead)
+    lin_l3 = lin_all.join(
+        with_batches, [lin_all[k].eqNullSafe(with_batches[f"_b_{k}"]) for k in keys], "left_semi"
     )
     l3 = (
         lin_l3.groupBy(*keys)
