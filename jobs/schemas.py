@@ -278,7 +278,8 @@ AUDIT_RUNS = (
        "failed (see `error`); older rows: succeeded"),
     _c("source_kind", STR, "offsets | logdirs | metadata | cluster_metadata"),
     _c("unit", STR, "what was counted: batch | record | line | file | frame"),
-    _c("units_read", I64, "units read = units_decoded + units_quarantined"),
+    _c("units_read", I64, "units read = units_decoded + units_quarantined (a bad unit dated outside the range is "
+       "left to the run whose range holds it: in neither)"),
     _c("units_decoded", I64, "units decoded"),
     _c("units_quarantined", I64, "units written to quarantine"),
     _c("records_decoded", I64, "silver rows produced from the decoded units"),

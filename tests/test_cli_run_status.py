@@ -209,3 +209,23 @@ def test_a_rerun_after_a_source_s_files_were_withdrawn_clears_that_source_s_rows
     assert DeltaTable(str(out / "offset_commits")).to_pyarrow_table().num_rows == 0
     assert DeltaTable(str(out / "spurious_offset_resets")).to_pyarrow_table().num_rows == 0
     assert DeltaTable(str(out / "epoch_lineage")).to_pyarrow_table().num_rows == 2  # the other source is kept
+
+
+def test_a_bad_unit_dated_outside_the_range_is_left_to_the_run_whose_range_holds_it(spark, tmp_path: Path) -> None:
+    """A bad checkpoint in a snapshot two days later made a one-day run ``partial`` ("1 input units quarantined:
+    see …/quarantine") with no quarantine row to show: the unit is the later run's, in its counts and status."""
+    inputs = write_tiny_inputs(tmp_path / "in")
+    bad = Path(inputs["logdirs"]) / "broker=1" / "snapshot=20240303T060000Z" / "orders-0" / "leader-epoch-checkpoint"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("0\n2\nnot a checkpoint\n")
+    out = tmp_path / "tables"
+    args = ["--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"], "--output-root", str(out),
+            "--cluster", "tiny", "-q"]
+    first = CliRunner().invoke(cli, ["run", "--from", "2024-03-01", *args])
+    assert first.exit_code == 0, first.output
+    assert "Status: ok" in first.stdout and "quarantined" not in first.stdout
+    assert {(r["source_kind"], r["units_quarantined"]) for r in _runs(out)} >= {("logdirs", 0)}
+    assert not (out / "quarantine").exists() or DeltaTable(str(out / "quarantine")).to_pyarrow_table().num_rows == 0
+    later = CliRunner().invoke(cli, ["run", "--from", "2024-03-03", *args])
+    assert "1 input units quarantined" in later.stdout, later.output  # the day holds no rows but the bad one
+    assert DeltaTable(str(out / "quarantine")).to_pyarrow_table().num_rows == 1

@@ -181,11 +181,23 @@ def _quarantine(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
     return quarantine_frame(q, run, kind)
 
 
-def _stats(work: DataFrame, kind: str) -> DataFrame:
+def _stats(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
+    """The per-task stats rows, and a row with ``n_elsewhere`` = 1 for each bad unit dated outside the run's
+    range: the run leaves those to the run whose range holds them (:func:`jobs.runlog.quarantine_frame`), so its
+    counts leave them out too (a bad checkpoint two days later made a one-day run ``partial`` with no quarantine
+    row to show). One scan of the work rows."""
     from pyspark.sql import functions as F
 
-    return work.filter(F.col("row_kind") == "stats").select(
-        F.lit(kind).alias("source_kind"), "unit", "n_read", "n_bad", "n_out", "n_unpaired")
+    stats = F.col("row_kind") == "stats"
+    own = _event_date(F.timestamp_millis("q_ms"), run.range_from)
+    elsewhere = ((F.col("row_kind") == "quarantine") & F.col("q_ms").isNotNull()
+                 & ~own.between(F.lit(run.range_from), F.lit(run.range_to)))
+    zero = F.lit(0).cast("long")
+    return work.filter(stats | elsewhere).select(
+        F.lit(kind).alias("source_kind"), "unit",
+        *[F.when(stats, F.col(c)).otherwise(zero).alias(c) for c in ("n_read", "n_bad", "n_out")],
+        F.when(stats, F.col("n_unpaired")).alias("n_unpaired"),
+        F.when(stats, zero).otherwise(F.lit(1).cast("long")).alias("n_elsewhere"))
 
 
 def run_ingestion(
@@ -502,15 +514,18 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         def unit_totals() -> dict[tuple[str, str], list]:
             # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
             totals: dict[tuple[str, str], list] = {}
-            sparts = [_stats(w, _WORK_KIND.get(kind, kind)) for kind, w in all_works().items()]
+            sparts = [_stats(w, _WORK_KIND.get(kind, kind), run) for kind, w in all_works().items()]
             if sparts:
                 stats = union_all(sparts)
                 agg = (stats.coalesce(par) if narrow else stats).groupBy("source_kind", "unit").agg(
                     F.sum("n_read").alias("read"), F.sum("n_bad").alias("bad"), F.sum("n_out").alias("out"),
-                    F.sum("n_unpaired").alias("unpaired"))
+                    F.sum("n_unpaired").alias("unpaired"), F.sum("n_elsewhere").alias("elsewhere"))
                 for r in agg.collect():
-                    totals[(r["source_kind"], r["unit"])] = [int(r["read"] or 0), int(r["bad"] or 0),
-                                                             int(r["out"] or 0), r["unpaired"]]
+                    read, bad = int(r["read"] or 0), int(r["bad"] or 0)
+                    other = min(int(r["elsewhere"] or 0), bad)  # another run's bad units: neither read nor bad here
+                    if read or bad or not r["elsewhere"]:  # not a unit kind known only from elsewhere
+                        totals[(r["source_kind"], r["unit"])] = [read - other, bad - other, int(r["out"] or 0),
+                                                                 r["unpaired"]]
             return totals
 
         def info_notes() -> list[str]:
