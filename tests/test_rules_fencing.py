@@ -158,6 +158,22 @@ def test_f2_a_repeat_judged_clean_is_judged_again_against_the_next_round():
     assert [(f.kind, f.event_ts, f.numbers["records_affected"]) for f in fs] == [("commit_beyond_epoch_end", 1500, 20)]
 
 
+def test_f4_id_does_not_depend_on_how_far_back_the_run_read():
+    """F4 cites the commit that first carried the highest epoch: a run over the last day alone finds a later one
+    than a run over three days. The finding is the same, and so is its id (it differed)."""
+    from epochlib.rules import finding_id
+
+    whole = check_commit_fencing([commit(10, 3, log_offset=1), commit(20, 3, log_offset=2),
+                                  commit(30, 2, log_offset=3), commit(40, -1, log_offset=4)], None)
+    alone = check_commit_fencing([commit(20, 3, log_offset=2), commit(30, 2, log_offset=3),
+                                  commit(40, -1, log_offset=4)], None)
+    assert [f.kind for f in whole] == [f.kind for f in alone] == ["commit_epoch_regression", "commit_epoch_dropped"]
+    assert [f.evidence[1] for f in whole] != [f.evidence[1] for f in alone]  # the context differs
+    assert [finding_id(f) for f in whole] == [finding_id(f) for f in alone]
+    moved = check_commit_fencing([commit(20, 3, log_offset=2), commit(30, 2, log_offset=5)], None)
+    assert finding_id(moved[0]) != finding_id(alone[0])  # its own commit still identifies it
+
+
 def test_f2_latest_epoch_with_unknown_leo_is_skipped():
     r = fence_check(commit(10, 2), snap(1, 1000, [(0, 0), (2, 5)]))
     assert r.status == "skipped"

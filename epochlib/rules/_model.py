@@ -644,13 +644,20 @@ class Finding:
 _ID_FIELDS = ("rule", "kind", "event_ts", "topic", "topic_id", "partition", "group_id", "client_id", "broker")
 
 
+#: Kinds whose evidence after the first pointer is context a run finds as far back as it reads: F4 cites the commit
+#: that first carried the group's highest epoch, which a run over D3 alone finds on D3 and a run over D1..D3 on D1.
+#: Their id keys on the finding's own commit (the first pointer), so the same finding has one id either way.
+_ID_OWN_EVIDENCE_ONLY = frozenset({"commit_epoch_regression", "commit_epoch_dropped"})
+
+
 def finding_id(f: Finding) -> str:
     """Deterministic id: sha256 (first 32 hex chars) of rule, kind, event time, subject, numbers and
     evidence in a canonical JSON form. Severity, detail and correlation are left out, so rewording a
-    sentence or adding an M4 correlation does not change the id."""
+    sentence or adding an M4 correlation does not change the id (nor, for :data:`_ID_OWN_EVIDENCE_ONLY`,
+    how far back the run read)."""
     payload = {k: getattr(f, k) for k in _ID_FIELDS}
     payload["numbers"] = {k: f.numbers[k] for k in sorted(f.numbers)}
-    payload["evidence"] = list(f.evidence)
+    payload["evidence"] = list(f.evidence[:1] if f.kind in _ID_OWN_EVIDENCE_ONLY else f.evidence)
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
