@@ -195,3 +195,41 @@ def test_the_commits_of_the_lookback_days_are_one_write_s_held_files_never_the_t
     assert {p.name for p in (table / "cluster=late").iterdir()} == {f"event_date={D2}"}
     run_ingestion(spark, alone, D2, D2).release()
     assert os.listdir(staging) == []
+
+
+def test_an_l3_regression_in_a_snapshot_just_after_midnight_is_found_by_the_nightly_run_of_its_day(
+        spark, tmp_path) -> None:
+    """The batch is dated 23:50 on D; the first snapshot holding it was taken at 00:00:14 on D+1. The run over D
+    had the batch but not that snapshot's lineage, the run over D+1 had both but the finding (dated D) out of its
+    range: nightly runs lost a critical finding that a run over D..D+1 reports."""
+    from epochlib import checkpoint, records
+    from epochlib.records import NewRecord
+    from jobs.audit import run_audit
+    from jobs.config import parse_config
+    from jobs.sink import read_table_arrow
+
+    day = dt.date(2024, 3, 4)
+    late = int(dt.datetime(2024, 3, 4, 23, 50, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    pdir = tmp_path / "logdirs" / "broker=1" / "snapshot=20240305T000014Z" / "orders-0"
+    pdir.mkdir(parents=True)
+    (pdir / "leader-epoch-checkpoint").write_text(checkpoint.format_leader_epoch_checkpoint([(0, 0), (2, 10)]))
+    # epochs 0, 2, then 1: a stale leader's batch after the newer epoch's (critical)
+    seg = b"".join(records.encode_batch([NewRecord(b"k", b"v", late - 60_000 + i)], base_offset=10 * i,
+                                        partition_leader_epoch=e) for i, e in enumerate((0, 2, 1)))
+    (pdir / "00000000000000000000.log").write_bytes(seg)
+    (pdir.parent / "log-start-offset-checkpoint").write_text(checkpoint.format_offset_checkpoint({("orders", 0): 0}))
+
+    def config(root: str):
+        return parse_config({"cluster": "c", "inputs": {"logdirs": str(tmp_path / "logdirs")},
+                             "output": {"root": str(tmp_path / root)}})
+
+    def l3(cfg) -> list[tuple]:
+        return sorted((r["event_date"], r["kind"], r["severity"]) for r in read_table_arrow("fencing_violations", cfg)
+                      .to_pylist() if r["rule"] == "L3")
+
+    run_audit(spark, config("both"), day, day + dt.timedelta(days=1), progress_interval=0)
+    nightly = config("nightly")
+    run_audit(spark, nightly, day, day, progress_interval=0)
+    run_audit(spark, nightly, day + dt.timedelta(days=1), day + dt.timedelta(days=1), progress_interval=0)
+    assert l3(config("both")) == [(day, "batch_epoch_regression", "critical")]
+    assert l3(nightly) == l3(config("both"))
