@@ -80,6 +80,18 @@ def test_a_relative_path_with_a_colon_resolves_against_the_file(tmp_path: Path, 
     assert cfg.inputs.metadata == "s3://b/caps"
 
 
+def test_relative_paths_of_a_linked_config_resolve_beside_the_link(tmp_path: Path) -> None:
+    """``conf/local.toml`` is a link into ``jobs/``: its relative paths resolved against ``jobs/``, not against the
+    folder of the file the user named (README: "against the config file's directory")."""
+    real = tmp_path / "pkg"
+    real.mkdir()
+    target = write(real, 'cluster = "c"\n[output]\nroot = "./tables"\n')
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "x.toml").symlink_to(target)
+    assert load_config(tmp_path / "conf" / "x.toml").output.root == str(tmp_path / "conf" / "tables")
+    assert load_config(target).output.root == str(real / "tables")
+
+
 def test_defaults_for_a_minimal_file(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, 'cluster = "c"\n[output]\nroot = "/o"\n'))
     assert cfg.reports == REPORTS
