@@ -17,7 +17,7 @@
 # MAGIC
 # MAGIC ```
 # MAGIC %pip install --no-deps /Volumes/<catalog>/<schema>/<volume>/epoch_audit-0.1.0-py3-none-any.whl
-# MAGIC %pip install "deltalake>=1.0,<2" "click>=8.1,<9" "prometheus_client>=0.20,<1" "cramjam>=2.11,<3" "zstandard>=0.22,<1" "crc32c>=2.4,<3" "dpkt>=1.9.8,<2" "fsspec>=2024.2"
+# MAGIC %pip install "deltalake>=1.0,<2" "click>=8.2,<9" "prometheus_client>=0.20,<1" "cramjam>=2.11,<3" "zstandard>=0.22,<1" "crc32c>=2.4,<3" "dpkt>=1.9.8,<2" "fsspec>=2024.2"
 # MAGIC ```
 # MAGIC Build the wheel with `python -m pip wheel --no-deps -w dist .` in a checkout and upload it to a volume.
 # MAGIC
@@ -38,7 +38,7 @@
 # COMMAND ----------
 
 # %pip install --no-deps /Volumes/kafka/tools/wheels/epoch_audit-0.1.0-py3-none-any.whl
-# %pip install "deltalake>=1.0,<2" "click>=8.1,<9" "prometheus_client>=0.20,<1" "cramjam>=2.11,<3" "zstandard>=0.22,<1" "crc32c>=2.4,<3" "dpkt>=1.9.8,<2" "fsspec>=2024.2"
+# %pip install "deltalake>=1.0,<2" "click>=8.2,<9" "prometheus_client>=0.20,<1" "cramjam>=2.11,<3" "zstandard>=0.22,<1" "crc32c>=2.4,<3" "dpkt>=1.9.8,<2" "fsspec>=2024.2"
 
 # COMMAND ----------
 

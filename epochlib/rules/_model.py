@@ -440,12 +440,11 @@ def norm_topic_ids(ids: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(ids, pa.ChunkedArray):
-        ids = ids.combine_chunks()
-    zero = pc.fill_null(pc.is_in(ids, pa.array(sorted(_ZERO_UUIDS | {""}), pa.string())), False)
-    # not if_else: pyarrow 19-23 writes a broken string array for it over a sliced column ("buffer slice would
-    # exceed buffer length" in the metadata pass; Databricks Runtime 17 ships pyarrow 19)
-    return pc.replace_with_mask(ids, zero, pa.nulls(len(ids), pa.string()))
+    from ..arrow_compat import null_where
+
+    zero = pc.fill_null(pc.is_in(ids, pa.array(sorted(_ZERO_UUIDS | {""}), ids.type)), False)
+    out = null_where(ids, zero)
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 
 def observations_from_arrow(table: Any) -> list[MetadataObservation]:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from epochlib.arrow_compat import null_where
 from epochlib.errors import DecodeError
 from epochlib.kraft import (
     ControlRecord,
@@ -284,7 +285,7 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
             "snapshot_name": pa.repeat(pa.scalar(name if is_kind == "snapshot" else None, pa.string()), n),
             "offset": t.column("offset"), "timestamp": t.column("timestamp"), "raft_epoch": t.column("raft_epoch"),
             "is_control": ctl, "control_type": t.column("control_type"), "value": values,
-            "data_json": pc.if_else(ctl, t.column("data_json"), pa.scalar(None, pa.string())),
+            "data_json": null_where(t.column("data_json"), pc.invert(ctl)),
         }
         arrays = [_array(cols[f.name]) if f.name in cols else pa.nulls(n, f.type) for f in WORK]
         yield pa.RecordBatch.from_arrays([a.cast(f.type) for a, f in zip(arrays, WORK, strict=True)], schema=WORK)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from epochlib import records
+from epochlib.arrow_compat import null_where
 from jobs.frames import union_all
 from jobs.fs import open_reader
 
@@ -142,8 +143,7 @@ def segment_tables(buf: bytes, base: int, *, with_records: bool = True,
             ct = rec.column("control_type")
             names = pa.array([records.CONTROL_TYPE_NAMES.get(i) for i in range(7)], pa.string())
             valid = pc.and_(pc.greater_equal(ct, 0), pc.less(ct, 7)).fill_null(False)
-            named = pc.if_else(valid, pc.take(names, pc.if_else(valid, ct, 0).cast(pa.int32())),
-                               pa.scalar(None, pa.string()))
+            named = null_where(pc.take(names, pc.if_else(valid, ct, 0).cast(pa.int32())), pc.invert(valid))
             rec = rec.set_column(rec.schema.get_field_index("control_type"), "control_type", named)
         yield out.batches, rec
         del out, rec

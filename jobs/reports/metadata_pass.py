@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from epochlib.arrow_compat import null_where
 from epochlib.rules import capture_pointer
 from epochlib.rules.kraft import LogView, observation_key
 from epochlib.rules.kraft_pass import (
@@ -464,8 +465,7 @@ def observations_arrow(raw: pa.Table, view: LogView | None = None) -> pa.Table:
     from .stale_metadata import _ZERO_IDS, OBS_COLUMNS
 
     topic_id = raw.column("topic_id")
-    tid = pc.if_else(pc.is_in(topic_id, value_set=pa.array(_ZERO_IDS, topic_id.type)),
-                     pa.scalar(None, topic_id.type), topic_id)
+    tid = null_where(topic_id, pc.is_in(topic_id, value_set=pa.array(_ZERO_IDS, topic_id.type)))
     # The rows kept, in their order, as one index: the kept rows are copied once (a filter, then one per side of
     # the id split, then the concatenation's combine copied every column of every row up to four times: ~0.6 s a
     # million observations each in a fresh worker), and not at all when every row is kept in place.
