@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test test-min lint bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,20 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
+# The declared floors (.ci/min-versions.txt) in their own venv: the codec, the CLI's error paths and the Spark jobs
+# end to end (CI runs it after `make test`; ~6 min).
+MIN_VENV = .venv-min
+$(MIN_VENV)/.installed: pyproject.toml .ci/min-versions.txt
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install --quiet -c .ci/min-versions.txt -e '.[test]'
+	touch $@
+
+test-min: $(MIN_VENV)/.installed
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not slow"
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" tests/test_cli_run_status.py \
+	    tests/test_reports_e2e.py tests/test_kraft_e2e.py tests/test_ingest_spark.py tests/test_notebook.py
+
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/run_all.py
 
@@ -33,4 +47,4 @@ bench: $(VENV)/.installed-test
 DEMO_OUTPUTS = epoch-audit-demo epoch-audit-output epoch-audit-accuracy demo-output report.html \
                spark-warehouse metastore_db derby.log
 clean:
-	rm -rf $(DEMO_OUTPUTS) dist build *.egg-info .pytest_cache .hypothesis .ruff_cache $(VENV)
+	rm -rf $(DEMO_OUTPUTS) dist build *.egg-info .pytest_cache .hypothesis .ruff_cache $(VENV) $(MIN_VENV)

@@ -105,3 +105,27 @@ def test_one_databricks_dependency_list() -> None:
     assert readme == wanted
     nb = (ROOT / "notebooks" / "epoch_audit_databricks.py").read_text()
     assert "Runtime **17.0 or later**" in nb and "17.0 or later" in (ROOT / "README.md").read_text()
+
+
+def test_the_minimum_versions_ci_installs_are_pyproject_s_floors() -> None:
+    """`make test-min` installs .ci/min-versions.txt: each pin is the floor of its range, and every range with a
+    floor has its pin (a raised floor left the check testing a release the project no longer admits)."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    floors = {}
+    for d in deps:
+        m = re.match(r"([A-Za-z0-9_.-]+)\s*>=\s*([0-9][^,;\s]*)", d)
+        if m and ";" not in d:
+            floors[m.group(1).lower().replace("_", "-")] = m.group(2)
+    pins = {}
+    for line in (ROOT / ".ci" / "min-versions.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[name.strip().lower().replace("_", "-")] = version.strip()
+
+    def norm(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in v.split(".")) + (0,) * (3 - len(v.split(".")))
+
+    assert pins.keys() == floors.keys()
+    assert {k: norm(v) for k, v in pins.items()} == {k: norm(v) for k, v in floors.items()}
