@@ -211,6 +211,27 @@ def test_a_rerun_after_a_source_s_files_were_withdrawn_clears_that_source_s_rows
     assert DeltaTable(str(out / "epoch_lineage")).to_pyarrow_table().num_rows == 2  # the other source is kept
 
 
+def test_a_rerun_that_reads_nothing_clears_the_range_s_quarantine_too(spark, tmp_path: Path) -> None:
+    """Every configured folder emptied: the range's bad units of the earlier run stayed in quarantine, and L1 (which
+    reads them) reported the unreadable checkpoint again while the source said no_input."""
+    inputs = write_tiny_inputs(tmp_path / "in")
+    bad = Path(inputs["logdirs"]) / "broker=1" / "snapshot=20240301T060000Z" / "orders-0" / "leader-epoch-checkpoint"
+    bad.write_text("0\n2\nnot a checkpoint\n")
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--logdirs", inputs["logdirs"], "--output-root", str(out),
+            "--cluster", "tiny", "-q"]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0 and "L1 checkpoint_unreadable" in first.stdout, first.output
+    import shutil
+
+    shutil.rmtree(inputs["logdirs"])
+    Path(inputs["logdirs"]).mkdir()
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert "input logdirs: no_input" in again.stdout and "L1" not in again.stdout
+    assert DeltaTable(str(out / "quarantine")).to_pyarrow_table().num_rows == 0
+
+
 def test_a_bad_unit_dated_outside_the_range_is_left_to_the_run_whose_range_holds_it(spark, tmp_path: Path) -> None:
     """A bad checkpoint in a snapshot two days later made a one-day run ``partial`` ("1 input units quarantined:
     see …/quarantine") with no quarantine row to show: the unit is the later run's, in its counts and status."""

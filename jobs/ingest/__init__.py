@@ -456,12 +456,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 rows = [make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
                                   reason=u.reason, raw=None) for u in inv.unrecognised]
                 qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
+            if not qparts:  # nothing read: the range's earlier bad units are replaced by none, as the silver rows
+                return spark.createDataFrame([], spark_schema("quarantine"))
             rows = union_all(qparts)
             return rows.coalesce(par) if narrow else rows  # a task per work frame's partition otherwise
 
-        if works or sides or inv.unrecognised:
-            writes.append(("quarantine", lambda: write_table(quarantine_rows(), "quarantine", config=config,
-                                                             mode="replace_range", date_range=run.date_range)))
+        writes.append(("quarantine", lambda: write_table(quarantine_rows(), "quarantine", config=config,
+                                                         mode="replace_range", date_range=run.date_range)))
 
         def keep_nonempty(plans: dict[str, Callable[[], DataFrame]], into: dict[str, DataFrame]) -> None:
             # one job materialises the planned states while the work rows are cached; an empty state is not
