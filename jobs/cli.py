@@ -358,11 +358,11 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     run_audit(spark, config, start, end, progress=say, warn=_warner([], t0))
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))
-    click.echo(f"Ground truth (what the simulator injected): {res.truth_path}")
-    click.echo(f"Tables: {root / 'tables'}  (read them with deltalake.DeltaTable, Spark, DuckDB or Polars)")
+    click.echo(printable(f"Ground truth (what the simulator injected): {res.truth_path}"))
+    click.echo(printable(f"Tables: {root / 'tables'}  (read them with deltalake.DeltaTable, Spark, DuckDB or Polars)"))
     prog = "epoch-audit" if shutil.which("epoch-audit") else sys.argv[0]  # e.g. .venv/bin/epoch-audit after make demo
-    click.echo(f"Next: {prog} report --output-root {root / 'tables'} --cluster {config.cluster} "
-               f"--from {start} --to {end} --html {root / 'report.html'}")
+    click.echo(printable(f"Next: {prog} report --output-root {root / 'tables'} --cluster {config.cluster} "
+                         f"--from {start} --to {end} --html {root / 'report.html'}"))
 
 
 def _clear_previous_demo(root: Path, say: Callable[[str], None]) -> None:
@@ -435,12 +435,13 @@ def simulate(preset: str, out: str, commits: int | None, seed: int | None) -> No
     t0 = time.perf_counter()
     res = sim.simulate(scenario, Path(out))
     start, end = res.date_range
-    click.echo(f"wrote {out} in {time.perf_counter() - t0:.1f}s: {res.summary()}")
+    click.echo(printable(f"wrote {out} in {time.perf_counter() - t0:.1f}s: {res.summary()}"))
     base = Path(out).resolve()
     q = shlex.quote
-    click.echo(f"audit it: epoch-audit run --offsets {q(str(base / 'offsets'))} --logdirs {q(str(base / 'logdirs'))} "
-               f"--metadata {q(str(base / 'metadata'))} --cluster-metadata {q(str(res.cluster_metadata.resolve()))} "
-               f"--output-root {q(str(base / 'tables'))} --cluster {q(scenario.name)} --from {start} --to {end}")
+    click.echo(printable(
+        f"audit it: epoch-audit run --offsets {q(str(base / 'offsets'))} --logdirs {q(str(base / 'logdirs'))} "
+        f"--metadata {q(str(base / 'metadata'))} --cluster-metadata {q(str(res.cluster_metadata.resolve()))} "
+        f"--output-root {q(str(base / 'tables'))} --cluster {q(scenario.name)} --from {start} --to {end}"))
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -526,7 +527,7 @@ def report(conf: str | None, output_root: str | None, cluster: str | None, date_
         # Catalog tables (Databricks) can only be read through Spark; path tables need no JVM.
         spark = _session(config) if config.output.root is None else None
         path = write_html_report(config, start, end, Path(html), partitions=subjects, spark=spark)
-        click.echo(f"HTML report: {path}")
+        click.echo(printable(f"HTML report: {path}"))
         missing = partitions_without_lineage(config, start, end, subjects, spark=spark)
         if missing:  # the page says so in its section; a typo must not pass unnoticed here either (exit 3)
             raise InputError(f"--partition {', '.join(f'{t}:{p}' for t, p in missing)}: no snapshot in epoch_lineage "
@@ -589,7 +590,7 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
         click.echo("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
         for t in table:
             click.echo("  ".join(v.ljust(w) for v, w in zip(t, widths, strict=True)).rstrip())
-        click.echo(f"{len(rows)} findings ({severity} or worse), cluster {config.cluster}, {start} .. {end}",
+        click.echo(printable(f"{len(rows)} findings ({severity} or worse), cluster {config.cluster}, {start} .. {end}"),
                    err=True)
 
 
@@ -616,8 +617,8 @@ def init(path: str, example: str, force: bool) -> None:
         raise SinkError(f"could not write {target}: {e.strerror or e}") from None
     master = "" if example == "local" else (
         ", and [spark] master for runs without spark-submit (\"local[*]\" on one machine)")
-    click.echo(f"wrote {target} (from the {example} example): set cluster, [inputs] and [output]{master}, then "
-               f"epoch-audit run --conf {shlex.quote(str(target))} --from YYYY-MM-DD")
+    click.echo(printable(f"wrote {target} (from the {example} example): set cluster, [inputs] and [output]{master}, "
+                         f"then epoch-audit run --conf {shlex.quote(str(target))} --from YYYY-MM-DD"))
 
 
 # ------------------------------------------------------------------------------------------- accuracy

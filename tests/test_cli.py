@@ -163,6 +163,15 @@ def test_an_output_file_failing_after_a_failed_run_is_one_escaped_line(
     assert res.output.count("epoch-audit: error:") == 2 and len(res.output.splitlines()) == 2
 
 
+def test_init_and_simulate_print_a_hostile_path_escaped(runner: CliRunner, tmp_path: Path) -> None:
+    """The lines naming a path the user gave (init's, simulate's, demo's, report's) go through the same escaping as
+    the rest of the output."""
+    target = tmp_path / "x\x1b]0;owned\x07.toml"
+    res = runner.invoke(cli, ["init", str(target)])
+    assert res.exit_code == 0 and target.is_file(), res.output
+    assert "\x1b" not in res.output and "\\x1b]0;owned\\x07.toml" in res.output
+
+
 def test_html_report_or_config_that_cannot_be_written_is_exit_4(runner: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     res = runner.invoke(cli, ["init", str(tmp_path / "afile/x.toml")])
