@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -226,8 +225,9 @@ def load_config(path: str | Path, *, base_dir: str | Path | None = None) -> Conf
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    # the folder of the file as given, not of a link's target (conf/local.toml is a link into jobs/)
-    base = Path(base_dir) if base_dir is not None else Path(os.path.abspath(path)).parent
+    # the folder of the file as given, not of a link's target (conf/local.toml is a link into jobs/); absolute(), not
+    # abspath(): `link/../x.toml` names the file beside the link's target, as the OS opens it
+    base = Path(base_dir) if base_dir is not None else path.absolute().parent
     try:
         return parse_config(raw, base_dir=base, source=path.resolve())
     except ConfigError as exc:

@@ -90,6 +90,9 @@ def test_relative_paths_of_a_linked_config_resolve_beside_the_link(tmp_path: Pat
     (tmp_path / "conf" / "x.toml").symlink_to(target)
     assert load_config(tmp_path / "conf" / "x.toml").output.root == str(tmp_path / "conf" / "tables")
     assert load_config(target).output.root == str(real / "tables")
+    (real / "sub").mkdir()
+    (tmp_path / "link").symlink_to(real / "sub")
+    assert load_config(tmp_path / "link" / ".." / target.name).output.root == str(real / "tables")  # as opened
 
 
 def test_defaults_for_a_minimal_file(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+SKIP = shutil.ignore_patterns(".git", ".venv", ".venv-min", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
                               ".ruff_cache", ".hypothesis", "epoch-audit-*", "tests", "bench")
 
 
