@@ -250,3 +250,22 @@ def test_a_bad_unit_dated_outside_the_range_is_left_to_the_run_whose_range_holds
     later = CliRunner().invoke(cli, ["run", "--from", "2024-03-03", *args])
     assert "1 input units quarantined" in later.stdout, later.output  # the day holds no rows but the bad one
     assert DeltaTable(str(out / "quarantine")).to_pyarrow_table().num_rows == 1
+
+
+def test_a_rerun_of_one_source_keeps_the_other_sources_bad_units_and_their_findings(spark, tmp_path: Path) -> None:
+    """The quarantine is replaced by date, not by kind: a rerun with --offsets alone dropped the logdirs' unreadable
+    checkpoint of the range, and with it L1 — while that source's silver rows, which it does not touch, stayed."""
+    inputs = write_tiny_inputs(tmp_path / "in")
+    bad = Path(inputs["logdirs"]) / "broker=2" / "snapshot=20240301T060000Z" / "orders-0" / "leader-epoch-checkpoint"
+    bad.write_text("0\n2\nnot a checkpoint\n")
+    out = tmp_path / "tables"
+    common = ["run", "--from", "2024-03-01", "--output-root", str(out), "--cluster", "tiny", "-q"]
+    first = CliRunner().invoke(cli, [*common, "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"]])
+    assert first.exit_code == 0 and "L1 checkpoint_unreadable" in first.stdout, first.output
+    again = CliRunner().invoke(cli, [*common, "--offsets", inputs["offsets"]])
+    assert again.exit_code == 0, again.output
+    assert "L1 checkpoint_unreadable" in again.stdout
+    rows = DeltaTable(str(out / "quarantine")).to_pyarrow_table().to_pylist()
+    assert [(r["source_kind"], r["unit"]) for r in rows] == [("logdirs", "file")]
+    first_run = min(_runs(out), key=lambda r: r["started_at"])["run_id"]
+    assert rows[0]["run_id"] == first_run  # kept as the run that met it wrote it

@@ -181,6 +181,28 @@ def _quarantine(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
     return quarantine_frame(q, run, kind)
 
 
+def _quarantine_of_other_kinds(spark: SparkSession, config: Config, run: RunContext, owned: set[str]) -> list[dict]:
+    """The ``quarantine`` rows of the run's range whose source kind the run does not read (``owned``): the
+    quarantine write replaces the range's rows of every kind, so these are written again as they are (few rows,
+    read into the driver first: the write replaces the files they are read from)."""
+    from jobs.errors import NoTableError, SinkError
+    from jobs.sink import read_table, read_table_arrow
+
+    try:
+        rows = read_table_arrow("quarantine", config, cluster=run.cluster, date_range=run.date_range).to_pylist()
+    except NoTableError:
+        return []
+    except SinkError:  # a catalog table: only Spark reads it
+        try:
+            rows = [r.asDict() for r in read_table(spark, "quarantine", config, cluster=run.cluster,
+                                                   date_range=run.date_range).collect()]
+        except Exception as exc:  # not written yet (SinkError, or Spark's AnalysisException for catalogs)
+            if not isinstance(exc, SinkError) and "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+                raise
+            return []
+    return [r for r in rows if r["source_kind"] not in owned]
+
+
 def _stats(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
     """The per-task stats rows, and a row with ``n_elsewhere`` = 1 for each bad unit dated outside the run's
     range: the run leaves those to the run whose range holds them (:func:`jobs.runlog.quarantine_frame`), so its
@@ -456,6 +478,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 rows = [make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
                                   reason=u.reason, raw=None) for u in inv.unrecognised]
                 qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
+            # the range's rows of the kinds this run does not read stay (the table is replaced by date, not by
+            # kind: a rerun with --offsets alone dropped the logdirs' bad checkpoints, and L1 with them)
+            owned = {k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)} | (
+                {"cluster_metadata"} if kraft_files else set())
+            kept = _quarantine_of_other_kinds(spark, config, run, owned)
+            if kept:
+                qparts.append(spark.createDataFrame(kept, spark_schema("quarantine")))
             if not qparts:  # nothing read: the range's earlier bad units are replaced by none, as the silver rows
                 return spark.createDataFrame([], spark_schema("quarantine"))
             rows = union_all(qparts)
