@@ -333,26 +333,10 @@ def silver_status(source_kind: str, days_with_rows: Sequence[dt.date], date_rang
 
 def quarantined_per_source(spark: SparkSession, config: Config, start: dt.date, end: dt.date) -> dict[str, int]:
     """``quarantine`` rows per source kind in ``[start, end]`` for ``config.cluster`` (none when the table is not
-    there): through delta-rs for a path table, else one Spark job."""
-    from pyspark.sql import functions as F
+    there)."""
+    from .runlog import read_quarantine
 
-    from .errors import NoTableError, SinkError
-    from .sink import read_table, read_table_arrow
-
-    try:
-        kinds = read_table_arrow("quarantine", config, cluster=config.cluster, date_range=(start, end),
-                                 columns=["source_kind"]).column("source_kind").to_pylist()
-    except NoTableError:
-        return {}
-    except SinkError:  # a catalog table: only Spark reads it
-        try:
-            df = read_table(spark, "quarantine", config, cluster=config.cluster, date_range=(start, end))
-        except Exception as exc:  # not written yet (SinkError, or Spark's AnalysisException for catalogs)
-            if not isinstance(exc, SinkError) and "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
-                raise
-            return {}
-        return {r["source_kind"]: int(r["n"]) for r in df.groupBy("source_kind").agg(F.count("*").alias("n")).collect()}
-    return dict(Counter(kinds))
+    return dict(Counter(r["source_kind"] for r in read_quarantine(spark, config, (start, end), ["source_kind"])))
 
 
 def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.date,

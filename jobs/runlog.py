@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ from . import schemas
 from .config import Config, parse_date_range
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from .sink import SinkResult
 
@@ -202,6 +202,29 @@ def quarantine_frame(df: DataFrame, ctx: RunContext, source_kind: str) -> DataFr
         F.substring(F.col("raw").cast("binary"), 1, MAX_RAW_BYTES).alias("raw"),
     )
     return out
+
+
+def read_quarantine(spark: SparkSession, config: Config, date_range: tuple[dt.date, dt.date],
+                    columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The ``quarantine`` rows of ``config.cluster`` in ``date_range``, into the driver (bad units are few): through
+    delta-rs for a path table, else Spark; none when the table is not there. ``columns`` reads only those."""
+    from .errors import NoTableError, SinkError
+    from .sink import read_table, read_table_arrow
+
+    try:
+        return read_table_arrow("quarantine", config, cluster=config.cluster, date_range=date_range,
+                                columns=columns).to_pylist()
+    except NoTableError:
+        return []
+    except SinkError:  # a catalog table: only Spark reads it
+        pass
+    try:
+        df = read_table(spark, "quarantine", config, cluster=config.cluster, date_range=date_range)
+    except Exception as exc:  # not written yet (SinkError, or Spark's AnalysisException for catalogs)
+        if not isinstance(exc, SinkError) and "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+            raise
+        return []
+    return [r.asDict() for r in (df.select(*columns) if columns else df).collect()]
 
 
 # ------------------------------------------------------------------------------------------- audit_runs

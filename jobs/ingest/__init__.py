@@ -183,24 +183,11 @@ def _quarantine(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
 
 def _quarantine_of_other_kinds(spark: SparkSession, config: Config, run: RunContext, owned: set[str]) -> list[dict]:
     """The ``quarantine`` rows of the run's range whose source kind the run does not read (``owned``): the
-    quarantine write replaces the range's rows of every kind, so these are written again as they are (few rows,
-    read into the driver first: the write replaces the files they are read from)."""
-    from jobs.errors import NoTableError, SinkError
-    from jobs.sink import read_table, read_table_arrow
+    quarantine write replaces the range's rows of every kind, so these are written again as they are (read into
+    the driver first: the write replaces the files they are read from)."""
+    from jobs.runlog import read_quarantine
 
-    try:
-        rows = read_table_arrow("quarantine", config, cluster=run.cluster, date_range=run.date_range).to_pylist()
-    except NoTableError:
-        return []
-    except SinkError:  # a catalog table: only Spark reads it
-        try:
-            rows = [r.asDict() for r in read_table(spark, "quarantine", config, cluster=run.cluster,
-                                                   date_range=run.date_range).collect()]
-        except Exception as exc:  # not written yet (SinkError, or Spark's AnalysisException for catalogs)
-            if not isinstance(exc, SinkError) and "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
-                raise
-            return []
-    return [r for r in rows if r["source_kind"] not in owned]
+    return [r for r in read_quarantine(spark, config, run.date_range) if r["source_kind"] not in owned]
 
 
 def _stats(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
