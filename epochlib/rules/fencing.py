@@ -173,10 +173,10 @@ def check_commit_fencing(
         if highest is None or e > highest:
             highest, highest_commit = e, c
         snap = lineage_lookup(c.ts) if lineage_lookup is not None else None
-        if key == last_key and (run_reported or snap is last_snap):
-            continue  # the run of repeats has its F2, or this round already judged it
         if key != last_key:
             last_key, run_reported = key, False
+        elif run_reported or snap is last_snap:
+            continue  # the run of repeats has its F2, or this round already judged it
         last_snap = snap
         r = fence_check(c, snap)
         if r.status in ("ok", "skipped") or snap is None:

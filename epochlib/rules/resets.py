@@ -222,6 +222,16 @@ class ResetContext:
         """The leader snapshot of the newest round taken at or before ``ts``."""
         return self.rounds().leader_before(ts)
 
+    def log_starts_around(self, ts: int) -> list[tuple[ReplicaSnapshot, int, str]]:
+        """(snapshot, log start, evidence) of the leader round at/after ``ts`` and of the one before it, where
+        known: log starts only grow, so the one at ``ts`` lies between them (S1d and S2a try each)."""
+        out = []
+        for snap in (self.leader_at(ts), self.leader_before(ts)):
+            start, evidence = log_start_of(snap)
+            if start is not None:
+                out.append((snap, start, evidence))
+        return out
+
     def group_state_at(self, ts: int) -> GroupState | None:
         """The group's last metadata record at or before ``ts``."""
         if "groups" not in self._cache:
@@ -369,9 +379,8 @@ def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
             )
     # (d) reset to earliest without a reason: the log start at the commit lies between the rounds before and
     # after it (log starts only grow), so either round's may be the one the consumer reset to (as S2a)
-    for at in (snap, ctx.leader_before(c.ts)):
-        start, start_ev = log_start_of(at)
-        if start is not None and o == start:
+    for at, start, start_ev in ctx.log_starts_around(c.ts):
+        if o == start:
             return _finding(
                 "S1d",
                 "spurious_rewind_to_earliest",
@@ -413,9 +422,8 @@ def classify_jump(
     assert o is not None and po is not None
     jump = o - po
     # (a) retention: the previous offset had fallen below the log start and the new one is the log start
-    for snap in (ctx.leader_at(c.ts), ctx.leader_before(c.ts)):
-        ls, ls_ev = log_start_of(snap)
-        if ls is not None and po < ls and o == ls:
+    for snap, ls, ls_ev in ctx.log_starts_around(c.ts):
+        if po < ls and o == ls:
             return _finding(
                 "S2a",
                 "retention",
