@@ -458,20 +458,18 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         # write, and started ~4 s after the offsets pass at 10 M bench commits, behind the log-dir writes
         writes = silver_writes(tuple(n for n in SILVER if n in passes) + tuple(n for n in SILVER if n not in passes))
 
-        # quarantine: executor rows + unrecognised files (names only, from the driver)
+        # quarantine: executor rows; from the driver, unrecognised files (names only) and the range's rows of the
+        # kinds this run does not read, which stay (the table is replaced by date, not by kind: a rerun with
+        # --offsets alone dropped the logdirs' bad checkpoints, and L1 with them)
         def quarantine_rows() -> DataFrame:
             qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in all_works().items()]
-            if inv.unrecognised:
-                rows = [make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
-                                  reason=u.reason, raw=None) for u in inv.unrecognised]
-                qparts.append(spark.createDataFrame(quarantine_table(rows).to_pylist(), spark_schema("quarantine")))
-            # the range's rows of the kinds this run does not read stay (the table is replaced by date, not by
-            # kind: a rerun with --offsets alone dropped the logdirs' bad checkpoints, and L1 with them)
             owned = {k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)} | (
                 {"cluster_metadata"} if kraft_files else set())
-            kept = _quarantine_of_other_kinds(spark, config, run, owned)
-            if kept:
-                qparts.append(spark.createDataFrame(kept, spark_schema("quarantine")))
+            driver_rows = quarantine_table([make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
+                                                      reason=u.reason, raw=None) for u in inv.unrecognised]).to_pylist()
+            driver_rows += _quarantine_of_other_kinds(spark, config, run, owned)
+            if driver_rows:
+                qparts.append(spark.createDataFrame(driver_rows, spark_schema("quarantine")))
             if not qparts:  # nothing read: the range's earlier bad units are replaced by none, as the silver rows
                 return spark.createDataFrame([], spark_schema("quarantine"))
             rows = union_all(qparts)
