@@ -21,9 +21,9 @@ from jobs.sink import read_table_arrow
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-def _commit(group: str, partition: int, offset: int, ts: int) -> NewRecord:
+def _commit(group: str, partition: int, offset: int, ts: int, epoch: int = -1) -> NewRecord:
     return NewRecord(coordinator.encode_offset_commit_key(group, "orders", partition),
-                     coordinator.encode_offset_commit_value(offset, leader_epoch=-1, commit_timestamp=ts), ts)
+                     coordinator.encode_offset_commit_value(offset, leader_epoch=epoch, commit_timestamp=ts), ts)
 
 
 def _response(client: str, ts: int, parts: dict[int, int], corr: int) -> str:
@@ -61,11 +61,12 @@ def build(base: Path) -> dict[str, str]:
     (p0 / "leader-epoch-checkpoint").write_text(checkpoint.format_leader_epoch_checkpoint([(0, 0), (2, 50), (7, 90)]))
     (p0 / "partition.metadata").write_text(checkpoint.format_partition_metadata(TID))
     # commits: g read orders-0 to 100 before the expansion, "other" proves orders-0 held 500 at T0; g then reads the
-    # new partition 2 while still 400 records behind on orders-0 (P1)
+    # new partition 2 while still 400 records behind on orders-0 (P1); "idle" committed orders-1 at 90 in epoch 0
+    # 5 s before the unclean election cut epoch 0 at 60 (F2 by the round after it, caused by the election)
     seg = base / "offsets" / "__consumer_offsets-0" / "00000000000000000000.log"
     seg.parent.mkdir(parents=True)
-    commits = [_commit("g", 0, 100, T + 50_000), _commit("g", 1, 40, T + 50_000), _commit("other", 0, 500, T + 90_000),
-               _commit("g", 2, 5, T + 110_000)]
+    commits = [_commit("idle", 1, 90, T + 25_000, epoch=0), _commit("g", 0, 100, T + 50_000),
+               _commit("g", 1, 40, T + 50_000), _commit("other", 0, 500, T + 90_000), _commit("g", 2, 5, T + 110_000)]
     seg.write_bytes(b"".join(records.encode_batch([c], base_offset=i, partition_leader_epoch=0)
                              for i, c in enumerate(commits)))
     # captures: c1 first sees p1 epoch 1 (state from offset 6 on), then p0 epoch 0 (a state that ended at offset 4):
@@ -133,11 +134,15 @@ def test_one_finding_of_each_new_kind(audited) -> None:
     assert (k2["partition"], k2["broker"], k2["previous_leader"], k2["metadata_offset"]) == (1, "3", 2, 6)
     assert (p1["group_id"], p1["new_partition"], p1["lagging_partition"], p1["records_pending"]) == ("g", 2, 0, 400)
     assert p1["expansion_ts"] == dt.datetime.fromtimestamp((T + 100_000) / 1000, dt.timezone.utc)
-    # the truncation of orders-1 names the unclean election as its cause
+    # the truncation of orders-1 names the unclean election as its cause, and so does the F2 of the commit made
+    # before it (judged by the snapshot round after it)
     l5 = [r for r in fv if r["kind"] == "lineage_truncated"]
     assert len(l5) == 1 and l5[0]["cause_finding_id"] == k2["finding_id"]
-    assert all(r["cause_finding_id"] is None for r in fv if r["kind"] != "lineage_truncated")
-    assert not [r for r in fv if r["severity"] in ("error", "critical") and r["rule"] not in ("K1",)]
+    f2 = [r for r in fv if r["rule"] == "F2"]
+    assert [(r["kind"], r["group_id"], r["committed_offset"], r["end_offset"], r["cause_finding_id"]) for r in f2] == [
+        ("commit_beyond_epoch_end", "idle", 90, 60, k2["finding_id"])]
+    assert all(r["cause_finding_id"] is None for r in fv if r["kind"] not in ("lineage_truncated", "commit_beyond_epoch_end"))
+    assert not [r for r in fv if r["severity"] in ("error", "critical") and r["rule"] not in ("K1", "F2")]
 
     sm = out["stale_metadata"]
     m5 = sorted((r for r in sm if r["rule"] == "M5"), key=lambda r: r["kind"])

@@ -84,6 +84,26 @@ def test_cause_links_only_later_findings_of_the_same_partition_and_newer_epoch()
                                  numbers={"leader_epoch": 2, "previous_epoch": 2}), k2) is None
 
 
+def test_cause_of_an_f2_commit_made_before_the_election_that_cut_its_epoch() -> None:
+    """An idle consumer's commit (epoch 1) made before the unclean election at 10 s, found beyond epoch 1's end
+    by the snapshot round after it: the election is its cause. Judged by a round before the election, it is
+    not; and of two later elections, the first one that ended the epoch is named."""
+    k2 = check_unclean_elections([row(50, 10_000, 1, "leader", 2, leader=4, unclean=True, prev_isr=(3,)),
+                                  row(70, 14_000, 1, "leader", 3, leader=5, unclean=True, prev_isr=(4,))])
+
+    def f2(snapshot_ts: int | None, epoch: int = 1) -> Finding:
+        nums = {"leader_epoch": epoch} | ({} if snapshot_ts is None else {"snapshot_ts": snapshot_ts})
+        return Finding("F2", "commit_beyond_epoch_end", event_ts=9_000, topic="t", partition=1, numbers=nums)
+
+    assert unclean_cause(f2(12_000), k2) == k2[0].id
+    assert unclean_cause(f2(20_000), k2) == k2[0].id  # both before the round: the first, that ended epoch 1
+    assert unclean_cause(f2(20_000, epoch=2), k2) == k2[1].id  # epoch 2 was ended by the second
+    assert unclean_cause(f2(9_500), k2) is None  # the round that judged it came before any election
+    assert unclean_cause(f2(None), k2) is None
+    # the judging round's time is evidence already (the snapshot's pointer): the F2's id does not change with it
+    assert f2(12_000).id == f2(None).id == f2(20_000).id
+
+
 # ----------------------------------------------------------------------------------------------- K1
 
 

@@ -648,6 +648,10 @@ _ID_FIELDS = ("rule", "kind", "event_ts", "topic", "topic_id", "partition", "gro
 #: Their id keys on the finding's own commit (the first pointer), so the same finding has one id either way.
 _ID_OWN_EVIDENCE_ONLY = frozenset({"commit_epoch_regression", "commit_epoch_dropped"})
 
+#: Numbers a finding's evidence already determines, left out of its id: F2's ``snapshot_ts`` is the time of the
+#: snapshot its evidence names (added so that the K2 cause can be an election after the commit; F2 ids unchanged).
+_ID_DERIVED_NUMBERS = frozenset({"snapshot_ts"})
+
 
 def finding_id(f: Finding) -> str:
     """Deterministic id: sha256 (first 32 hex chars) of rule, kind, event time, subject, numbers and
@@ -655,7 +659,7 @@ def finding_id(f: Finding) -> str:
     sentence or adding an M4 correlation does not change the id (nor, for :data:`_ID_OWN_EVIDENCE_ONLY`,
     how far back the run read)."""
     payload = {k: getattr(f, k) for k in _ID_FIELDS}
-    payload["numbers"] = {k: f.numbers[k] for k in sorted(f.numbers)}
+    payload["numbers"] = {k: f.numbers[k] for k in sorted(f.numbers) if k not in _ID_DERIVED_NUMBERS}
     payload["evidence"] = list(f.evidence[:1] if f.kind in _ID_OWN_EVIDENCE_ONLY else f.evidence)
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

@@ -192,6 +192,7 @@ def check_commit_fencing(
             "expected_epoch": r.end_epoch,
             "end_offset": r.end_offset,
             "log_end_offset": snap.log_end_offset,
+            "snapshot_ts": snap.snapshot_ts,  # the round that judged it: a K2 cause may come after the commit
         }
         if r.status == "unknown_epoch":
             out.append(

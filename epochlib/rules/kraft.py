@@ -48,6 +48,7 @@ __all__ = [
     "observation_key",
     "response_lags",
     "scan_served",
+    "judged_ts",
     "truncated_epoch",
     "unclean_cause",
     "view_from_rows",
@@ -260,23 +261,33 @@ class Election:
 
 
 def cause_of(kind: str, topic: str | None, partition: int | None, event_ts: int, leader_epoch: int | None,
-             elections: Iterable[Election]) -> str | None:
+             elections: Iterable[Election], judged_at: int | None = None) -> str | None:
     """The id of the unclean election (K2) that explains a finding of ``kind`` (F2 ``commit_beyond_epoch_end``,
     S1 ``truncation`` / ``over_rewind``, L5 ``lineage_truncated``): the latest one of the same topic and
     partition at or before the finding — and, when the finding carries the epoch of the truncated records
     (``leader_epoch`` ≥ 0: :func:`truncated_epoch`), one that started a newer epoch than it (the election that
     truncated what that epoch wrote).
+    A finding judged later than it happened (F2: a commit made before the election, judged by a snapshot
+    taken after it; ``judged_at``, the snapshot's time), with that epoch and no such election at or before
+    it, names the first one after it up to ``judged_at``: the first unclean election that ended its epoch.
     None when no election qualifies or the kind is not one an unclean election causes."""
     if kind not in CAUSE_KINDS:
         return None
-    best = None
+    best = after = None
+    known = leader_epoch is not None and leader_epoch >= 0
     for k in elections:
-        if (k.topic, k.partition) != (topic, partition) or k.event_ts > event_ts:
+        if (k.topic, k.partition) != (topic, partition):
             continue
-        if leader_epoch is not None and leader_epoch >= 0 and k.leader_epoch is not None and k.leader_epoch <= leader_epoch:
+        if known and k.leader_epoch is not None and k.leader_epoch <= leader_epoch:  # type: ignore[operator]
             continue
-        if best is None or (k.event_ts, k.metadata_offset or 0) > (best.event_ts, best.metadata_offset or 0):
-            best = k
+        key = (k.event_ts, k.metadata_offset or 0)
+        if k.event_ts <= event_ts:
+            if best is None or key > (best.event_ts, best.metadata_offset or 0):
+                best = k
+        elif (known and judged_at is not None and k.event_ts <= judged_at
+              and (after is None or key < (after.event_ts, after.metadata_offset or 0))):
+            after = k
+    best = best if best is not None else after
     return None if best is None else best.finding_id
 
 
@@ -289,11 +300,18 @@ def truncated_epoch(kind: str, numbers: Mapping[str, Any]) -> int | None:
     return numbers.get("leader_epoch")
 
 
+def judged_ts(kind: str, numbers: Mapping[str, Any]) -> int | None:
+    """When a finding of ``kind`` was judged, if later than it happened, for :func:`cause_of`: an F2's
+    snapshot round (``snapshot_ts``); None for the others (judged at their own time)."""
+    return numbers.get("snapshot_ts") if kind == "commit_beyond_epoch_end" else None
+
+
 def unclean_cause(finding: Finding, elections: Sequence[Finding]) -> str | None:
     """:func:`cause_of` for a :class:`Finding` against K2 findings."""
     return cause_of(finding.kind, finding.topic, finding.partition, finding.event_ts,
                     truncated_epoch(finding.kind, finding.numbers),
-                    [Election.of(k) for k in elections if k.kind == "unclean_leader_election"])
+                    [Election.of(k) for k in elections if k.kind == "unclean_leader_election"],
+                    judged_ts(finding.kind, finding.numbers))
 
 
 # --------------------------------------------------------------------------------------------- K1

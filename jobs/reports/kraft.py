@@ -59,6 +59,7 @@ from epochlib.rules.kraft import (
     cause_of,
     check_checkpoint_epochs,
     check_unclean_elections,
+    judged_ts,
     observation_key,
     truncated_epoch,
 )
@@ -287,8 +288,9 @@ def _causes(found: pa.Table, elections: pa.Table) -> pa.Table:
                    dict(r["numbers"] or ()).get("metadata_offset")) for r in elections.to_pylist()]
     rows = []
     for r in found.to_pylist():
-        cid = cause_of(r["kind"], r["topic"], r["partition"], r["event_ms"],
-                       truncated_epoch(r["kind"], dict(r["numbers"] or ())), ks)
+        nums = dict(r["numbers"] or ())
+        cid = cause_of(r["kind"], r["topic"], r["partition"], r["event_ms"], truncated_epoch(r["kind"], nums), ks,
+                       judged_ts(r["kind"], nums))
         if cid is not None:
             rows.append({"finding_id": r["finding_id"], "cause_finding_id": cid})
     return pa.Table.from_pylist(rows, schema=CAUSES)
