@@ -225,6 +225,10 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
                     f"{c.units_quarantined:,} quarantined, {c.records_decoded:,} records")
             for line in result.ingest.notes():
                 say(f"ingest: {line}")
+            # what the run read is judged too: a metadata log found inside <logdirs> (cluster_metadata not
+            # configured) with a hole made a run that said ok
+            configured += [k for k in SILVER_BY_SOURCE if k not in configured
+                           and any(c.source_kind == k and c.units_read for c in counts)]
         if ingest and configured and wanted:
             # the completeness counts read only the silver tables just written: counted while the reports run
             tracker.step("completeness")
@@ -266,7 +270,10 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             }
         elif not ingest:
             # what the reports read: the silver rows of the range (the configured sources', else every one there)
+            # (and the metadata log when <logdirs> is configured: it may have been read from there)
             kinds = [k for k in configured if k in reread] or list(reread)
+            if "logdirs" in configured and "cluster_metadata" in reread and "cluster_metadata" not in kinds:
+                kinds.append("cluster_metadata")
             result.rows_per_day = rows_per_day(spark, config, start, end, kinds)
             bad = quarantined_per_source(spark, config, start, end)
             result.sources = {k: silver_status(k, [d for d, got in result.rows_per_day.items() if got.get(k)],

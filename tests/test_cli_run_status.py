@@ -150,6 +150,34 @@ def test_the_metadata_log_has_its_own_status_and_a_quiet_day_is_ok(spark, tmp_pa
         r["units_read"] for k, r in runs.items() if k[0] == "cluster_metadata" and k[1] != "batch")
 
 
+def test_a_metadata_log_read_from_logdirs_is_judged_too(spark, tmp_path: Path) -> None:
+    """A ``__cluster_metadata-0`` inside a log-dir snapshot is read without ``--cluster-metadata``: a hole in it
+    (offsets 11-19 missing) made a run that said ``ok``. Its status is now the run's, and the reports' rerun
+    over the same tables says the same."""
+    from fixtures_kraft import T, metadata_log
+
+    from epochlib.kraft.codec import encode_metadata_batch
+
+    inputs = write_tiny_inputs(tmp_path / "in")
+    d = Path(inputs["logdirs"]) / "broker=1" / "snapshot=20240301T060000Z" / "__cluster_metadata-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(metadata_log(3))
+    (d / "00000000000000000020.log").write_bytes(encode_metadata_batch(
+        [(5, 0, {"partition_id": 0, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ", "leader": 2})], base_offset=20,
+        raft_epoch=1, timestamp=T + 300_000))
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
+            "--output-root", str(out), "--cluster", "tiny", "-q"]
+    res = CliRunner().invoke(cli, [*args, "--summary-json", str(tmp_path / "s.json")])
+    assert res.exit_code == 0, res.output
+    assert "Status: partial" in res.stdout and "input cluster_metadata: partial" in res.stdout, res.output
+    assert "input logdirs" not in res.stdout  # the log-dir files themselves were read whole
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "partial" and doc["sources"]["cluster_metadata"]["units_quarantined"] >= 1
+    again = CliRunner().invoke(cli, [*args, "--reports-only"])
+    assert again.exit_code == 0 and "input cluster_metadata: partial" in again.stdout, again.output
+
+
 def test_the_run_s_duration_is_one_figure(spark, tmp_path: Path) -> None:
     """The "done in X s" progress line, audit_runs (finished_at - started_at) and the JSON summary's duration_s
     (and so the metrics) give the same duration; the JSON used to count the Spark session's start too."""
