@@ -87,6 +87,24 @@ def test_leader_outside_isr_is_unclean_even_without_recovery_state() -> None:
     assert [(x.leader, x.leader_epoch, x.unclean) for x in rows[-2:]] == [(-1, 1, False), (3, 2, True)]
 
 
+def test_a_reassignment_completed_with_a_new_leader_is_clean() -> None:
+    """Moving the leader's replica away ([1, 2, 3] -> [4, 2, 3]): Kafka completes the reassignment in the record
+    that brings 4 into the ISR and elects 4 from that new ISR (``PartitionChangeBuilder.build``). 4 was not in
+    the ISR before the record; the election is clean all the same (it was K2 on every decommissioned leader).
+    An election outside the ISR while the reassignment is still under way stays unclean."""
+    log = Log()
+    log.batch((TOPIC, 0, {"name": "t", "topic_id": T1}), part(T1, 0), part(T1, 1))
+    log.batch(pcr(T1, 0, replicas=[4, 2, 3, 1], adding_replicas=[4], removing_replicas=[1]))
+    log.batch(pcr(T1, 0, leader=4, isr=[2, 3, 4], replicas=[4, 2, 3], adding_replicas=[], removing_replicas=[]))
+    log.batch(pcr(T1, 1, replicas=[4, 2, 3, 1], adding_replicas=[4], removing_replicas=[1]))
+    log.batch(pcr(T1, 1, isr=[1]))
+    log.batch(pcr(T1, 1, leader=4, isr=[4]))  # the leader died before 4 caught up: still unclean
+    r = replay(iter_metadata_log(log.bytes))
+    assert [(x.leader, x.leader_epoch, x.isr, x.adding_replicas, x.unclean) for x in r.history(T1, 0)[1:]] == [
+        (1, 0, (1, 2, 3), (4,), False), (4, 1, (2, 3, 4), (), False)]
+    assert [(x.leader, x.unclean) for x in r.history(T1, 1)[-1:]] == [(4, True)]
+
+
 def test_election_from_elr_is_clean() -> None:
     log = Log()
     log.batch((TOPIC, 0, {"name": "t", "topic_id": T1}), part(T1, 0, version=2))

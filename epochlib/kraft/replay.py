@@ -18,7 +18,8 @@ earlier batch/transaction, KIP-253), ``replaced`` (PartitionRecord over an exist
 and for PartitionChangeRecords the fields present: ``leader`` (the leader epoch was bumped),
 ``isr``, ``replicas``, ``adding_replicas``, ``removing_replicas``, ``leader_recovery_state``,
 ``elr``, ``last_known_elr``, ``directories``. ``unclean`` (§3.3): the record sets a leader ≥ 0
-that was neither in the ISR nor in the ELR just before, or sets LeaderRecoveryState RECOVERING.
+that was neither in the ISR nor in the ELR just before (unless the record completes a reassignment and the
+leader is in the ISR it sets: Kafka elected it from that ISR), or sets LeaderRecoveryState RECOVERING.
 
 Problems (a change for an unknown partition, offsets going back within a source, transaction
 inconsistencies, a gap between snapshot and log, undecodable records) are kept as
@@ -322,6 +323,16 @@ _CHANGE_LISTS = (("isr", "isr"), ("replicas", "replicas"), ("adding_replicas", "
                  ("last_known_elr", "last_known_elr"), ("directories", "directories"))
 
 
+def _completes_reassignment(prev: PartitionState, d: Mapping[str, Any], leader: int) -> bool:
+    """Does the record complete a reassignment, electing a leader from the ISR it sets? Kafka completes one in
+    the record that brings the last adding replica into the ISR (``PartitionChangeBuilder``:
+    ``completeReassignmentIfNeeded`` before ``tryElection``, which elects from that new ISR): when the old
+    leader is being removed, the new leader (often a replica just added) was not in the ISR before the record,
+    yet the election is clean — every decommissioning of a leader's broker looked like an unclean one."""
+    adding = d["adding_replicas"]
+    return bool(prev.adding_replicas) and adding is not None and len(adding) == 0 and leader in (d["isr"] or ())
+
+
 def _merge(prev: PartitionState, d: Mapping[str, Any]) -> tuple[PartitionState, str, bool]:
     upd: dict[str, Any] = {"partition_epoch": prev.partition_epoch + 1}
     change: list[str] = []
@@ -331,7 +342,8 @@ def _merge(prev: PartitionState, d: Mapping[str, Any]) -> tuple[PartitionState, 
         upd["leader"] = leader
         upd["leader_epoch"] = prev.leader_epoch + 1
         change.append("leader")
-        if leader >= 0 and leader not in prev.isr and leader not in (prev.elr or ()):
+        if leader >= 0 and leader not in prev.isr and leader not in (prev.elr or ()) and not _completes_reassignment(
+                prev, d, leader):
             unclean = True
     for rkey, skey in _CHANGE_LISTS:
         v = d[rkey]
