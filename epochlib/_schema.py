@@ -367,14 +367,10 @@ def _decode_tags(known: dict[int, FieldSpec], version: int, buf: Buffer, pos: in
     count, pos = w.read_uvarint(buf, pos)
     if count > len(buf) - pos:
         raise DecodeError(f"tagged-field count {count} exceeds the bytes left", start)
-    last = -1
     unknown: dict[int, bytes] = {}
-    for _ in range(count):
+    for _ in range(count):  # in any order, a tag repeated taking its last value: Kafka's generated readers check neither
         tag_pos = pos
         tag, pos = w.read_uvarint(buf, pos)
-        if tag <= last:
-            raise DecodeError(f"tag {tag} out of order (after {last})", tag_pos)
-        last = tag
         size, pos = w.read_uvarint(buf, pos)
         end = pos + size
         if end > len(buf):

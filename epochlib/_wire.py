@@ -199,21 +199,16 @@ def read_uuid(buf: Buffer, pos: int) -> tuple[str, int]:
 def read_tagged_fields(buf: Buffer, pos: int) -> tuple[dict[int, bytes], int]:
     """Read a tagged-field section: count, then (tag, size, payload) triples.
 
-    Returns the raw payloads by tag so unknown tags are kept, as Kafka does. Tags must be
-    strictly increasing.
+    Returns the raw payloads by tag so unknown tags are kept, as Kafka does. Tags may come in any order
+    and repeat (the last one counts), as Kafka's generated readers accept them; its writers sort them.
     """
     start = pos
     count, pos = read_uvarint(buf, pos)
     if count > len(buf) - pos:
         raise DecodeError(f"tagged-field count {count} exceeds the bytes left", start)
     out: dict[int, bytes] = {}
-    last = -1
     for _ in range(count):
-        tag_pos = pos
         tag, pos = read_uvarint(buf, pos)
-        if tag <= last:
-            raise DecodeError(f"tag {tag} out of order (after {last})", tag_pos)
-        last = tag
         size, pos = read_uvarint(buf, pos)
         out[tag], pos = read_raw(buf, pos, size, f"tagged field {tag}")
     return out, pos

@@ -56,6 +56,17 @@ def test_offset_commit_v4_topic_id_tag_by_hand():
         c.decode_record(KEY, _commit_v4_layout(4, (0, TID.bytes[:8])))
 
 
+def test_tags_in_any_order_or_repeated_are_read_as_kafka_reads_them():
+    """Kafka's generated readers loop over the tags with no order or duplicate check (its writers sort them):
+    a commit whose tags a foreign writer put out of order was quarantined. Both decoders now read it."""
+    for value in (_commit_v4_layout(4, (5, b"a"), (0, TID.bytes)),  # unknown tag 5 before the TopicId
+                  _commit_v4_layout(4, (0, bytes(16)), (0, TID.bytes))):  # the TopicId twice: the last counts
+        rec = c.decode_record(KEY, value)
+        assert (rec.offset, rec.leader_epoch, rec.topic_id) == (1234, 17, TID_STR)
+        row = c.decode_offsets_arrow(pa.array([KEY], pa.binary()), pa.array([value], pa.binary())).to_pylist()[0]
+        assert row["error"] is None and (row["committed_offset"], row["leader_epoch"]) == (1234, 17)
+
+
 def test_offset_commit_v4_topic_id_cross_check_kafka_python():
     import kafka.protocol.api_data as api_data
 

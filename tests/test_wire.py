@@ -50,8 +50,10 @@ def test_offsets_partition_matches_java_hash() -> None:
 def test_tagged_fields_roundtrip_and_order() -> None:
     data = w.write_tagged_fields({0: b"\x01", 5: b"abc"})
     assert w.read_tagged_fields(data, 0) == ({0: b"\x01", 5: b"abc"}, len(data))
+    # any order, as Kafka's generated readers read them (a repeated tag: its last payload)
+    assert w.read_tagged_fields(b"\x03\x05\x00\x01\x00\x05\x01\x07", 0) == ({5: b"\x07", 1: b""}, 8)
     with pytest.raises(DecodeError):
-        w.read_tagged_fields(b"\x02\x05\x00\x01\x00", 0)
+        w.read_tagged_fields(b"\x02\x05\x00\x01\x02\x00", 0)  # runs past the end
 
 
 @given(st.integers(-(2**63), 2**63 - 1))
