@@ -276,3 +276,26 @@ def _batch_at(offset: int) -> bytes:
     from epochlib.kraft.codec import encode_metadata_batch
 
     return encode_metadata_batch([_pcr(0, leader=2)], base_offset=offset, raft_epoch=1, timestamp=T + 10_000)
+
+
+def test_a_copy_s_uncommitted_tail_is_a_note_not_history_or_quarantine(tmp_path: Path) -> None:
+    """Node n1's copy ends with records of Raft epoch 1 from offset 8 on that node n2's copy holds in epoch 2 (a
+    failover: n1's tail was never committed). The replay takes n2's records, as Raft does; n1's tail is neither
+    history nor a quarantined conflict (the run is not partial for it), and the run's notes say what was left out."""
+    from epochlib.kraft.codec import encode_control_record_batch, encode_metadata_batch
+
+    b = _log_batches()
+    leader2 = encode_control_record_batch([(2, {"leader_id": 2, "voters": [{"voter_id": 2}],
+                                                "granting_voters": [{"voter_id": 2}]})],
+                                          base_offset=8, raft_epoch=2, timestamp=T + 90_000)
+    moved = encode_metadata_batch([(5, 0, {"partition_id": 1, "topic_id": TID, "leader": 2, "isr": [2, 3]})],
+                                  base_offset=9, raft_epoch=2, timestamp=T + 95_000)
+    hist, q, stats = _replayed(tmp_path, {"n1": [b"".join(b)], "n2": [b"".join(b[:6]) + leader2 + moved]})
+    assert not q and stats[0]["n_bad"] == 0
+    assert max(r["metadata_offset"] for r in hist) == 9
+    assert [(r["metadata_offset"], r["partition"], r["leader"], r["leader_epoch"]) for r in hist
+            if r["metadata_offset"] >= 8 and r["change"] not in ("log_end",)] == [(9, 1, 2, 2)]
+    work = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(p), p.stat().st_size, name=p.name)
+                  for p in sorted(tmp_path.rglob("*.log"))])
+    (note,) = [r["reason"] for r in _replay(work).to_pylist() if r["row_kind"] == "info"]
+    assert "3 records from metadata offset 8 on (Raft epoch 1)" in note and "epoch 2 replaced" in note

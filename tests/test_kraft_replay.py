@@ -209,6 +209,40 @@ def test_merge_identical_is_one_and_different_is_a_conflict() -> None:
     assert replay(m.entries).history(T1, 0)[0].source == "n1"
 
 
+def test_merge_follows_raft_a_copy_s_uncommitted_tail_is_left_out() -> None:
+    """A controller failover: node 1 (old leader) appended offsets 4-5 in Raft epoch 1 and crashed before they
+    were committed; node 2 led epoch 2 from offset 4. Raft keeps node 2's records and truncates node 1's tail
+    (``KafkaRaftClient``, a diverging epoch), whatever the copies' order: node 1's copy came first and its
+    tail gave a phantom unclean election and every later epoch one too high."""
+    def head(records_4_on: list[bytes]) -> bytes:
+        return b"".join([encode_control_record_batch(
+            [(2, {"leader_id": 1, "voters": [{"voter_id": 1}], "granting_voters": [{"voter_id": 1}]})],
+            base_offset=0, raft_epoch=1, timestamp=1000),
+            encode_metadata_batch([(TOPIC, 0, {"name": "t", "topic_id": T1}), part(T1, 0), pcr(T1, 0, isr=[1, 2])],
+                                  base_offset=1, raft_epoch=1, timestamp=1010), *records_4_on])
+
+    old = head([encode_metadata_batch([pcr(T1, 0, leader=2), pcr(T1, 0, leader=3, isr=[3])], base_offset=4,
+                                      raft_epoch=1, timestamp=1020)])
+    new = head([encode_control_record_batch([(2, {"leader_id": 2, "voters": [{"voter_id": 2}],
+                                                  "granting_voters": [{"voter_id": 2}]})],
+                                            base_offset=4, raft_epoch=2, timestamp=1030),
+                encode_metadata_batch([pcr(T1, 0, leader=2)], base_offset=5, raft_epoch=2, timestamp=1040)])
+    for order in (("n1", "n2"), ("n2", "n1")):
+        logs = {"n1": old, "n2": new}
+        m = merge_copies({k: list(iter_metadata_log(logs[k])) for k in order})
+        assert [(e.offset, src, e.raft_epoch) for src, e in m.entries][3:] == [(3, order[0], 1), (4, "n2", 2),
+                                                                              (5, "n2", 2)]
+        assert not m.conflicts
+        assert [(x.source, x.offset, x.epoch, x.by_source, x.by_epoch, x.records) for x in m.superseded] == [
+            ("n1", 4, 1, "n2", 2, 2)]
+        rows = replay(m.entries).history(T1, 0)
+        assert [(x.leader, x.leader_epoch, x.unclean) for x in rows] == [(1, 0, False), (1, 0, False), (2, 1, False)]
+    # the same record in one epoch but different: damage, a conflict as before (the first copy keeps its own)
+    other = head([encode_metadata_batch([pcr(T1, 0, leader=3)], base_offset=4, raft_epoch=1, timestamp=1020)])
+    m = merge_copies({"n1": list(iter_metadata_log(old)), "n3": list(iter_metadata_log(other))})
+    assert [(c.offset, c.first_source, c.other_source) for c in m.conflicts] == [(4, "n1", "n3")] and not m.superseded
+
+
 # ------------------------------------------------------------------ dump text written by hand (§4)
 
 DUMP = """Dumping /data/__cluster_metadata-0/00000000000000000000.log

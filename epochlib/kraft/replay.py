@@ -24,8 +24,9 @@ leader is in the ISR it sets: Kafka elected it from that ISR), or sets LeaderRec
 Problems (a change for an unknown partition, offsets going back within a source, transaction
 inconsistencies, a gap between snapshot and log, undecodable records) are kept as
 :class:`ReplayIssue`, never raised. :func:`merge_copies` merges copies of the log from several
-nodes by metadata offset: identical records are one; differing ones are :class:`Conflict` rows
-(both sources) and the first source's record is kept.
+nodes by metadata offset as Raft does: a copy's tail in a lower Raft epoch than another copy holds at the
+same offset was never committed (:class:`Superseded`, left out); identical records are one; records that
+differ in one epoch are :class:`Conflict` rows (both sources) and the first source's record is kept.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "ReplayIssue",
     "ReplayResult",
     "Replayer",
+    "Superseded",
     "compare_images",
     "merge_copies",
     "replay",
@@ -400,36 +402,69 @@ def _same(a: MetadataEntry, b: MetadataEntry) -> bool:
     return ca == cb
 
 
+@dataclass(frozen=True, slots=True)
+class Superseded:
+    """A copy's records from ``offset`` on, appended in Raft epoch ``epoch`` by a leader whose uncommitted
+    tail a later leader replaced (``by_source`` holds Raft epoch ``by_epoch`` at that offset). Kafka truncates
+    such a tail when the node fetches from the new leader (``KafkaRaftClient``, a diverging epoch): its
+    ``records`` are not the cluster's history and are not merged. Not damage: nothing is quarantined."""
+
+    source: str
+    offset: int
+    epoch: int
+    by_source: str
+    by_epoch: int
+    records: int
+
+
 @dataclass
 class MergeResult:
     """``entries``: (source, entry) in offset order, one per offset; ``conflicts``: differing copies;
-    ``errors``: (source, error) of every undecodable unit."""
+    ``errors``: (source, error) of every undecodable unit; ``superseded``: copies' uncommitted tails that a
+    later Raft epoch replaced."""
 
     entries: list[tuple[str, MetadataEntry]]
     conflicts: list[Conflict]
     errors: list[tuple[str, MetadataError]]
+    superseded: list[Superseded] = field(default_factory=list)
 
 
 def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) -> MergeResult:
-    """Merge copies of ``__cluster_metadata-0`` from several nodes by metadata offset.
-
-    The first source (mapping order: put the active controller first) wins a conflict; records
-    equal in time, Raft epoch and content are one.
-    """
-    by_offset: dict[int, tuple[str, MetadataEntry]] = {}
+    """Merge copies of ``__cluster_metadata-0`` from several nodes (or one node at several times) by
+    metadata offset, as Raft reconciles them: at an offset where the copies' Raft epochs differ the higher
+    epoch's record is the committed one, and a copy holding a lower epoch there has diverged — its records
+    from that offset on were an old leader's uncommitted tail (:class:`Superseded`, left out). Records equal
+    in time, Raft epoch and content are one; records that differ in the same Raft epoch (which Raft never
+    writes: damage) are a :class:`Conflict`, and the first source (mapping order) keeps its record. An
+    epoch of -1 (a dump without ``partitionLeaderEpoch``) is never compared."""
     conflicts: list[Conflict] = []
     errors: list[tuple[str, MetadataError]] = []
+    lists: dict[str, list[MetadataEntry]] = {}
+    best: dict[int, tuple[int, str]] = {}  # offset -> the highest Raft epoch there, and the first copy with it
     for src, items in copies.items():
+        mine = lists.setdefault(src, [])
         for e in items:
             if isinstance(e, MetadataError):
                 errors.append((src, e))
                 continue
+            mine.append(e)
+            have = best.get(e.offset)
+            if e.raft_epoch >= 0 and (have is None or e.raft_epoch > have[0]):
+                best[e.offset] = (e.raft_epoch, src)
+    superseded: list[Superseded] = []
+    by_offset: dict[int, tuple[str, MetadataEntry]] = {}
+    for src, mine in lists.items():
+        for i, e in enumerate(mine):
+            top = best.get(e.offset)
+            if top is not None and 0 <= e.raft_epoch < top[0]:
+                superseded.append(Superseded(src, e.offset, e.raft_epoch, top[1], top[0], len(mine) - i))
+                break
             have = by_offset.get(e.offset)
             if have is None:
                 by_offset[e.offset] = (src, e)
             elif not _same(have[1], e):
                 conflicts.append(Conflict(e.offset, have[0], have[1], src, e))
-    return MergeResult([by_offset[o] for o in sorted(by_offset)], conflicts, errors)
+    return MergeResult([by_offset[o] for o in sorted(by_offset)], conflicts, errors, superseded)
 
 
 def compare_images(a: ReplayResult, b: ReplayResult) -> list[str]:

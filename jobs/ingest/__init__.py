@@ -544,15 +544,18 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             return totals
 
         def info_notes() -> list[str]:
-            # info lines (e.g. TLS handshakes to ports that are not broker ports): few, for the run's notes
+            # info lines (TLS handshakes to ports that are not broker ports; a metadata-log copy's uncommitted
+            # tail): few, for the run's notes
+            out: list[str] = []
             if captures is not None:  # the pass's side rows are its files: read there, not with a Spark job
                 pass_writes["metadata_observations"].get()
                 info = captures.info_rows(["source", "reason"], 100)
-                return [f"metadata: {r['source']}: {r['reason']}" for r in info.to_pylist()]
-            if "metadata" not in works:
-                return []
-            return [f"metadata: {r['source']}: {r['reason']}" for r in works["metadata"].filter(
-                F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]
+                out += [f"metadata: {r['source']}: {r['reason']}" for r in info.to_pylist()]
+            for kind, name in (("metadata", "metadata"), ("cluster_metadata", "cluster_metadata_replay")):
+                if name in works:
+                    out += [f"{kind}: {r['source']}: {r['reason']}" for r in works[name].filter(
+                        F.col("row_kind") == "info").select("source", "reason").limit(100).collect()]
+            return out
 
         # one round of concurrent steps, the pass writes first
         steps = [*writes, ("_states", lookback_states), ("_ahead", lookahead_state), ("_totals", unit_totals),
