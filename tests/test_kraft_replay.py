@@ -114,6 +114,27 @@ def test_election_from_elr_is_clean() -> None:
     assert [(x.leader, x.elr, x.unclean) for x in rows[1:]] == [(-1, (2,), False), (2, (), False)]
 
 
+def test_clear_elr_record_clears_the_elr_with_a_partition_epoch() -> None:
+    """ClearElrRecord (min.insync.replicas changed): Kafka merges ELR = LastKnownElr = [] into every partition of
+    the topic (all topics for an empty name) that has either, a partition epoch each (``TopicsDelta.replay``).
+    It was ignored: the partition epoch stayed one low, and the stale ELR made a later election clean."""
+    log = Log()
+    log.batch((TOPIC, 0, {"name": "t", "topic_id": T1}), part(T1, 0, version=2), part(T1, 1, version=2),
+              (TOPIC, 0, {"name": "u", "topic_id": T2}), part(T2, 0, version=2))
+    log.batch(pcr(T1, 0, version=2, isr=[1], eligible_leader_replicas=[2, 3]),
+              pcr(T2, 0, version=2, isr=[1], eligible_leader_replicas=[2]))
+    o_clear = log.batch((28, 0, {"topic_name": "t"}))
+    log.batch(pcr(T1, 0, version=2, leader=2, isr=[2]))
+    o_all = log.batch((28, 0, {"topic_name": ""}), (28, 0, {"topic_name": "gone"}))
+    r = replay(iter_metadata_log(log.bytes))
+    got = [(x.metadata_offset, x.change, x.partition_epoch, x.elr, x.last_known_elr, x.unclean)
+           for x in r.history(T1, 0)[2:]]
+    assert got == [(o_clear, "elr,last_known_elr", 2, (), (), False), (o_clear + 1, "leader,isr", 3, (), (), True)]
+    assert len(r.history(T1, 1)) == 1  # no ELR: untouched, no row
+    assert [(x.metadata_offset, x.partition_epoch, x.elr) for x in r.history(T2, 0)[2:]] == [(o_all, 2, ())]
+    assert [i.reason for i in r.issues] == ["ClearElrRecord for unknown topic 'gone': skipped"]
+
+
 def test_expansion_deletion_and_recreation() -> None:
     log = Log()
     log.batch((TOPIC, 0, {"name": "orders", "topic_id": T1}), part(T1, 0), part(T1, 1))

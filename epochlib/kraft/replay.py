@@ -10,6 +10,8 @@ State machine (§3.1): TopicRecord names an id; PartitionRecord *sets* the whole
 the leader and bumps the leader epoch, ``LeaderRecoveryState`` ≠ -1 sets it, every change bumps
 the partition epoch); RemoveTopicRecord drops the topic and its partitions. Records between
 BeginTransactionRecord and EndTransactionRecord are applied at the End (discarded on Abort, §2.5).
+ClearElrRecord (a topic's, or every topic's for an empty name) clears ELR and LastKnownElr where set, as a
+change setting both to [] (a partition epoch each, ``change`` ``elr,last_known_elr``).
 
 ``change`` of a row is a comma-joined list of: ``topic_created``, ``topic_recreated`` (a name
 that belonged to a deleted topic id, KAFKA-12257), ``topic_deleted``, ``snapshot`` (state
@@ -52,7 +54,7 @@ __all__ = [
     "replay",
 ]
 
-TOPIC, PARTITION, CONFIG, PARTITION_CHANGE, REMOVE_TOPIC = 2, 3, 4, 5, 9
+TOPIC, PARTITION, CONFIG, PARTITION_CHANGE, REMOVE_TOPIC, CLEAR_ELR = 2, 3, 4, 5, 9, 28
 BEGIN_TXN, END_TXN, ABORT_TXN = 23, 24, 25
 RECOVERING = 1
 _Ints = tuple[int, ...]
@@ -302,6 +304,18 @@ class Replayer:
             st, change, unclean = _merge(prev, d)
             self.partitions[key] = st
             self._row(e, source, key[0], st, prev, change, unclean)
+        elif k == CLEAR_ELR:  # min.insync.replicas changed: ELR and LastKnownElr cleared (TopicsDelta.replay)
+            name = d["topic_name"]
+            tids = {tid for tid, n in self.topics.items() if not name or n == name}
+            if name and not tids:
+                self.issues.append(ReplayIssue(e.offset, f"ClearElrRecord for unknown topic {name!r}: skipped", source,
+                                               e.position))
+            for key in sorted(k2 for k2 in self.partitions if k2[0] in tids):
+                prev = self.partitions[key]
+                if prev.elr or prev.last_known_elr:  # merged as a change setting both to []: a partition epoch
+                    st = replace(prev, elr=(), last_known_elr=(), partition_epoch=prev.partition_epoch + 1)
+                    self.partitions[key] = st
+                    self._row(e, source, key[0], st, prev, "elr,last_known_elr")
         elif k == 0:  # RegisterBrokerRecord: the broker epoch is its offset
             self.broker_epochs.setdefault(d["broker_id"], []).append(d["broker_epoch"])
 
