@@ -204,9 +204,9 @@ def quarantine_frame(df: DataFrame, ctx: RunContext, source_kind: str) -> DataFr
     return out
 
 
-def read_quarantine(spark: SparkSession, config: Config, date_range: tuple[dt.date, dt.date],
+def read_quarantine(spark: SparkSession, config: Config, date_range: tuple[dt.date, dt.date] | None,
                     columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """The ``quarantine`` rows of ``config.cluster`` in ``date_range``, into the driver (bad units are few): through
+    """The ``quarantine`` rows of ``config.cluster`` in ``date_range`` (None: every date), into the driver (bad units are few): through
     delta-rs for a path table, else Spark; none when the table is not there. ``columns`` reads only those."""
     from .errors import NoTableError, SinkError
     from .sink import read_table, read_table_arrow

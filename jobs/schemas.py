@@ -254,7 +254,8 @@ PARTITION_HISTORY = (
 
 QUARANTINE = (
     *_PARTITION[:1],
-    _c("event_date", pa.date32(), "the unit's own UTC date, or the run's `from` date when it has none"),
+    _c("event_date", pa.date32(), "the unit's own UTC date, or when it has none the `from` date of the first run that met "
+       "it (later runs of other dates leave it there)"),
     _c("run_id", STR, "run that met the unit"),
     _c("source_kind", STR, "offsets | logdirs | metadata | cluster_metadata"),
     _c("source", STR, "path of the input file"),

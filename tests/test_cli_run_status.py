@@ -297,3 +297,38 @@ def test_a_rerun_of_one_source_keeps_the_other_sources_bad_units_and_their_findi
     assert [(r["source_kind"], r["unit"]) for r in rows] == [("logdirs", "file")]
     first_run = min(_runs(out), key=lambda r: r["started_at"])["run_id"]
     assert rows[0]["run_id"] == first_run  # kept as the run that met it wrote it
+
+
+def test_an_undated_bad_unit_is_stored_once_by_nightly_runs_as_by_one_run_over_their_days(
+        spark, tmp_path: Path) -> None:
+    """A bad line without a time and a broken link have no date: the first run stores them under its ``from``.
+    Each later nightly run stored them again under its own (one more row of the same line per night, counted again
+    each night). A run over D+1 now leaves them under D, as a run over D..D+1 stores them once; a rerun of D
+    replaces them in place."""
+    inputs = write_tiny_inputs(tmp_path / "in")
+    with (Path(inputs["offsets"]) / "commits.jsonl").open("a") as f:
+        f.write(json.dumps({"key": "not base64!", "value": "", "partition": 7, "offset": 9}) + "\n")
+    os.symlink(tmp_path / "nowhere.log", Path(inputs["offsets"]) / "gone.log")
+
+    def run(root: Path, *days: str, quiet: bool = True) -> object:
+        res = CliRunner().invoke(cli, ["run", "--from", days[0], "--to", days[-1], "--offsets", inputs["offsets"],
+                                       "--output-root", str(root), "--cluster", "tiny", *(["-q"] if quiet else [])])
+        assert res.exit_code == 0, res.output
+        return res
+
+    def stored(root: Path) -> list[tuple]:
+        return sorted((str(r["event_date"]), r["unit"], r["reason"][:20])
+                      for r in DeltaTable(str(root / "quarantine")).to_pyarrow_table().to_pylist())
+
+    nightly, whole = tmp_path / "nightly", tmp_path / "whole"
+    first = run(nightly, "2024-03-01")
+    assert "input offsets: partial (2 of" in first.stdout, first.output
+    second = run(nightly, "2024-03-02", quiet=False)
+    assert "offsets: 2 bad units left to the runs of other dates" in second.stderr, second.output
+    assert "quarantined" not in second.stdout
+    run(whole, "2024-03-01", "2024-03-02")
+    assert stored(nightly) == stored(whole) and [d for d, *_ in stored(whole)] == ["2024-03-01", "2024-03-01"]
+    second_id = max(_runs(nightly), key=lambda r: r["started_at"])["run_id"]
+    assert {r["units_quarantined"] for r in _runs(nightly) if r["run_id"] == second_id} == {0}
+    run(nightly, "2024-03-01")  # a rerun of the day that holds them: replaced, not added
+    assert stored(nightly) == stored(whole)

@@ -169,12 +169,15 @@ def lookback_days(config: Config, run: RunContext) -> tuple[dt.date, dt.date] | 
     return (run.range_from - dt.timedelta(days=n), run.range_from - dt.timedelta(days=1))
 
 
-def _quarantine(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
+def _quarantine(work: DataFrame, kind: str, run: RunContext, known: DataFrame | None = None) -> DataFrame:
     from pyspark.sql import functions as F
 
     from jobs.runlog import quarantine_frame
 
-    q = work.filter(F.col("row_kind") == "quarantine").select(
+    q = work.filter(F.col("row_kind") == "quarantine")
+    if known is not None:  # undated units stored under another date already stay there (:func:`_recorded_elsewhere`)
+        q = q.join(F.broadcast(known), _undated_known(q, known), "left_anti")
+    q = q.select(
         "source", "position", "unit", "reason", "raw",
         F.when(F.col("q_ms").isNotNull(), _event_date(F.timestamp_millis("q_ms"), run.range_from))
         .alias("event_date"))
@@ -190,11 +193,49 @@ def _quarantine_of_other_kinds(spark: SparkSession, config: Config, run: RunCont
     return [r for r in read_quarantine(spark, config, run.date_range) if r["source_kind"] not in owned]
 
 
-def _stats(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
+#: What makes two quarantine rows one input unit (with the source kind).
+_Q_KEY = ("source", "position", "unit", "reason")
+
+
+def _recorded_elsewhere(spark: SparkSession, config: Config, run: RunContext) -> dict[str, set[tuple]]:
+    """Per source kind, the keys (:data:`_Q_KEY`) of the ``quarantine`` rows stored under dates outside the run's
+    range. An undated bad unit (a line without a time, a file that is not an input) is stored under the ``from``
+    date of the first run that met it; a later run with another range met it again and stored it again (each
+    nightly run one more row of the same line). Such a unit is now left where it is, as a unit dated outside the
+    range is."""
+    from jobs.runlog import read_quarantine
+
+    out: dict[str, set[tuple]] = {}
+    for r in read_quarantine(spark, config, None, columns=["event_date", "source_kind", *_Q_KEY]):
+        if not run.range_from <= r["event_date"] <= run.range_to:
+            out.setdefault(r["source_kind"], set()).add(tuple(r[k] for k in _Q_KEY))
+    return out
+
+
+def _known_frame(spark: SparkSession, keys: set[tuple] | None) -> DataFrame | None:
+    """``keys`` as a small frame (columns ``k_`` + :data:`_Q_KEY`) to match undated quarantine rows against."""
+    if not keys:
+        return None
+    return spark.createDataFrame(sorted(keys, key=repr), "k_source string, k_position long, k_unit string, "
+                                 "k_reason string")
+
+
+def _undated_known(work: DataFrame, known: DataFrame) -> Column:
+    """The join condition: an undated quarantine row (no ``q_ms``) of a unit in ``known`` (null-safe)."""
+    from pyspark.sql import functions as F
+
+    cond = work["q_ms"].isNull()
+    for k in _Q_KEY:
+        cond = cond & work[k].eqNullSafe(known[f"k_{k}"])
+    return cond & (F.col("row_kind") == "quarantine")
+
+
+def _stats(work: DataFrame, kind: str, run: RunContext, known: DataFrame | None = None) -> DataFrame:
     """The per-task stats rows, and a row with ``n_elsewhere`` = 1 for each bad unit dated outside the run's
     range: the run leaves those to the run whose range holds them (:func:`jobs.runlog.quarantine_frame`), so its
     counts leave them out too (a bad checkpoint two days later made a one-day run ``partial`` with no quarantine
-    row to show). One scan of the work rows."""
+    row to show) — and for each undated one already stored under another date (``known``,
+    :func:`_recorded_elsewhere`). One scan of the work rows (two with ``known``)."""
     from pyspark.sql import functions as F
 
     stats = F.col("row_kind") == "stats"
@@ -202,11 +243,18 @@ def _stats(work: DataFrame, kind: str, run: RunContext) -> DataFrame:
     elsewhere = ((F.col("row_kind") == "quarantine") & F.col("q_ms").isNotNull()
                  & ~own.between(F.lit(run.range_from), F.lit(run.range_to)))
     zero = F.lit(0).cast("long")
-    return work.filter(stats | elsewhere).select(
+    out = work.filter(stats | elsewhere).select(
         F.lit(kind).alias("source_kind"), "unit",
         *[F.when(stats, F.col(c)).otherwise(zero).alias(c) for c in ("n_read", "n_bad", "n_out")],
         F.when(stats, F.col("n_unpaired")).alias("n_unpaired"),
         F.when(stats, zero).otherwise(F.lit(1).cast("long")).alias("n_elsewhere"))
+    if known is None:
+        return out
+    again = work.filter((F.col("row_kind") == "quarantine") & F.col("q_ms").isNull()).join(
+        F.broadcast(known), _undated_known(work, known), "left_semi").select(
+        F.lit(kind).alias("source_kind"), "unit", *[zero.alias(c) for c in ("n_read", "n_bad", "n_out")],
+        F.lit(None).cast("long").alias("n_unpaired"), F.lit(1).cast("long").alias("n_elsewhere"))
+    return out.unionByName(again)
 
 
 def run_ingestion(
@@ -461,12 +509,19 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         # quarantine: executor rows; from the driver, unrecognised files (names only) and the range's rows of the
         # kinds this run does not read, which stay (the table is replaced by date, not by kind: a rerun with
         # --offsets alone dropped the logdirs' bad checkpoints, and L1 with them)
+        # undated bad units a run of other dates stored already: left there, not counted again
+        recorded = Once(lambda: _recorded_elsewhere(spark, config, run))
+        known = Once(lambda: {k: _known_frame(spark, keys) for k, keys in recorded.get().items()})
+        unrecognised = Once(lambda: [u for u in inv.unrecognised if (u.source, 0, "file", u.reason)
+                                     not in recorded.get().get(u.kind, ())])
+
         def quarantine_rows() -> DataFrame:
-            qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run) for kind, w in all_works().items()]
+            qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run, known.get().get(_WORK_KIND.get(kind, kind)))
+                      for kind, w in all_works().items()]
             owned = {k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)} | (
                 {"cluster_metadata"} if kraft_files else set())
             driver_rows = quarantine_table([make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
-                                                      reason=u.reason, raw=None) for u in inv.unrecognised]).to_pylist()
+                                                      reason=u.reason, raw=None) for u in unrecognised.get()]).to_pylist()
             driver_rows += _quarantine_of_other_kinds(spark, config, run, owned)
             if driver_rows:
                 qparts.append(spark.createDataFrame(driver_rows, spark_schema("quarantine")))
@@ -526,10 +581,13 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                                                             (nxt, _HISTORY_END))
             keep_nonempty(plans, lookahead)
 
+        elsewhere: dict[str, int] = {}  # per source kind: bad units another run's range holds
+
         def unit_totals() -> dict[tuple[str, str], list]:
             # counts: Spark sums the per-task stats rows; the driver only sees the per-unit totals
             totals: dict[tuple[str, str], list] = {}
-            sparts = [_stats(w, _WORK_KIND.get(kind, kind), run) for kind, w in all_works().items()]
+            sparts = [_stats(w, _WORK_KIND.get(kind, kind), run, known.get().get(_WORK_KIND.get(kind, kind)))
+                      for kind, w in all_works().items()]
             if sparts:
                 stats = union_all(sparts)
                 agg = (stats.coalesce(par) if narrow else stats).groupBy("source_kind", "unit").agg(
@@ -538,6 +596,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 for r in agg.collect():
                     read, bad = int(r["read"] or 0), int(r["bad"] or 0)
                     other = min(int(r["elsewhere"] or 0), bad)  # another run's bad units: neither read nor bad here
+                    if other:
+                        elsewhere[r["source_kind"]] = elsewhere.get(r["source_kind"], 0) + other
                     if read or bad or not r["elsewhere"]:  # not a unit kind known only from elsewhere
                         totals[(r["source_kind"], r["unit"])] = [read - other, bad - other, int(r["out"] or 0),
                                                                  r["unpaired"]]
@@ -571,10 +631,16 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             if res is not None and res.held is not None and res.held.frame is not None:
                 lookback[name] = res.held.frame
 
-        for u in inv.unrecognised:
+        for u in unrecognised.get():
             t = totals.setdefault((u.kind, "file"), [0, 0, 0, None])
             t[0] += 1
             t[1] += 1
+        for u in inv.unrecognised:
+            if u not in unrecognised.get():
+                elsewhere[u.kind] = elsewhere.get(u.kind, 0) + 1
+        infos += [f"{kind}: {n} bad unit{'s' if n != 1 else ''} left to the runs of other dates (dated outside the "
+                  "range, or undated and in the quarantine under another date already): not counted again here"
+                  for kind, n in sorted(elsewhere.items())]
         counts = tuple(
             SourceCounts(source_kind=k, unit=u, units_decoded=r - b, units_quarantined=b, records_decoded=o,
                          units_read=r, units_unpaired=None if up is None else int(up))
