@@ -180,6 +180,8 @@ def test_l3_uses_the_repaired_lineage():
     s = snap([(0, 0), (2, 10), (6, 30)], leo=30, ls=15)
     batches = [batch(5, 0, count=5), batch(15, 2, count=15)]  # the first is below the log start: skipped
     assert check_batch_epochs(s, batches) == []
+    # skipped even with an epoch that would be unknown, and be a regression for the next batch, if judged
+    assert check_batch_epochs(s, [batch(5, 9, count=5), batch(15, 2, count=15)]) == []
     # without repair the unknown epoch would be hidden by the stale entry
     assert [f.kind for f in check_batch_epochs(s, [batch(15, 2, count=10), batch(25, 6, count=5)])] == [
         "batch_epoch_unknown"

@@ -57,6 +57,12 @@ def test_m1_regression_names_broker_epochs_and_age():
     assert f.event_ts == 4000
 
 
+def test_m1_staleness_counts_from_the_first_sighting_of_the_higher_epoch():
+    first, again, stale = obs(0, 5), obs(2000, 5), obs(3000, 4)
+    (f,) = check_client_metadata([first, again, stale])
+    assert f.numbers["staleness_ms"] == 3000 and f.evidence == (stale.pointer(), first.pointer())
+
+
 def test_m1_equal_epochs_and_minus_one_are_fine():
     assert check_client_metadata([obs(1, 5), obs(2, 5), obs(3, -1), obs(4, None)]) == []
 
@@ -99,6 +105,11 @@ def test_m3_without_ids_drop_to_zero_with_new_replicas_is_possible_recreation():
     (f,) = check_client_metadata(seq)
     assert (f.rule, f.kind, f.severity) == ("M3", "possible_topic_recreation", "info")
     assert "possible re-creation" in f.detail
+
+
+def test_m3_epoch_zero_throughout_with_new_replicas_is_a_reassignment_not_a_recreation():
+    seq = [obs(1, 0, tid=None, replicas=(1, 2)), obs(2, 0, tid=None, replicas=(3, 4))]
+    assert check_client_metadata(seq) == []
 
 
 def test_m3_without_ids_drop_to_zero_same_replicas_is_a_regression():
@@ -154,6 +165,11 @@ def test_m2_within_grace_or_at_exactly_grace_is_not_stale():
 def test_m2_staleness_counts_from_the_first_higher_epoch():
     (f,) = check_broker_staleness([obs(0, 5), obs(100, 6), obs(10_000, 4)], grace_ms=1000)
     assert f.numbers["staleness_ms"] == 10_000 and f.numbers["cached_epoch"] == 6
+
+
+def test_m2_a_later_sighting_of_the_higher_epoch_does_not_restart_its_clock():
+    (f,) = check_broker_staleness([obs(0, 5), obs(9500, 5), obs(10_000, 4)], grace_ms=1000)
+    assert f.numbers["staleness_ms"] == 10_000
 
 
 def test_m2_equal_epoch_minus_one_and_recreated_topic_are_fine():

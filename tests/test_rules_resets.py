@@ -85,6 +85,14 @@ def test_s1a_over_rewind_below_the_truncation_point():
     assert f.numbers["records_reread"] == 30 and f.numbers["truncation_point"] == 150
 
 
+def test_s1a_truncation_of_the_lineage_head_epoch_itself():
+    """The previous commit carries the head epoch of a retention-trimmed lineage (3 from 100, 4 from 150): epoch 3
+    was cut at 150, so the rewind 180 -> 160 is a truncation (info), not a spurious rewind (error)."""
+    trimmed = snap(10_000, [(3, 100), (4, 150)], leo=400, ls=100)
+    f = one([commit(180, 3, 1000), commit(160, 4, 2000)], ResetContext(snapshots=[trimmed]))
+    assert (f.rule, f.kind, f.numbers["truncation_point"]) == ("S1a", "truncation", 150)
+
+
 def test_s1b_operator_reset_when_group_empty():
     ctx = ResetContext(
         snapshots=[TRUNCATED],
@@ -157,6 +165,12 @@ def test_s1c_stale_epoch_commit_below_lineage_head():
     f = one([commit(260, 1, 1000), commit(200, 4, 2000)], ResetContext(snapshots=[trimmed]))
     assert (f.rule, f.kind, f.severity) == ("S1c", "stale_epoch_commit", "warning")
     assert f.numbers["expected_epoch"] == 3 and f.numbers["stale_epoch"] == 1
+
+
+def test_s1c_epoch_zero_below_the_lineage_head_is_stale_too():
+    trimmed = snap(10_000, [(3, 200), (4, 250)], leo=400, ls=200)
+    f = one([commit(260, 0, 1000), commit(200, 4, 2000)], ResetContext(snapshots=[trimmed]))
+    assert (f.rule, f.kind, f.numbers["stale_epoch"]) == ("S1c", "stale_epoch_commit", 0)
 
 
 def test_s1d_spurious_rewind_to_earliest():
@@ -305,6 +319,16 @@ def test_s2b_a_repeated_offset_does_not_restart_the_pace_clock():
     seq[-1] = commit(60_000, 4, 1_808_000)
     ctx2 = ResetContext(log_end_estimates=[LogEndEstimate(500, 60_000, "hw")], snapshots=[snap(500, [(4, 0)], ls=0)])
     assert one(seq, ctx2).kind == "spurious_skip"
+
+
+def test_s2b_a_previous_offset_below_the_log_start_jumping_to_the_log_end_is_no_skip():
+    """Retention took the previous position (200..240 < log start 1000): OffsetOutOfRange with
+    auto.offset.reset=latest jumps to the log end legitimately; not S2a (that lands on the log start), not S2b."""
+    ctx = ResetContext(snapshots=[snap(500, [(0, 0), (4, 150)], leo=100_000, ls=1000)])
+    assert check_offset_resets(_paced(200, 5, 10, t0=1000) + [commit(100_000, 4, 9000)], ctx) == []
+    # the same jump from above the log start is the skip
+    above = ResetContext(snapshots=[snap(500, [(0, 0), (4, 150)], leo=100_000, ls=100)])
+    assert one(_paced(200, 5, 10, t0=1000) + [commit(100_000, 4, 9000)], above).kind == "spurious_skip"
 
 
 def test_s2b_retention_not_excluded_means_no_skip():
