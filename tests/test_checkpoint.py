@@ -93,6 +93,8 @@ def test_offset_checkpoint_malformed_line() -> None:
     with pytest.raises(DecodeError) as e:
         parse_offset_checkpoint("0\n2\nt 0 1\nt 1\n")
     assert e.value.offset == 4
+    with pytest.raises(DecodeError):  # a line starting with the separator: no topic (Java's split keeps "")
+        parse_offset_checkpoint("0\n1\n 0 5\n")
     with pytest.raises(ValueError):
         format_offset_checkpoint({("bad topic", 0): 1})
 

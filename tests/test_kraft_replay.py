@@ -76,6 +76,15 @@ def test_isr_shrink_unclean_election_and_recovery() -> None:
     assert rows[2].source == "ctl" and not r.issues
 
 
+def test_recovering_set_again_is_not_a_second_unclean_election() -> None:
+    log = Log()
+    log.batch((TOPIC, 0, {"name": "t", "topic_id": T1}), part(T1, 0))
+    log.batch(pcr(T1, 0, leader=2, isr=[2], leader_recovery_state=1))
+    log.batch(pcr(T1, 0, isr=[2], leader_recovery_state=1))  # still recovering: the same election
+    rows = replay(iter_metadata_log(log.bytes)).history(T1, 0)
+    assert [x.unclean for x in rows[1:]] == [True, False]
+
+
 def test_leader_outside_isr_is_unclean_even_without_recovery_state() -> None:
     """Logs written before MV 3.2 have no LeaderRecoveryState: the ISR test alone (§3.3)."""
     log = Log()

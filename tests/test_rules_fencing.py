@@ -130,6 +130,13 @@ def test_f2_snapshot_older_than_commit_does_not_judge_the_latest_or_newer_epochs
     ]
 
 
+def test_f2_a_snapshot_in_the_commit_s_millisecond_judges_it():
+    same = snap(1, 100, [(0, 0), (3, 100)], leo=120)  # not older than the commit at 100: its epoch 3 is judged
+    assert [(f.kind, f.numbers["end_offset"]) for f in check_commit_fencing([commit(500, 3, ts=100)],
+                                                                           lambda ts: same)] == [
+        ("commit_beyond_epoch_end", 120)]
+
+
 def test_f2_epoch_older_than_head_uses_the_head_start():
     trimmed = snap(1, 1000, [(3, 100), (4, 150)], leo=300)
     (f,) = check_commit_fencing([commit(120, 1)], lambda ts: trimmed)

@@ -100,6 +100,9 @@ def test_cause_of_an_f2_commit_made_before_the_election_that_cut_its_epoch() -> 
     assert unclean_cause(f2(20_000, epoch=2), k2) == k2[1].id  # epoch 2 was ended by the second
     assert unclean_cause(f2(9_500), k2) is None  # the round that judged it came before any election
     assert unclean_cause(f2(None), k2) is None
+    at_once = Finding("F2", "commit_beyond_epoch_end", event_ts=10_000, topic="t", partition=1,
+                      numbers={"leader_epoch": 1})  # in the election's own millisecond: at or before
+    assert unclean_cause(at_once, k2) == k2[0].id
     # the judging round's time is evidence already (the snapshot's pointer): the F2's id does not change with it
     assert f2(12_000).id == f2(None).id == f2(20_000).id
 

@@ -104,6 +104,9 @@ def test_s1b_operator_reset_when_group_empty():
     f = one([commit(300, 4, 1000), commit(200, 4, 2000)], ctx)
     assert (f.rule, f.kind, f.severity) == ("S1b", "operator_reset", "info")
     assert f.evidence[-1].endswith("offset 9 (group metadata)")
+    # the group record written in the rewind's own millisecond counts (at or before)
+    same_ms = ResetContext(snapshots=[TRUNCATED], group_states=[GroupState("g", 2000, member_count=0)])
+    assert one([commit(300, 4, 1000), commit(200, 4, 2000)], same_ms).kind == "operator_reset"
     # a group that still had members is no operator reset
     ctx2 = ResetContext(snapshots=[TRUNCATED], group_states=[GroupState("g", 1500, member_count=1)])
     assert one([commit(300, 4, 1000), commit(200, 4, 2000)], ctx2).kind == "spurious_rewind"
@@ -446,5 +449,10 @@ def test_m4_window_partition_group_clients_and_explained_kinds():
     assert correlate_resets([reset], [m], group_clients={"g": set()})[0].correlated_finding_id == m.id
     assert correlate_resets([reset], [m], group_clients=lambda g: None)[0].correlated_finding_id == m.id
     assert correlate_resets([reset], [_meta(2_000_000)])[0].correlated_finding_id is not None  # same ms
+    edge = _meta(2_000_000 - 15 * 60 * 1000)  # the window's far end is in it
+    assert correlate_resets([reset], [edge])[0].correlated_finding_id == edge.id
+    a, b = _meta(1_900_000, client="c1"), _meta(1_900_000, client="c2")  # a tie: the smaller id
+    assert correlate_resets([reset], [a, b])[0].correlated_finding_id == min(a.id, b.id)
+    assert correlate_resets([reset], [b, a])[0].correlated_finding_id == min(a.id, b.id)
     explained = one([commit(180, 3, 1000), commit(150, 4, 2_000_000)], ResetContext(snapshots=[TRUNCATED]))
     assert correlate_resets([explained], [_meta(1_900_000)])[0].correlated_finding_id is None
