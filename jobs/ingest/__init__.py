@@ -202,12 +202,13 @@ def _recorded_elsewhere(spark: SparkSession, config: Config, run: RunContext) ->
     range. An undated bad unit (a line without a time, a file that is not an input) is stored under the ``from``
     date of the first run that met it; a later run with another range met it again and stored it again (each
     nightly run one more row of the same line). Such a unit is now left where it is, as a unit dated outside the
-    range is."""
+    range is. Not the metadata log's: its replay judges the whole retained log again in every run (a hole cuts
+    every run's history, whatever its range), so its rows are each run's own."""
     from jobs.runlog import read_quarantine
 
     out: dict[str, set[tuple]] = {}
     for r in read_quarantine(spark, config, None, columns=["event_date", "source_kind", *_Q_KEY]):
-        if not run.range_from <= r["event_date"] <= run.range_to:
+        if r["source_kind"] != "cluster_metadata" and not run.range_from <= r["event_date"] <= run.range_to:
             out.setdefault(r["source_kind"], set()).add(tuple(r[k] for k in _Q_KEY))
     return out
 
