@@ -298,4 +298,4 @@ def test_a_copy_s_uncommitted_tail_is_a_note_not_history_or_quarantine(tmp_path:
     work = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(p), p.stat().st_size, name=p.name)
                   for p in sorted(tmp_path.rglob("*.log"))])
     (note,) = [r["reason"] for r in _replay(work).to_pylist() if r["row_kind"] == "info"]
-    assert "3 records from metadata offset 8 on (Raft epoch 1)" in note and "epoch 2 replaced" in note
+    assert "3 records from metadata offset 8 on (Raft epoch 1)" in note and "holds epoch 2 from there" in note

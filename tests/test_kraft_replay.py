@@ -273,6 +273,31 @@ def test_merge_follows_raft_a_copy_s_uncommitted_tail_is_left_out() -> None:
     assert [(c.offset, c.first_source, c.other_source) for c in m.conflicts] == [(4, "n1", "n3")] and not m.superseded
 
 
+def test_merge_takes_the_most_up_to_date_copy_as_raft_does_not_the_highest_epoch_per_offset() -> None:
+    """Three voters, two quick failovers: A led epoch 5 and appended 101-120; B won epoch 6, appended 101-110,
+    replicated nothing and crashed; A won epoch 7 and wrote 121-130, which committed its epoch-5 records. Raft
+    truncates B's epoch-6 records (A's log is the more up-to-date: last epoch 7). Comparing epochs offset by
+    offset kept B's and dropped all of A's from 101. A later copy that starts after retention (offset 120,
+    epoch 6) cuts an older copy's epoch-5 records from 120 only: what lies before its first offset is unknown
+    to it and stays."""
+    from epochlib.kraft.codec import MetadataEntry, MetadataRecord
+
+    def copy(*spans: tuple[int, int, int]) -> list[MetadataEntry]:
+        return [MetadataEntry(o, 1000 + o, ep, o * 10, record=MetadataRecord(20, 0, "NoOpRecord", {}))
+                for a, b, ep in spans for o in range(a, b + 1)]
+
+    a, b = copy((0, 120, 5), (121, 130, 7)), copy((0, 100, 5), (101, 110, 6))
+    for order in (("a", "b"), ("b", "a")):
+        m = merge_copies({k: {"a": a, "b": b}[k] for k in order})
+        assert [(e.offset, src, e.raft_epoch) for src, e in m.entries if e.offset in (101, 115, 125)] == [
+            (101, "a", 5), (115, "a", 5), (125, "a", 7)]
+        assert [(x.source, x.offset, x.epoch, x.by_source, x.records) for x in m.superseded] == [
+            ("b", 101, 6, "a", 10)]
+    m = merge_copies({"old": copy((0, 200, 5)), "later": copy((120, 250, 6))})
+    assert [(x.source, x.offset, x.by_epoch, x.records) for x in m.superseded] == [("old", 120, 6, 81)]
+    assert max(e.offset for src, e in m.entries if src == "old") == 119
+
+
 # ------------------------------------------------------------------ dump text written by hand (§4)
 
 DUMP = """Dumping /data/__cluster_metadata-0/00000000000000000000.log

@@ -419,7 +419,8 @@ def _same(a: MetadataEntry, b: MetadataEntry) -> bool:
 @dataclass(frozen=True, slots=True)
 class Superseded:
     """A copy's records from ``offset`` on, appended in Raft epoch ``epoch`` by a leader whose uncommitted
-    tail a later leader replaced (``by_source`` holds Raft epoch ``by_epoch`` at that offset). Kafka truncates
+    tail a later leader replaced (``by_source``, the most up-to-date copy, holds Raft epoch ``by_epoch`` from
+    that offset on). Kafka truncates
     such a tail when the node fetches from the new leader (``KafkaRaftClient``, a diverging epoch): its
     ``records`` are not the cluster's history and are not merged. Not damage: nothing is quarantined."""
 
@@ -445,34 +446,45 @@ class MergeResult:
 
 def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) -> MergeResult:
     """Merge copies of ``__cluster_metadata-0`` from several nodes (or one node at several times) by
-    metadata offset, as Raft reconciles them: at an offset where the copies' Raft epochs differ the higher
-    epoch's record is the committed one, and a copy holding a lower epoch there has diverged — its records
-    from that offset on were an old leader's uncommitted tail (:class:`Superseded`, left out). Records equal
-    in time, Raft epoch and content are one; records that differ in the same Raft epoch (which Raft never
-    writes: damage) are a :class:`Conflict`, and the first source (mapping order) keeps its record. An
-    epoch of -1 (a dump without ``partitionLeaderEpoch``) is never compared."""
+    metadata offset, as Raft reconciles them. The most up-to-date copy — the highest last Raft epoch, then the
+    longest, as Raft elects a leader — is the reference; another copy that holds a different epoch than the
+    reference at an offset, or an older epoch at or after the offset where the reference began a newer one,
+    has diverged there: its records from that offset on were an old leader's uncommitted tail, which Kafka
+    truncates (:class:`Superseded`, left out). Records equal in time, Raft epoch and content are one; records
+    that differ in the same Raft epoch (which Raft never writes: damage) are a :class:`Conflict`, and the first
+    source (mapping order) keeps its record. An epoch of -1 (a dump without ``partitionLeaderEpoch``) is never
+    compared. Where the reference holds nothing (before a later copy's first offset: retention), the other
+    copies are taken as they are."""
     conflicts: list[Conflict] = []
     errors: list[tuple[str, MetadataError]] = []
     lists: dict[str, list[MetadataEntry]] = {}
-    best: dict[int, tuple[int, str]] = {}  # offset -> the highest Raft epoch there, and the first copy with it
     for src, items in copies.items():
         mine = lists.setdefault(src, [])
         for e in items:
             if isinstance(e, MetadataError):
                 errors.append((src, e))
-                continue
-            mine.append(e)
-            have = best.get(e.offset)
-            if e.raft_epoch >= 0 and (have is None or e.raft_epoch > have[0]):
-                best[e.offset] = (e.raft_epoch, src)
+            else:
+                mine.append(e)
+    epoched = {src: [e for e in mine if e.raft_epoch >= 0] for src, mine in lists.items()}
+    tops = [(es[-1].raft_epoch, es[-1].offset, -i, src) for i, (src, es) in enumerate(epoched.items()) if es]
+    ref = max(tops)[3] if tops else None
+    at: dict[int, int] = {}  # the reference's epoch at each of its offsets
+    firsts: list[tuple[int, int]] = []  # (epoch, first offset) as the reference's epochs rise
+    for e in epoched.get(ref, []) if ref is not None else []:
+        at.setdefault(e.offset, e.raft_epoch)
+        if not firsts or e.raft_epoch > firsts[-1][0]:
+            firsts.append((e.raft_epoch, e.offset))
     superseded: list[Superseded] = []
     by_offset: dict[int, tuple[str, MetadataEntry]] = {}
     for src, mine in lists.items():
         for i, e in enumerate(mine):
-            top = best.get(e.offset)
-            if top is not None and 0 <= e.raft_epoch < top[0]:
-                superseded.append(Superseded(src, e.offset, e.raft_epoch, top[1], top[0], len(mine) - i))
-                break
+            if src != ref and e.raft_epoch >= 0 and ref is not None:
+                there = at.get(e.offset)
+                newer = next(((ep, o) for ep, o in firsts if ep > e.raft_epoch), None)
+                if (there is not None and there != e.raft_epoch) or (newer is not None and newer[1] <= e.offset):
+                    by = there if there is not None and there != e.raft_epoch else newer[0]  # type: ignore[index]
+                    superseded.append(Superseded(src, e.offset, e.raft_epoch, ref, by, len(mine) - i))
+                    break
             have = by_offset.get(e.offset)
             if have is None:
                 by_offset[e.offset] = (src, e)

@@ -493,7 +493,8 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     for sup in merged.superseded:  # Raft's own reconciliation, not damage: a note, not quarantine
         side.add({"row_kind": "info", "source": sup.source, "position": None, "reason": (
             f"{sup.records} records from metadata offset {sup.offset} on (Raft epoch {sup.epoch}) are an uncommitted "
-            f"tail that epoch {sup.by_epoch} replaced ({sup.by_source}): not replayed, as Kafka truncates them")})
+            f"tail: the most up-to-date copy ({sup.by_source}) holds epoch {sup.by_epoch} from there; not replayed, as "
+            "Kafka truncates them")})
     for c in merged.conflicts:
         side.add(side_row(c.other_source, c.other.position, "record",
                           f"copies differ at metadata offset {c.offset}: kept {c.first_source} (batch at byte "
