@@ -33,6 +33,7 @@ differ in one epoch are :class:`Conflict` rows (both sources) and the first sour
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -474,13 +475,15 @@ def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) 
         at.setdefault(e.offset, e.raft_epoch)
         if not firsts or e.raft_epoch > firsts[-1][0]:
             firsts.append((e.raft_epoch, e.offset))
+    first_epochs = [ep for ep, _ in firsts]
     superseded: list[Superseded] = []
     by_offset: dict[int, tuple[str, MetadataEntry]] = {}
     for src, mine in lists.items():
         for i, e in enumerate(mine):
             if src != ref and e.raft_epoch >= 0 and ref is not None:
                 there = at.get(e.offset)
-                newer = next(((ep, o) for ep, o in firsts if ep > e.raft_epoch), None)
+                k = bisect.bisect_right(first_epochs, e.raft_epoch)
+                newer = firsts[k] if k < len(firsts) else None
                 if (there is not None and there != e.raft_epoch) or (newer is not None and newer[1] <= e.offset):
                     by = there if there is not None and there != e.raft_epoch else newer[0]  # type: ignore[index]
                     superseded.append(Superseded(src, e.offset, e.raft_epoch, ref, by, len(mine) - i))
