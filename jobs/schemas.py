@@ -240,8 +240,9 @@ PARTITION_HISTORY = (
        "leader_recovery_state, elr, last_known_elr, directories; one topic-level row `log_end` (topic id empty) "
        "marks the retained log's last record, NoOps included: how far in time the history reaches; a replay "
        "without a snapshot has one `log_start` row (topic id empty) at the log's first record"),
-    _c("unclean", pa.bool_(), "the new leader was in neither the ISR nor the ELR just before, or the change set "
-       "LeaderRecoveryState RECOVERING (rule K2)"),
+    _c("unclean", pa.bool_(), "the new leader was in neither the ISR nor the ELR just before (unless the change "
+       "completes a reassignment and elects from the ISR it sets), or the change set LeaderRecoveryState RECOVERING "
+       "(rule K2)"),
     _c("previous_leader", I32, "leader just before the change (null at creation)"),
     _c("previous_isr", pa.list_(I32), "ISR just before the change (null at creation)"),
     _c("source", STR, "file the kept copy of the record was read from (segment, snapshot or dump text)"),

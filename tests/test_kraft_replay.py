@@ -112,6 +112,13 @@ def test_a_reassignment_completed_with_a_new_leader_is_clean() -> None:
     assert [(x.leader, x.leader_epoch, x.isr, x.adding_replicas, x.unclean) for x in r.history(T1, 0)[1:]] == [
         (1, 0, (1, 2, 3), (4,), False), (4, 1, (2, 3, 4), (), False)]
     assert [(x.leader, x.unclean) for x in r.history(T1, 1)[-1:]] == [(4, True)]
+    # a reassignment that only removes ([1, 2, 3] -> [3, 2]): completed when 3 is back in the ISR
+    log = Log()
+    log.batch((TOPIC, 0, {"name": "t", "topic_id": T1}), part(T1, 0))
+    log.batch(pcr(T1, 0, isr=[1, 2]))
+    log.batch(pcr(T1, 0, replicas=[3, 2, 1], removing_replicas=[1]))
+    log.batch(pcr(T1, 0, leader=3, isr=[2, 3], replicas=[3, 2], removing_replicas=[]))
+    assert [(x.leader, x.unclean) for x in replay(iter_metadata_log(log.bytes)).history(T1, 0)[-1:]] == [(3, False)]
 
 
 def test_election_from_elr_is_clean() -> None:

@@ -341,13 +341,18 @@ _CHANGE_LISTS = (("isr", "isr"), ("replicas", "replicas"), ("adding_replicas", "
 
 
 def _completes_reassignment(prev: PartitionState, d: Mapping[str, Any], leader: int) -> bool:
-    """Does the record complete a reassignment, electing a leader from the ISR it sets? Kafka completes one in
-    the record that brings the last adding replica into the ISR (``PartitionChangeBuilder``:
+    """Does the record complete a reassignment (adding or removing replicas before it, neither after), electing
+    a leader from the ISR it sets? Kafka completes one in the record that brings the last target replica into
+    the ISR (``PartitionChangeBuilder``:
     ``completeReassignmentIfNeeded`` before ``tryElection``, which elects from that new ISR): when the old
     leader is being removed, the new leader (often a replica just added) was not in the ISR before the record,
     yet the election is clean — every decommissioning of a leader's broker looked like an unclean one."""
-    adding = d["adding_replicas"]
-    return bool(prev.adding_replicas) and adding is not None and len(adding) == 0 and leader in (d["isr"] or ())
+    if not (prev.adding_replicas or prev.removing_replicas) or leader not in (d["isr"] or ()):
+        return False
+    # what remains of the reassignment after the record: a list the record leaves out stays as it was
+    left = [prev_list if d[key] is None else d[key] for key, prev_list in (
+        ("adding_replicas", prev.adding_replicas), ("removing_replicas", prev.removing_replicas))]
+    return not any(left)
 
 
 def _merge(prev: PartitionState, d: Mapping[str, Any]) -> tuple[PartitionState, str, bool]:
