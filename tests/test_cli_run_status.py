@@ -122,6 +122,9 @@ def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Pa
     m = _metrics(tmp_path / "m.prom")
     assert m[("epoch_audit_run_status", (("status", "failed"),))] == 1
     assert m[("epoch_audit_last_success_timestamp_seconds", ())] == last_success
+    # --fail-on-no-input: a day of the range without rows is missing input (exit 6), whatever the findings
+    gap = CliRunner().invoke(cli, [*args[:-2], "--fail-on-no-input"])
+    assert gap.exit_code == EXIT_NO_INPUT and "--fail-on-no-input" in gap.stderr, gap.output
 
 
 def test_the_metadata_log_has_its_own_status_and_a_quiet_day_is_ok(spark, tmp_path: Path) -> None:
@@ -213,7 +216,7 @@ def test_reports_only_over_rows_from_damaged_input_is_partial_as_the_run_that_in
     out = tmp_path / "tables"
     args = ["run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
             "--output-root", str(out), "--cluster", "tiny", "-q"]
-    first = CliRunner().invoke(cli, args)
+    first = CliRunner().invoke(cli, [*args, "--fail-on-no-input"])  # partial by a quarantined unit: input was there
     assert first.exit_code == 0 and "input offsets: partial (1 of 4 units quarantined)" in first.stdout, first.output
     again = CliRunner().invoke(cli, [*args, "--reports-only", "--summary-json", str(tmp_path / "s.json")])
     assert again.exit_code == 0, again.output
