@@ -298,4 +298,24 @@ def test_a_copy_s_uncommitted_tail_is_a_note_not_history_or_quarantine(tmp_path:
     work = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(p), p.stat().st_size, name=p.name)
                   for p in sorted(tmp_path.rglob("*.log"))])
     (note,) = [r["reason"] for r in _replay(work).to_pylist() if r["row_kind"] == "info"]
-    assert "3 records from metadata offset 8 on (Raft epoch 1)" in note and "holds epoch 2 from there" in note
+    assert "3 records from metadata offset 8 on (Raft epoch 1)" in note and "holds epoch 2 there" in note
+
+
+def test_a_superseded_copy_does_not_fill_a_hole_in_the_copy_that_replaced_it(tmp_path: Path) -> None:
+    """n2 (epoch 2 from offset 8) replaced n1's tail from 8; n2's batch at offset 9 fails its CRC. Offset 9 is held
+    by no copy of the log (n1's record there was never committed): a hole, as without n1. n1's offsets counted as
+    held hid it, and n2's record at 10 was replayed onto a state without 9."""
+    from epochlib.kraft.codec import encode_control_record_batch, encode_metadata_batch
+
+    b = _log_batches()
+    leader2 = encode_control_record_batch([(2, {"leader_id": 2, "voters": [{"voter_id": 2}],
+                                                "granting_voters": [{"voter_id": 2}]})],
+                                          base_offset=8, raft_epoch=2, timestamp=T + 90_000)
+    moved = bytearray(encode_metadata_batch([(5, 0, {"partition_id": 1, "topic_id": TID, "leader": 2})],
+                                            base_offset=9, raft_epoch=2, timestamp=T + 95_000))
+    moved[-1] ^= 0xFF  # a bad CRC
+    again = encode_metadata_batch([(5, 0, {"partition_id": 1, "topic_id": TID, "leader": 3})],
+                                  base_offset=10, raft_epoch=2, timestamp=T + 96_000)
+    hist, q, _ = _replayed(tmp_path, {"n1": [b"".join(b)], "n2": [b"".join(b[:6]) + leader2 + bytes(moved) + again]})
+    assert any("hole at offsets 9..9" in r["reason"] for r in q), [r["reason"] for r in q]
+    assert max(r["metadata_offset"] for r in hist) == 8

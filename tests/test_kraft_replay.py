@@ -119,6 +119,14 @@ def test_a_reassignment_completed_with_a_new_leader_is_clean() -> None:
     log.batch(pcr(T1, 0, replicas=[3, 2, 1], removing_replicas=[1]))
     log.batch(pcr(T1, 0, leader=3, isr=[2, 3], replicas=[3, 2], removing_replicas=[]))
     assert [(x.leader, x.unclean) for x in replay(iter_metadata_log(log.bytes)).history(T1, 0)[-1:]] == [(3, False)]
+    # cancelling [1, 2, 3] -> [4, 5, 6] while the ISR held only new replicas reverts to ISR [1]: Kafka calls that
+    # unclean (PartitionReassignmentRevert), and so is the election of 1
+    log = Log()
+    log.batch((TOPIC, 0, {"name": "t", "topic_id": T1}), part(T1, 0))
+    log.batch(pcr(T1, 0, replicas=[4, 5, 6, 1, 2, 3], adding_replicas=[4, 5, 6], removing_replicas=[1, 2, 3]))
+    log.batch(pcr(T1, 0, leader=4, isr=[4, 5]))
+    log.batch(pcr(T1, 0, leader=1, isr=[1], replicas=[1, 2, 3], adding_replicas=[], removing_replicas=[]))
+    assert [(x.leader, x.unclean) for x in replay(iter_metadata_log(log.bytes)).history(T1, 0)[-1:]] == [(1, True)]
 
 
 def test_election_from_elr_is_clean() -> None:
@@ -300,6 +308,17 @@ def test_merge_takes_the_most_up_to_date_copy_as_raft_does_not_the_highest_epoch
             (101, "a", 5), (115, "a", 5), (125, "a", 7)]
         assert [(x.source, x.offset, x.epoch, x.by_source, x.records) for x in m.superseded] == [
             ("b", 101, 6, "a", 10)]
+    # the reference's NoOp heartbeats between two records are not in the merge's input (the decode keeps a file's
+    # first and last): its epoch there is that of its last record before, as Kafka reads epoch ranges
+    ref = [*copy((3, 3, 5)), *copy((12, 13, 5)), *copy((14, 14, 7))]
+    m = merge_copies({"b": copy((0, 7, 5), (8, 9, 6)), "a": ref})
+    assert [(x.source, x.offset, x.by_source, x.by_epoch) for x in m.superseded] == [("b", 8, "a", 5)]
+    # a later copy of A that retention moved past everything else is the most up-to-date, yet holds nothing at
+    # 101: the next copy down (A earlier) decides there, whatever the mapping order (it was a conflict, path order)
+    later = copy((500, 510, 9))
+    for order in (("b", "a", "a2"), ("a2", "b", "a")):
+        m = merge_copies({k: {"a": a, "b": b, "a2": later}[k] for k in order})
+        assert not m.conflicts and [(x.source, x.offset, x.by_source) for x in m.superseded] == [("b", 101, "a")]
     m = merge_copies({"old": copy((0, 200, 5)), "later": copy((120, 250, 6))})
     assert [(x.source, x.offset, x.by_epoch, x.records) for x in m.superseded] == [("old", 120, 6, 81)]
     assert max(e.offset for src, e in m.entries if src == "old") == 119

@@ -341,8 +341,8 @@ _CHANGE_LISTS = (("isr", "isr"), ("replicas", "replicas"), ("adding_replicas", "
 
 
 def _completes_reassignment(prev: PartitionState, d: Mapping[str, Any], leader: int) -> bool:
-    """Does the record complete a reassignment (adding or removing replicas before it, neither after), electing
-    a leader from the ISR it sets? Kafka completes one in the record that brings the last target replica into
+    """Does the record complete a reassignment (adding or removing replicas before it, neither after, the
+    replicas now the target and all in the ISR it sets), electing a leader from that ISR? Kafka completes one in the record that brings the last target replica into
     the ISR (``PartitionChangeBuilder``:
     ``completeReassignmentIfNeeded`` before ``tryElection``, which elects from that new ISR): when the old
     leader is being removed, the new leader (often a replica just added) was not in the ISR before the record,
@@ -352,7 +352,14 @@ def _completes_reassignment(prev: PartitionState, d: Mapping[str, Any], leader: 
     # what remains of the reassignment after the record: a list the record leaves out stays as it was
     left = [prev_list if d[key] is None else d[key] for key, prev_list in (
         ("adding_replicas", prev.adding_replicas), ("removing_replicas", prev.removing_replicas))]
-    return not any(left)
+    if any(left):
+        return False
+    # completed, not cancelled: the replicas become the target (the old ones less the removing ones), all of them
+    # in the new ISR (``maybeCompleteReassignment``). A cancellation whose ISR held only adding replicas reverts
+    # to ISR [first original replica], which Kafka itself calls unclean (``PartitionReassignmentRevert``)
+    target = {r for r in prev.replicas if r not in set(prev.removing_replicas or ())}
+    replicas = set(prev.replicas if d["replicas"] is None else d["replicas"])
+    return replicas == target and target <= set(d["isr"] or ())
 
 
 def _merge(prev: PartitionState, d: Mapping[str, Any]) -> tuple[PartitionState, str, bool]:
@@ -425,8 +432,8 @@ def _same(a: MetadataEntry, b: MetadataEntry) -> bool:
 @dataclass(frozen=True, slots=True)
 class Superseded:
     """A copy's records from ``offset`` on, appended in Raft epoch ``epoch`` by a leader whose uncommitted
-    tail a later leader replaced (``by_source``, the most up-to-date copy, holds Raft epoch ``by_epoch`` from
-    that offset on). Kafka truncates
+    tail a later leader replaced (``by_source``, a more up-to-date copy, holds Raft epoch ``by_epoch`` there).
+    Kafka truncates
     such a tail when the node fetches from the new leader (``KafkaRaftClient``, a diverging epoch): its
     ``records`` are not the cluster's history and are not merged. Not damage: nothing is quarantined."""
 
@@ -450,17 +457,38 @@ class MergeResult:
     superseded: list[Superseded] = field(default_factory=list)
 
 
+class _Prefix:
+    """The accepted part of a more up-to-date copy, as epoch ranges: its epoch at an offset is that of its last
+    record at or before it (the decode keeps only a file's first and last NoOp heartbeats, and a new epoch's
+    first record is its leader's LeaderChange, which is kept), as Kafka's ``endOffsetForEpoch`` reads a log."""
+
+    def __init__(self, entries: list[MetadataEntry]) -> None:
+        self.offsets = [e.offset for e in entries]
+        self.epochs = [e.raft_epoch for e in entries]
+
+    def diverges(self, offset: int, epoch: int) -> int | None:
+        """The epoch this prefix holds where a copy holds ``epoch`` at ``offset``, when the two cannot both be
+        the log: another epoch inside the prefix's range, or an older one past its end. None when they agree
+        or the prefix does not reach back to ``offset`` (retention)."""
+        if not self.offsets or offset < self.offsets[0]:
+            return None
+        if offset > self.offsets[-1]:
+            return self.epochs[-1] if epoch < self.epochs[-1] else None
+        there = self.epochs[bisect.bisect_right(self.offsets, offset) - 1]
+        return there if there != epoch else None
+
+
 def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) -> MergeResult:
     """Merge copies of ``__cluster_metadata-0`` from several nodes (or one node at several times) by
-    metadata offset, as Raft reconciles them. The most up-to-date copy — the highest last Raft epoch, then the
-    longest, as Raft elects a leader — is the reference; another copy that holds a different epoch than the
-    reference at an offset, or an older epoch at or after the offset where the reference began a newer one,
-    has diverged there: its records from that offset on were an old leader's uncommitted tail, which Kafka
-    truncates (:class:`Superseded`, left out). Records equal in time, Raft epoch and content are one; records
-    that differ in the same Raft epoch (which Raft never writes: damage) are a :class:`Conflict`, and the first
+    metadata offset, as Raft reconciles them. Copies are taken from the most up-to-date — the highest last Raft
+    epoch, then the longest, as Raft elects a leader — down; a copy that holds another epoch than a more
+    up-to-date copy's accepted records at an offset (by epoch ranges), or an older epoch past their end, has
+    diverged there: its records from that offset on were an old leader's uncommitted tail, which Kafka
+    truncates (:class:`Superseded`, left out). Where no more up-to-date copy reaches (before its first offset:
+    retention), a copy is taken as read. Records equal in time, Raft epoch and content are one; records that
+    differ in the same Raft epoch (which Raft never writes: damage) are a :class:`Conflict`, and the first
     source (mapping order) keeps its record. An epoch of -1 (a dump without ``partitionLeaderEpoch``) is never
-    compared. Where the reference holds nothing (before a later copy's first offset: retention), the other
-    copies are taken as they are."""
+    compared."""
     conflicts: list[Conflict] = []
     errors: list[tuple[str, MetadataError]] = []
     lists: dict[str, list[MetadataEntry]] = {}
@@ -471,33 +499,39 @@ def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) 
                 errors.append((src, e))
             else:
                 mine.append(e)
-    epoched = {src: [e for e in mine if e.raft_epoch >= 0] for src, mine in lists.items()}
-    tops = [(es[-1].raft_epoch, es[-1].offset, -i, src) for i, (src, es) in enumerate(epoched.items()) if es]
-    ref = max(tops)[3] if tops else None
-    at: dict[int, int] = {}  # the reference's epoch at each of its offsets
-    firsts: list[tuple[int, int]] = []  # (epoch, first offset) as the reference's epochs rise
-    for e in epoched.get(ref, []) if ref is not None else []:
-        at.setdefault(e.offset, e.raft_epoch)
-        if not firsts or e.raft_epoch > firsts[-1][0]:
-            firsts.append((e.raft_epoch, e.offset))
-    first_epochs = [ep for ep, _ in firsts]
+
+    def rank(item: tuple[int, str]) -> tuple[int, int, int]:
+        i, src = item
+        es = [e for e in lists[src] if e.raft_epoch >= 0]
+        return (es[-1].raft_epoch, es[-1].offset, -i) if es else (-1, -1, -i)
+
+    accepted: dict[str, int] = {}  # per copy, how many of its records are kept
     superseded: list[Superseded] = []
-    by_offset: dict[int, tuple[str, MetadataEntry]] = {}
-    for src, mine in lists.items():
+    prefixes: list[tuple[str, _Prefix]] = []
+    for _, src in sorted(enumerate(lists), key=rank, reverse=True):
+        mine, cut = lists[src], None
         for i, e in enumerate(mine):
-            if src != ref and e.raft_epoch >= 0 and ref is not None:
-                there = at.get(e.offset)
-                k = bisect.bisect_right(first_epochs, e.raft_epoch)
-                newer = firsts[k] if k < len(firsts) else None
-                if (there is not None and there != e.raft_epoch) or (newer is not None and newer[1] <= e.offset):
-                    by = there if there is not None and there != e.raft_epoch else newer[0]  # type: ignore[index]
+            if e.raft_epoch < 0:
+                continue
+            for ref, prefix in prefixes:
+                by = prefix.diverges(e.offset, e.raft_epoch)
+                if by is not None:
+                    cut = i
                     superseded.append(Superseded(src, e.offset, e.raft_epoch, ref, by, len(mine) - i))
                     break
+            if cut is not None:
+                break
+        accepted[src] = len(mine) if cut is None else cut
+        prefixes.append((src, _Prefix([e for e in mine[:accepted[src]] if e.raft_epoch >= 0])))
+    by_offset: dict[int, tuple[str, MetadataEntry]] = {}
+    for src, mine in lists.items():  # mapping order: the first source keeps a record that differs in one epoch
+        for e in mine[:accepted[src]]:
             have = by_offset.get(e.offset)
             if have is None:
                 by_offset[e.offset] = (src, e)
             elif not _same(have[1], e):
                 conflicts.append(Conflict(e.offset, have[0], have[1], src, e))
+    superseded.sort(key=lambda x: list(lists).index(x.source))
     return MergeResult([by_offset[o] for o in sorted(by_offset)], conflicts, errors, superseded)
 
 

@@ -438,7 +438,7 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     # (snapshot name, copy) -> the file a damaged snapshot was read from
     damaged = {(r["snapshot_name"], r["copy"]): r["source"] for r in rows if r["file_kind"] == DAMAGED}
     source_of: dict[str, str] = {}  # a snapshot copy -> the file it was read from
-    covered = sorted((r["offset"], r["end_offset"]) for r in rows if r["file_kind"] == RANGE)
+    ranges = [(r["copy"], r["offset"], r["end_offset"]) for r in rows if r["file_kind"] == RANGE]
     for r in rows:
         if r["file_kind"] in (DAMAGED, RANGE):
             continue
@@ -466,6 +466,9 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     for c in copies.values():
         c.sort(key=lambda e: e.offset)
     merged = merge_copies({k: copies[k] for k in sorted(copies)})
+    # a copy's superseded tail holds none of the log: the offsets only it had are a hole, not covered
+    cut = {x.source: x.offset for x in merged.superseded}
+    covered = sorted((a, min(b, cut[c] - 1) if c in cut else b) for c, a, b in ranges if c not in cut or a < cut[c])
     log_start = merged.entries[0][1].offset if merged.entries else None
     chosen = choose_snapshot(list(snaps), log_start)
     snapshot = snap_src = None
@@ -493,8 +496,8 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     for sup in merged.superseded:  # Raft's own reconciliation, not damage: a note, not quarantine
         side.add({"row_kind": "info", "source": sup.source, "position": None, "reason": (
             f"{sup.records} records from metadata offset {sup.offset} on (Raft epoch {sup.epoch}) are an uncommitted "
-            f"tail: the most up-to-date copy ({sup.by_source}) holds epoch {sup.by_epoch} from there; not replayed, as "
-            "Kafka truncates them")})
+            f"tail: a more up-to-date copy ({sup.by_source}) holds epoch {sup.by_epoch} there; not replayed, as Kafka "
+            "truncates them")})
     for c in merged.conflicts:
         side.add(side_row(c.other_source, c.other.position, "record",
                           f"copies differ at metadata offset {c.offset}: kept {c.first_source} (batch at byte "
