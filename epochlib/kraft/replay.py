@@ -26,9 +26,10 @@ leader is in the ISR it sets: Kafka elected it from that ISR), or sets LeaderRec
 Problems (a change for an unknown partition, offsets going back within a source, transaction
 inconsistencies, a gap between snapshot and log, undecodable records) are kept as
 :class:`ReplayIssue`, never raised. :func:`merge_copies` merges copies of the log from several
-nodes by metadata offset as Raft does: a copy's tail in a lower Raft epoch than another copy holds at the
-same offset was never committed (:class:`Superseded`, left out); identical records are one; records that
-differ in one epoch are :class:`Conflict` rows (both sources) and the first source's record is kept.
+nodes by metadata offset as Raft does: from the most up-to-date copy down, a copy whose Raft epochs diverge
+from a more up-to-date one's holds an uncommitted tail from there (:class:`Superseded`, left out); identical
+records are one; records that differ in one epoch are :class:`Conflict` rows (both sources) and the first
+source's record is kept.
 """
 
 from __future__ import annotations
@@ -342,8 +343,8 @@ _CHANGE_LISTS = (("isr", "isr"), ("replicas", "replicas"), ("adding_replicas", "
 
 def _completes_reassignment(prev: PartitionState, d: Mapping[str, Any], leader: int) -> bool:
     """Does the record complete a reassignment (adding or removing replicas before it, neither after, the
-    replicas now the target and all in the ISR it sets), electing a leader from that ISR? Kafka completes one in the record that brings the last target replica into
-    the ISR (``PartitionChangeBuilder``:
+    replicas now the target and all in the ISR it sets), electing a leader from that ISR? Kafka completes one
+    in the record that brings the last target replica into the ISR (``PartitionChangeBuilder``:
     ``completeReassignmentIfNeeded`` before ``tryElection``, which elects from that new ISR): when the old
     leader is being removed, the new leader (often a replica just added) was not in the ISR before the record,
     yet the election is clean — every decommissioning of a leader's broker looked like an unclean one."""
@@ -433,9 +434,9 @@ def _same(a: MetadataEntry, b: MetadataEntry) -> bool:
 class Superseded:
     """A copy's records from ``offset`` on, appended in Raft epoch ``epoch`` by a leader whose uncommitted
     tail a later leader replaced (``by_source``, a more up-to-date copy, holds Raft epoch ``by_epoch`` there).
-    Kafka truncates
-    such a tail when the node fetches from the new leader (``KafkaRaftClient``, a diverging epoch): its
-    ``records`` are not the cluster's history and are not merged. Not damage: nothing is quarantined."""
+    Kafka truncates such a tail when the node fetches from the new leader (``KafkaRaftClient``, a diverging
+    epoch): its ``records`` are not the cluster's history and are not merged. Not damage: nothing is
+    quarantined."""
 
     source: str
     offset: int
@@ -449,7 +450,7 @@ class Superseded:
 class MergeResult:
     """``entries``: (source, entry) in offset order, one per offset; ``conflicts``: differing copies;
     ``errors``: (source, error) of every undecodable unit; ``superseded``: copies' uncommitted tails that a
-    later Raft epoch replaced."""
+    more up-to-date copy replaced."""
 
     entries: list[tuple[str, MetadataEntry]]
     conflicts: list[Conflict]

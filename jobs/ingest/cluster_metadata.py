@@ -20,9 +20,11 @@ Two steps, both on the executors:
    topic's creation set, and topic re-creation needs every earlier deletion — so it runs as one task.
    Sizing: a metadata log holds days of history in a few MB (the real logs in ../shared are 0.5–2 MB,
    6,800–30,000 records, of which all but a few hundred are NoOps dropped in step 1); at the codec's
-   ~0.5 M records/s a 100 MB log replays in well under a minute. Records of different copies that
-   differ at one offset are quarantined (unit ``record``: the other copy's record, the reason naming both
-   sources; the first copy in path order is kept); replay issues (a change for an unknown partition, a
+   ~0.5 M records/s a 100 MB log replays in well under a minute. Copies are reconciled as Raft does
+   (:func:`epochlib.kraft.merge_copies`: a copy that diverged from a more up-to-date one is cut there, with a
+   note); records of different copies that differ at one offset in one Raft epoch are quarantined (unit
+   ``record``: the other copy's record, the reason naming both sources; the first copy in path order is
+   kept); replay issues (a change for an unknown partition, a
    gap between snapshot and log, an open transaction) are quarantined too, never dropped.
 
 The snapshot the replay starts from is :func:`epochlib.kraft.choose_snapshot` over every copy's snapshot
