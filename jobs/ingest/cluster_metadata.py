@@ -500,12 +500,11 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
             f"{sup.records} records from metadata offset {sup.offset} on (Raft epoch {sup.epoch}) are an uncommitted "
             f"tail: a more up-to-date copy ({sup.by_source}) holds epoch {sup.by_epoch} there; not replayed, as Kafka "
             "truncates them")})
-    for c in merged.conflicts:
+    for c in merged.conflicts:  # undated, as the replay's other rows: every run replays the whole log with it
         side.add(side_row(c.other_source, c.other.position, "record",
-                          f"copies differ at metadata offset {c.offset}: kept {c.first_source} (batch at byte "
-                          f"{c.first.position}), not this copy's record",
-                          encode_record(c.other.record) if c.other.record is not None else None,
-                          q_ms=c.other.timestamp))
+                          f"copies differ at metadata offset {c.offset} (appended at {c.other.timestamp} ms): kept "
+                          f"{c.first_source} (batch at byte {c.first.position}), not this copy's record",
+                          encode_record(c.other.record) if c.other.record is not None else None))
     for i in result.issues:
         side.add(side_row(i.source or "", i.position, "record", f"metadata replay: {i.reason}"))
     start = (f"snapshot {chosen}" if chosen is not None else
