@@ -298,6 +298,15 @@ def test_s2b_pace_is_a_rate_reset_to_latest_within_seconds_is_a_skip():
     assert f.numbers["skip_rate_per_min"] == round(3015 * 60 / 7)
 
 
+def test_s2b_needs_a_rate_above_the_factor_not_at_it():
+    """10 records/s, then 100 records in 1 s to the log end: exactly 10x the pace is no skip; 101 records is."""
+    def ctx(leo: int) -> ResetContext:
+        return ResetContext(snapshots=[snap(500, [(0, 0), (4, 150)], leo=leo, ls=0)])
+
+    assert check_offset_resets(_paced(200, 5, 10, t0=1000) + [commit(340, 4, 6000)], ctx(340)) == []
+    assert one(_paced(200, 5, 10, t0=1000) + [commit(341, 4, 6000)], ctx(341)).kind == "spurious_skip"
+
+
 def test_s2b_caught_up_consumer_committing_the_log_end_at_its_pace_is_quiet():
     ctx = ResetContext(log_end_estimates=[LogEndEstimate(500, 10_000, "hw")], snapshots=[snap(500, [(4, 0)], ls=0)])
     # steps of 100 every 10 s; the last commit reaches the log end after 10 s with a step of 120
