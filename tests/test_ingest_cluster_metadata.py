@@ -319,3 +319,25 @@ def test_a_superseded_copy_does_not_fill_a_hole_in_the_copy_that_replaced_it(tmp
     hist, q, _ = _replayed(tmp_path, {"n1": [b"".join(b)], "n2": [b"".join(b[:6]) + leader2 + bytes(moved) + again]})
     assert any("hole at offsets 9..9" in r["reason"] for r in q), [r["reason"] for r in q]
     assert max(r["metadata_offset"] for r in hist) == 8
+
+
+def test_a_lost_leader_change_leaves_the_new_epoch_s_start_unknown(tmp_path: Path) -> None:
+    """The most up-to-date copy lost its epoch-2 LeaderChange at offset 8 (a bad CRC); its next record, at 9, is of
+    epoch 2. Epoch 2 began somewhere after 7: n1's epoch-1 record at 8 may be an uncommitted tail, so it is cut
+    (a hole at 8: the history ends at 7), not replayed. A copy that holds that LeaderChange intact fills the offset,
+    and the history runs on to 10 (the bad batch's offset was read as epoch 1 and that copy cut as stale)."""
+    from epochlib.kraft.codec import encode_control_record_batch, encode_metadata_batch
+
+    b = _log_batches()
+    lc = encode_control_record_batch([(2, {"leader_id": 2, "voters": [{"voter_id": 2}],
+                                           "granting_voters": [{"voter_id": 2}]})],
+                                     base_offset=8, raft_epoch=2, timestamp=T + 90_000)
+    bad = bytearray(lc)
+    bad[-1] ^= 0xFF
+    rest = b"".join(encode_metadata_batch([(5, 0, {"partition_id": 1, "topic_id": TID, "leader": leader})],
+                                          base_offset=o, raft_epoch=2, timestamp=T + 95_000 + o)
+                    for o, leader in ((9, 2), (10, 3)))
+    hist, q, _ = _replayed(tmp_path / "tail", {"n1": [b"".join(b)], "n2": [b"".join(b[:6]) + bytes(bad) + rest]})
+    assert any("hole at offsets 8..8" in r["reason"] for r in q) and max(r["metadata_offset"] for r in hist) == 7
+    hist, q, _ = _replayed(tmp_path / "fill", {"n1": [b"".join(b[:6]) + lc], "n2": [b"".join(b[:6]) + bytes(bad) + rest]})
+    assert not [r for r in q if "hole" in r["reason"]] and max(r["metadata_offset"] for r in hist) == 10

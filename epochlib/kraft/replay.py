@@ -458,25 +458,60 @@ class MergeResult:
     superseded: list[Superseded] = field(default_factory=list)
 
 
-class _Prefix:
-    """The accepted part of a more up-to-date copy, as epoch ranges: its epoch at an offset is that of its last
-    record at or before it (the decode keeps only a file's first and last NoOp heartbeats, and a new epoch's
-    first record is its leader's LeaderChange, which is kept), as Kafka's ``endOffsetForEpoch`` reads a log."""
+_LEADER_CHANGE = 2  # the control record a new Raft leader writes first in its epoch
 
-    def __init__(self, entries: list[MetadataEntry]) -> None:
-        self.offsets = [e.offset for e in entries]
-        self.epochs = [e.raft_epoch for e in entries]
 
-    def diverges(self, offset: int, epoch: int) -> int | None:
-        """The epoch this prefix holds where a copy holds ``epoch`` at ``offset``, when the two cannot both be
-        the log: another epoch inside the prefix's range, or an older one past its end. None when they agree
-        or the prefix does not reach back to ``offset`` (retention)."""
-        if not self.offsets or offset < self.offsets[0]:
-            return None
-        if offset > self.offsets[-1]:
-            return self.epochs[-1] if epoch < self.epochs[-1] else None
-        there = self.epochs[bisect.bisect_right(self.offsets, offset) - 1]
-        return there if there != epoch else None
+class _Accepted:
+    """The records kept so far from the more up-to-date copies (consistent with one another wherever they
+    overlap), read as Kafka's ``endOffsetForEpoch`` reads a log: the epoch at an offset between two kept records
+    is theirs when they share it, or the older one's when the newer one is its epoch's LeaderChange (a new
+    leader's first record). Otherwise the newer epoch began somewhere in between (the decode drops NoOps; a
+    batch may be lost): unknown, and an older epoch there may be an uncommitted tail. Before a copy's first
+    offset (retention) nothing is known; past its end, an older epoch than its last has diverged."""
+
+    def __init__(self) -> None:
+        self.at: dict[int, tuple[int, bool, str]] = {}  # offset -> (epoch, a LeaderChange, copy)
+        self.offsets: list[int] = []
+        self.spans: list[tuple[int, int]] = []  # merged [first, last] offsets the copies held
+        self.ends: list[tuple[int, int, str]] = []  # (last offset, highest last epoch up to it, its copy)
+
+    def add(self, src: str, entries: list[MetadataEntry]) -> None:
+        for e in entries:
+            lc = e.control is not None and e.control.control_type == _LEADER_CHANGE
+            have = self.at.get(e.offset)
+            self.at[e.offset] = (e.raft_epoch, lc or (have is not None and have[1]), have[2] if have else src)
+        if not entries:
+            return
+        self.offsets = sorted(self.at)
+        spans = sorted([*self.spans, (entries[0].offset, entries[-1].offset)])
+        self.spans = []
+        for a, b in spans:
+            if self.spans and a <= self.spans[-1][1] + 1:
+                self.spans[-1] = (self.spans[-1][0], max(b, self.spans[-1][1]))
+            else:
+                self.spans.append((a, b))
+        ends = sorted([*((o, ep, c) for o, ep, c in self.ends), (entries[-1].offset, entries[-1].raft_epoch, src)])
+        self.ends = []
+        for o, ep, c in ends:  # a running maximum of the last epochs, by last offset
+            self.ends.append((o, ep, c) if not self.ends or ep > self.ends[-1][1] else (o, *self.ends[-1][1:]))
+
+    def diverges(self, offset: int, epoch: int) -> tuple[int, str] | None:
+        """(the epoch, the copy) that rules out ``epoch`` at ``offset``, or None when they agree or nothing is
+        known there."""
+        have = self.at.get(offset)
+        if have is not None:
+            return None if have[0] == epoch else (have[0], have[2])
+        k = bisect.bisect_right(self.spans, (offset, float("inf"))) - 1
+        if k >= 0 and self.spans[k][0] <= offset <= self.spans[k][1]:
+            j = bisect.bisect_right(self.offsets, offset) - 1
+            (lo, _, _), (hi, exact, nsrc) = self.at[self.offsets[j]], self.at[self.offsets[j + 1]]
+            if lo == hi or exact:
+                return None if lo == epoch else (lo, nsrc)
+            return None if epoch == hi else (hi, nsrc)
+        i = bisect.bisect_left(self.ends, (offset,)) - 1  # the copies that ended before ``offset``
+        if i >= 0 and epoch < self.ends[i][1]:
+            return (self.ends[i][1], self.ends[i][2])
+        return None
 
 
 def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) -> MergeResult:
@@ -508,22 +543,16 @@ def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) 
 
     accepted: dict[str, int] = {}  # per copy, how many of its records are kept
     superseded: list[Superseded] = []
-    prefixes: list[tuple[str, _Prefix]] = []
+    view = _Accepted()
     for _, src in sorted(enumerate(lists), key=rank, reverse=True):
         mine, cut = lists[src], None
         for i, e in enumerate(mine):
-            if e.raft_epoch < 0:
-                continue
-            for ref, prefix in prefixes:
-                by = prefix.diverges(e.offset, e.raft_epoch)
-                if by is not None:
-                    cut = i
-                    superseded.append(Superseded(src, e.offset, e.raft_epoch, ref, by, len(mine) - i))
-                    break
-            if cut is not None:
+            if e.raft_epoch >= 0 and (by := view.diverges(e.offset, e.raft_epoch)) is not None:
+                cut = i
+                superseded.append(Superseded(src, e.offset, e.raft_epoch, by[1], by[0], len(mine) - i))
                 break
         accepted[src] = len(mine) if cut is None else cut
-        prefixes.append((src, _Prefix([e for e in mine[:accepted[src]] if e.raft_epoch >= 0])))
+        view.add(src, [e for e in mine[:accepted[src]] if e.raft_epoch >= 0])
     by_offset: dict[int, tuple[str, MetadataEntry]] = {}
     for src, mine in lists.items():  # mapping order: the first source keeps a record that differs in one epoch
         for e in mine[:accepted[src]]:
