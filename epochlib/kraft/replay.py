@@ -490,7 +490,7 @@ class _Accepted:
                 self.spans[-1] = (self.spans[-1][0], max(b, self.spans[-1][1]))
             else:
                 self.spans.append((a, b))
-        ends = sorted([*((o, ep, c) for o, ep, c in self.ends), (entries[-1].offset, entries[-1].raft_epoch, src)])
+        ends = sorted([*self.ends, (entries[-1].offset, entries[-1].raft_epoch, src)])
         self.ends = []
         for o, ep, c in ends:  # a running maximum of the last epochs, by last offset
             self.ends.append((o, ep, c) if not self.ends or ep > self.ends[-1][1] else (o, *self.ends[-1][1:]))
@@ -538,8 +538,8 @@ def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) 
 
     def rank(item: tuple[int, str]) -> tuple[int, int, int]:
         i, src = item
-        es = [e for e in lists[src] if e.raft_epoch >= 0]
-        return (es[-1].raft_epoch, es[-1].offset, -i) if es else (-1, -1, -i)
+        last = next((e for e in reversed(lists[src]) if e.raft_epoch >= 0), None)
+        return (last.raft_epoch, last.offset, -i) if last is not None else (-1, -1, -i)
 
     accepted: dict[str, int] = {}  # per copy, how many of its records are kept
     superseded: list[Superseded] = []
@@ -561,7 +561,8 @@ def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) 
                 by_offset[e.offset] = (src, e)
             elif not _same(have[1], e):
                 conflicts.append(Conflict(e.offset, have[0], have[1], src, e))
-    superseded.sort(key=lambda x: list(lists).index(x.source))
+    order = {src: i for i, src in enumerate(lists)}
+    superseded.sort(key=lambda x: order[x.source])
     return MergeResult([by_offset[o] for o in sorted(by_offset)], conflicts, errors, superseded)
 
 

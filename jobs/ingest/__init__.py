@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -221,14 +222,12 @@ def _known_frame(spark: SparkSession, keys: set[tuple] | None) -> DataFrame | No
                                  "k_reason string")
 
 
-def _undated_known(work: DataFrame, known: DataFrame) -> Column:
-    """The join condition: an undated quarantine row (no ``q_ms``) of a unit in ``known`` (null-safe)."""
-    from pyspark.sql import functions as F
-
-    cond = work["q_ms"].isNull()
+def _undated_known(q: DataFrame, known: DataFrame) -> Column:
+    """The join condition: a quarantine row without a date (no ``q_ms``) of a unit in ``known`` (null-safe)."""
+    cond = q["q_ms"].isNull()
     for k in _Q_KEY:
-        cond = cond & work[k].eqNullSafe(known[f"k_{k}"])
-    return cond & (F.col("row_kind") == "quarantine")
+        cond = cond & q[k].eqNullSafe(known[f"k_{k}"])
+    return cond
 
 
 def _stats(work: DataFrame, kind: str, run: RunContext, known: DataFrame | None = None) -> DataFrame:
@@ -251,8 +250,8 @@ def _stats(work: DataFrame, kind: str, run: RunContext, known: DataFrame | None 
         F.when(stats, zero).otherwise(F.lit(1).cast("long")).alias("n_elsewhere"))
     if known is None:
         return out
-    again = work.filter((F.col("row_kind") == "quarantine") & F.col("q_ms").isNull()).join(
-        F.broadcast(known), _undated_known(work, known), "left_semi").select(
+    q = work.filter(F.col("row_kind") == "quarantine")
+    again = q.join(F.broadcast(known), _undated_known(q, known), "left_semi").select(
         F.lit(kind).alias("source_kind"), "unit", *[zero.alias(c) for c in ("n_read", "n_bad", "n_out")],
         F.lit(None).cast("long").alias("n_unpaired"), F.lit(1).cast("long").alias("n_elsewhere"))
     return out.unionByName(again)
@@ -636,9 +635,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             t = totals.setdefault((u.kind, "file"), [0, 0, 0, None])
             t[0] += 1
             t[1] += 1
-        for u in inv.unrecognised:
-            if u not in unrecognised.get():
-                elsewhere[u.kind] = elsewhere.get(u.kind, 0) + 1
+        for kind, n in (Counter(u.kind for u in inv.unrecognised) - Counter(u.kind for u in unrecognised.get())).items():
+            elsewhere[kind] = elsewhere.get(kind, 0) + n
         infos += [f"{kind}: {n} bad unit{'s' if n != 1 else ''} left to the runs of other dates (dated outside the "
                   "range, or undated and in the quarantine under another date already): not counted again here"
                   for kind, n in sorted(elsewhere.items())]
