@@ -213,6 +213,9 @@ METADATA_OBSERVATIONS = (
        "node id), pcap peer ip:port (`[v6]:port`); null when the row predates the column"),
     _c("trailing_bytes", I32, "bytes after the complete MetadataResponse body, ignored as Java's NetworkClient "
        "and librdkafka do (0 = none); null when the row predates the column"),
+    _c("client_host", STR, "the client's host as captured: pcap client IP (without the port), JSONL "
+       "`client_host` as written; null when the capture has none or the row predates the column. With `client_id`, "
+       "what M1/M3/M5 call one client: Java's default client ids (`consumer-<group>-1`) repeat on every host"),
 )
 
 PARTITION_HISTORY = (

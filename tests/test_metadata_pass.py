@@ -75,7 +75,7 @@ _TYPES = {
     "leader_id": pa.int32(), "leader_epoch": pa.int32(), "replicas": pa.list_(pa.int32()),
     "isr": pa.list_(pa.int32()), "topic_error": pa.int16(), "partition_error": pa.int16(),
     "metadata_token": pa.int64(), "source": pa.string(), "position": pa.int64(), "event_ts": pa.int64(),
-    "tid": pa.string(),
+    "tid": pa.string(), "client_host": pa.string(),
 }  # fmt: skip
 
 
@@ -88,6 +88,7 @@ def _random_observations(seed: int, n: int = 600) -> pa.Table:
     for r in range(n // 3):
         ts = 1_700_000_000_000 + rnd.randrange(0, 40) * 500  # many ties
         client = rnd.choice(["c1", "c2", "c3", None])
+        host = rnd.choice(["10.0.0.1", "10.0.0.2", None]) if client == "c1" else None  # one client id on two hosts
         src = rnd.choice(["cap-a.jsonl", "cap-b.pcap", None])
         token = rnd.choice([None, None, rnd.randrange(100, 110)])
         for p in range(rnd.randrange(1, 4)):
@@ -99,7 +100,7 @@ def _random_observations(seed: int, n: int = 600) -> pa.Table:
                 "topic_id": tid, "partition": p, "leader_id": rnd.choice([1, 2]),
                 "leader_epoch": rnd.choice([-1, 0, 1, 2, 3, 3, 4]), "replicas": [1, 2], "isr": [1, 2],
                 "topic_error": 0, "partition_error": 0, "metadata_token": token, "source": src,
-                "position": rnd.choice([r, None]) if src else r, "event_ts": ts, "tid": tid,
+                "position": rnd.choice([r, None]) if src else r, "event_ts": ts, "tid": tid, "client_host": host,
             })  # fmt: skip
     # a token first sighted twice at once in one capture file, by a frame with a position and one without (Spark's
     # min puts the null first), and a later response with a lower token: an M2 whose evidence names that sighting

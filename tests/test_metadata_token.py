@@ -116,7 +116,7 @@ def test_an_output_root_from_before_the_token_column_is_upgraded_in_place(spark,
     from jobs import schemas
 
     old_schema = schemas.arrow_schema("metadata_observations")
-    for later in ("broker_address", "metadata_token"):  # both added after such a table was written
+    for later in ("broker_address", "metadata_token", "client_host"):  # added after such a table was written
         old_schema = old_schema.remove(old_schema.get_field_index(later))
     old_day = DAY1 - dt.timedelta(days=1)
     row = {f.name: None for f in old_schema} | {"cluster": "tok", "event_date": old_day, "client_id": "old"}

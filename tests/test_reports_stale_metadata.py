@@ -150,7 +150,7 @@ def test_a_table_written_before_the_token_address_and_trailing_columns_still_rea
     scratch = Silver(tmp_path / "scratch")
     scratch.write("metadata_observations", rows)
     old = read_table_arrow("metadata_observations", scratch.config).drop_columns(
-        ["metadata_token", "broker_address", "trailing_bytes"])
+        ["metadata_token", "broker_address", "trailing_bytes", "client_host"])
     silver = Silver(tmp_path)
     write_deltalake(table_location("metadata_observations", silver.config), old, partition_by=["cluster", "event_date"])
     run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata"])

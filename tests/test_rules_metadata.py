@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from epochlib.rules import MetadataObservation, check_broker_staleness, check_client_metadata, stale_rates
-from epochlib.rules.metadata import token_frontier
+from epochlib.rules.metadata import id_first_seen, token_frontier
 
 _pos = iter(range(1, 10_000))
 
@@ -72,6 +72,18 @@ def test_m1_is_per_client_and_per_partition():
     assert check_client_metadata([obs(1, 5, part=0), obs(2, 4, part=1)]) == []
 
 
+def test_m1_one_client_id_on_two_hosts_is_two_clients():
+    """Java's default client ids repeat on every host: host B never saw host A's epoch."""
+    a = obs(1, 6, client="consumer-g-1")
+    b = MetadataObservation(**{**{f: getattr(a, f) for f in a.__slots__}, "capture_ts": 2, "leader_epoch": 5,
+                               "client_host": "10.0.1.2", "position": next(_pos)})
+    a = MetadataObservation(**{**{f: getattr(a, f) for f in a.__slots__}, "client_host": "10.0.1.1"})
+    assert check_client_metadata([a, b]) == []
+    (f,) = check_client_metadata([a, b, MetadataObservation(**{**{f: getattr(b, f) for f in b.__slots__},
+                                                               "capture_ts": 3, "client_host": "10.0.1.1"})])
+    assert f.kind == "client_epoch_regression" and "consumer-g-1 on 10.0.1.1" in f.detail
+
+
 def test_m1_ties_in_capture_time_are_not_already_seen():
     assert check_client_metadata([obs(10, 5), obs(10, 4)]) == []
     assert kinds(check_client_metadata([obs(10, 5), obs(10, 4), obs(11, 4)])) == ["client_epoch_regression"]
@@ -94,6 +106,22 @@ def test_m3_older_topic_id_is_a_regression():
     (f,) = check_client_metadata(seq)
     assert (f.rule, f.kind, f.severity) == ("M3", "topic_id_regression", "error")
     assert f.broker == "b3:9092" and f.topic_id == "OLD" and f.numbers["staleness_ms"] == 3
+
+
+def test_m3_orders_ids_by_their_first_sighting_by_any_client_not_by_one_clients_order():
+    """A client that starts after a re-creation (id NEW) and is then served the deleted id OLD by a lagging broker:
+    the finding is on the lagging broker's response, not on the healthy broker serving NEW again afterwards."""
+    others = [obs(1, 7, client="j0", tid="OLD"), obs(5, 0, client="j0", tid="NEW")]
+    mine = [obs(10, 0, client="j1", tid="NEW", broker="b1:9092"),
+            obs(15, 7, client="j1", tid="OLD", broker="b3:9092"),
+            obs(20, 0, client="j1", tid="NEW", broker="b1:9092")]
+    (f,) = check_client_metadata(others + mine)
+    assert (f.kind, f.client_id, f.broker, f.event_ts, f.topic_id) == ("topic_id_regression", "j1", "b3:9092", 15,
+                                                                       "OLD")
+    assert f.numbers["staleness_ms"] == 5  # since j1 saw NEW
+    # the Spark job passes one client's rows with every id's first sighting
+    (g,) = check_client_metadata(mine, id_first_seen(others + mine))
+    assert (g.broker, g.event_ts) == ("b3:9092", 15)
 
 
 def test_m3_without_ids_drop_to_zero_with_new_replicas_is_possible_recreation():
@@ -154,6 +182,16 @@ def test_m2_stale_after_grace_with_staleness_from_first_sighting():
         and f.numbers["cached_epoch"] == 5
         and f.numbers["staleness_ms"] == 4000
     )
+
+
+def test_m2_compares_a_response_without_ids_with_the_id_keyed_ones():
+    """A v9 client (no topic ids) served epoch 5 a minute after v12 clients saw epoch 6: stale, as M1 already
+    compares them; a name with two ids (re-created) keeps its own key."""
+    seq = [obs(0, 6, client="new-java"), obs(60_000, 5, client="old-rdkafka", tid=None, broker="b2:9092")]
+    (f,) = check_broker_staleness(seq, grace_ms=1000)
+    assert (f.rule, f.client_id, f.broker, f.numbers["staleness_ms"]) == ("M2", "old-rdkafka", "b2:9092", 60_000)
+    recreated = [obs(0, 6, tid="OLD"), obs(1, 0, tid="NEW"), obs(60_000, 5, tid=None, broker="b2:9092")]
+    assert check_broker_staleness(recreated, grace_ms=1000) == []
 
 
 def test_m2_within_grace_or_at_exactly_grace_is_not_stale():

@@ -394,6 +394,7 @@ class MetadataObservation:
     metadata_token: int | None = None
     source: str | None = None
     position: int | None = None
+    client_host: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> MetadataObservation:
@@ -417,7 +418,18 @@ class MetadataObservation:
             metadata_token=_opt_int(r.get("metadata_token")),
             source=_opt_str(r.get("source")),
             position=_opt_int(r.get("position")),
+            client_host=_opt_str(r.get("client_host")),
         )
+
+    @property
+    def client(self) -> tuple[str | None, str | None]:
+        """What M1/M3/M5 call one client: the client id and, where the capture gives it, the client's host (Java's
+        default client ids, ``consumer-<group>-<n>``, repeat on every host)."""
+        return (self.client_id, self.client_host)
+
+    def client_text(self) -> str:
+        """The client as a finding's sentence names it: ``id`` or ``id on host``."""
+        return f"{self.client_id}" if self.client_host is None else f"{self.client_id} on {self.client_host}"
 
     @property
     def epoch(self) -> int:
@@ -432,7 +444,7 @@ _ZERO_UUIDS = {"AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000"}
 
 _OBS_INTS = ("partition", "leader_epoch", "api_version", "correlation_id", "leader_id", "topic_error",
              "partition_error", "metadata_token", "position", "capture_ts", "event_ts")
-_OBS_STRS = ("client_id", "broker", "topic", "topic_id", "source")
+_OBS_STRS = ("client_id", "broker", "topic", "topic_id", "source", "client_host")
 
 
 def norm_topic_ids(ids: Any) -> Any:
@@ -485,7 +497,7 @@ def observations_from_arrow(table: Any) -> list[MetadataObservation]:
         for args in zip(capture, col("client_id"), col("broker"), col("topic"), col("partition"), col("leader_epoch"),
                         topic_ids, col("api_version"), col("correlation_id"), col("leader_id"), replicas, isr,
                         col("topic_error"), col("partition_error"), col("metadata_token"), col("source"),
-                        col("position"), strict=True)
+                        col("position"), col("client_host"), strict=True)
     ]
 
 

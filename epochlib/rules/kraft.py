@@ -428,7 +428,7 @@ def scan_served(responses: Iterable[tuple[MetadataObservation, Served | None]], 
                 numbers={"served_offset_start": sv.start, "served_offset_end": sv.end,
                          "correlation_id": o0.correlation_id, "served_epoch": sv.end_obs.epoch},
                 evidence=(o0.pointer(), e.row.pointer()) if e else (o0.pointer(),),
-                detail=(f"response to {o0.client_id} from broker {o0.broker} mixes cluster states that never "
+                detail=(f"response to {o0.client_text()} from broker {o0.broker} mixes cluster states that never "
                         f"coexisted: {sv.end_obs.topic}-{sv.end_obs.partition} epoch {sv.end_obs.epoch} ended at "
                         f"metadata offset {sv.end}, {sv.start_obs.topic}-{sv.start_obs.partition} epoch "
                         f"{sv.start_obs.epoch} began at {sv.start}"),
@@ -448,7 +448,7 @@ def scan_served(responses: Iterable[tuple[MetadataObservation, Served | None]], 
                          "correlation_id": o0.correlation_id, "served_epoch": sv.end_obs.epoch},
                 evidence=(o0.pointer(), seen[2].pointer(),
                           *((sv.end_span.row.pointer(),) if sv.end_span else ())),
-                detail=(f"{o0.client_id} got from broker {o0.broker} a cluster state older than one it already had: "
+                detail=(f"{o0.client_text()} got from broker {o0.broker} a cluster state older than one it already had: "
                         f"served interval [{sv.start}, {sv.end}) ends at or before offset {seen[0]} it had seen "
                         f"({seen[1].start_obs.topic}-{seen[1].start_obs.partition} epoch {seen[1].start_obs.epoch}); "
                         f"{sv.end_obs.topic}-{sv.end_obs.partition} epoch {sv.end_obs.epoch} had been superseded "
@@ -506,7 +506,7 @@ def check_broker_staleness_logged(observations: Iterable[MetadataObservation], v
             numbers={"served_epoch": o.epoch, "cached_epoch": latest, "staleness_ms": staleness,
                      "correlation_id": o.correlation_id},
             evidence=(o.pointer(), newer.row.pointer()),
-            detail=(f"broker {o.broker} served {o.topic}-{o.partition} epoch {o.epoch} to {o.client_id}, but the "
+            detail=(f"broker {o.broker} served {o.topic}-{o.partition} epoch {o.epoch} to {o.client_text()}, but the "
                     f"metadata log had committed epoch {newer.epoch} {staleness} ms before (latest: {latest})"),
         ))
     return out, judged

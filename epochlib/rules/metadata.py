@@ -10,14 +10,14 @@ from __future__ import annotations
 import datetime as _dt
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
 from ._model import Finding, MetadataObservation
 
-__all__ = ["check_broker_staleness", "check_client_metadata", "stale_rates", "token_frontier"]
+__all__ = ["check_broker_staleness", "check_client_metadata", "id_first_seen", "stale_rates", "token_frontier"]
 
 #: One sighting of a cluster-metadata token: (capture time ms, token, capture pointer of the response).
 TokenSighting = tuple[int, int, str]
@@ -131,8 +131,19 @@ def _id_regression_finding(
     )
 
 
-def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) -> list[Finding]:
-    """M1 and M3 per client (any mix of clients may be passed; they are separated by ``client_id``).
+def id_first_seen(observations: Iterable[MetadataObservation]) -> dict[str, int]:
+    """Topic id -> the first capture time any client saw it: how M3 orders a name's ids (its incarnations)."""
+    out: dict[str, int] = {}
+    for o in observations:
+        if o.topic_id is not None and o.topic is not None and o.capture_ts < out.get(o.topic_id, o.capture_ts + 1):
+            out[o.topic_id] = o.capture_ts
+    return out
+
+
+def check_client_metadata(observations_sorted: Iterable[MetadataObservation],
+                          first_seen: Mapping[str, int] | None = None) -> list[Finding]:
+    """M1 and M3 per client (any mix of clients may be passed; they are separated by ``client_id`` and, where the
+    capture gives it, ``client_host``: one client instance keeps its own view, as Java's ``Metadata`` does).
 
     - M1 ``client_epoch_regression`` (warning): per (client, topic id, partition) a response whose leader
       epoch is below the highest the client has already seen; names the serving broker, the cached and
@@ -140,7 +151,10 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
       fine; epoch -1 (below v7) is not comparable.
     - M3 ``topic_id_regression`` (error): a response serves a topic id for a name that is older than an id
       the client has already seen for that name. A new id starts a new baseline (re-created topic,
-      KAFKA-12257: no finding).
+      KAFKA-12257: no finding). Ids are ordered cluster-wide, by the first time any client saw them
+      (``first_seen``: :func:`id_first_seen` of every observation; computed from those passed when None),
+      not by the order one client happened to see them: a client that joined after a re-creation and is
+      then served the deleted id by a lagging broker gets the finding on that broker's response.
     - M3 ``possible_topic_recreation`` (info): without ids, the epoch dropped to 0 together with a change
       of replica set: a new baseline, reported so the operator sees why no M1 was raised.
     - Both M3 kinds are topic-level: one finding per (client, response, topic) with ``partition`` None;
@@ -154,9 +168,15 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
     """
     out: list[Finding] = []
     obs = sorted(observations_sorted, key=lambda o: o.capture_ts)
+    if first_seen is None:
+        first_seen = id_first_seen(obs)
+
+    def rank(seen_id: tuple[str, int, MetadataObservation]) -> tuple[int, str]:
+        return (first_seen.get(seen_id[0], seen_id[1]), seen_id[0])
+
     by_client: dict[Any, list[MetadataObservation]] = defaultdict(list)
     for o in obs:
-        by_client[o.client_id].append(o)
+        by_client[o.client].append(o)
     for _client, items in by_client.items():
         single = _single_ids(items)
         bases: dict[tuple, _Baseline] = {}
@@ -169,9 +189,9 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
             for o in group:
                 if o.topic_id is not None and o.topic is not None:
                     seen = ids.get(o.topic, [])
-                    known = [x for x in seen if x[0] == o.topic_id]
-                    if known and seen[-1][0] != o.topic_id:
-                        regressions.setdefault(_response_key(o), [o, seen[-1], []])[2].append(o)
+                    newest = max(seen, key=rank) if seen else None
+                    if newest is not None and rank((o.topic_id, o.capture_ts, o)) < rank(newest):
+                        regressions.setdefault(_response_key(o), [o, newest, []])[2].append(o)
                         continue
                 if o.epoch < 0:
                     continue
@@ -195,7 +215,7 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation]) ->
                             evidence=(o.pointer(),)
                             + ((base.first_seen.pointer(),) if base.first_seen else ()),
                             detail=(
-                                f"client {o.client_id} was served leader epoch {o.epoch} for "
+                                f"client {o.client_text()} was served leader epoch {o.epoch} for "
                                 f"{o.topic or o.topic_id}-{o.partition} by broker {o.broker}, but had seen epoch "
                                 f"{base.highest} {o.capture_ts - base.first_seen_ts} ms earlier."
                             ),
@@ -264,6 +284,11 @@ def check_broker_staleness(
     ``frontier`` (:func:`token_frontier` of all the cluster's observations) when the caller passes only a
     part of them (the Spark job passes one partition at a time), else with the observations passed.
 
+    A response without topic ids (below v10) is keyed by the one id its topic name maps to over the
+    observations passed (the Spark job passes a partition's rows under that id), so a v9 client served an
+    epoch older than one a v10+ client saw is compared; a name with two or more ids (a re-created topic)
+    keeps its own key.
+
     Judgement calls: "before t - grace" is strict (staleness must exceed the grace); one finding per stale
     (response, partition) — the epoch comparison wins, the token one is reported only when the epoch does
     not show staleness; without topic ids a drop to epoch 0 with a changed replica set resets the baseline
@@ -278,10 +303,11 @@ def check_broker_staleness(
         )
     f_times = [x[0] for x in frontier]
     f_toks = [x[1] for x in frontier]
+    single = _single_ids(obs)
     bases: dict[tuple, _Baseline] = {}
     for o in obs:
         t = o.capture_ts
-        k = _key(o)
+        k = _key(o, single)
         base = bases.get(k)
         if base is not None and o.epoch >= 0 and _looks_recreated(base, o):
             base = bases[k] = _Baseline()
@@ -307,7 +333,7 @@ def check_broker_staleness(
                     evidence=(o.pointer(), src0.pointer()),
                     detail=(
                         f"broker {o.broker} served leader epoch {o.epoch} for {o.topic or o.topic_id}-{o.partition} "
-                        f"to client {o.client_id} {t - ts0} ms after epoch {ep0} had been observed "
+                        f"to client {o.client_text()} {t - ts0} ms after epoch {ep0} had been observed "
                         f"(grace {grace_ms} ms)."
                     ),
                     **_subject(o),
@@ -330,7 +356,7 @@ def check_broker_staleness(
                     evidence=(o.pointer(), ptr0),
                     detail=(
                         f"broker {o.broker} served cluster-metadata token {o.metadata_token} for "
-                        f"{o.topic or o.topic_id}-{o.partition} to client {o.client_id} {t - ts0} ms after token "
+                        f"{o.topic or o.topic_id}-{o.partition} to client {o.client_text()} {t - ts0} ms after token "
                         f"{tok0} had been observed (grace {grace_ms} ms)."
                     ),
                     **_subject(o),

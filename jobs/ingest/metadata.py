@@ -4,7 +4,8 @@
   = base64 of header + body, no size prefix), optionally ``"metadata_token"``: a monotone cluster-metadata
   token recorded beside the response (e.g. the KRaft metadata offset a capturing proxy saw), an integer
   0..2^63-1 that rule M2 compares; absent or null = null, anything else quarantines the line (a dropped token
-  would hide staleness silently). Unit ``line``, ``position`` = line number. A large capture is cut into
+  would hide staleness silently), and optionally ``"client_host"``: the client's host (a string; anything else
+  quarantines the line), which with ``client_id`` tells one client from another. Unit ``line``, ``position`` = line number. A large capture is cut into
   line ranges decoded by many tasks (:mod:`.lines`), with the line numbers of the whole file.
 - pcap / pcapng: :func:`epochlib.pcap.iter_exchanges` reassembles the TCP streams on the configured broker
   ports and pairs requests with responses by correlation id; the API version comes from the request, the
@@ -24,7 +25,9 @@ bytes after a complete body are ignored as clients do, and counted in ``trailing
 :func:`epochlib.brokers.canonical_brokers_arrow`: the node id when the capture gives one, or its
 ``host:port`` is in that response's broker list, or the ``[inputs] broker_addresses`` mapping names it;
 else the captured value. ``broker_address`` keeps the captured value (JSONL ``broker`` as written, pcap
-peer ``ip:port``); quarantine rows keep the captured value too.
+peer ``ip:port``); quarantine rows keep the captured value too. ``client_host`` is the client's host: the pcap
+client's IP (without the port: one client reaches several brokers over connections with different ports), the
+JSONL ``client_host`` as written, else null.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ WORK = pa.schema([
     pa.field("api_version", pa.int16()),
     pa.field("metadata_token", pa.int64()),
     pa.field("broker_address", pa.string()),
+    pa.field("client_host", pa.string()),
     *[pa.field(n, t) for n, t in _OBS],
 ])
 
@@ -101,7 +105,7 @@ def parse_capture_line(line: str) -> tuple[dict[str, Any], bytes, int, int, int 
     error a run quarantines the line with). Raises ValueError (or TypeError, OverflowError, RecursionError,
     binascii.Error: :data:`LINE_ERRORS`) for a line that is not a capture: not a JSON object with a base64
     ``response``, an ``api_version`` that is not an int16 >= 0, a missing or unparseable ``ts``, a bad
-    ``metadata_token``."""
+    ``metadata_token``, a ``client_host`` that is not a string."""
     obj = json.loads(line)
     if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
         raise ValueError("not a JSON object with a base64 response")
@@ -115,6 +119,8 @@ def parse_capture_line(line: str) -> tuple[dict[str, Any], bytes, int, int, int 
         raise ValueError(f"missing or unparseable ts {str(ts)[:40]!r}")
     try:
         token = _metadata_token(obj.get("metadata_token"))
+        if not isinstance(obj.get("client_host"), (str, type(None))):
+            raise ValueError(f"bad client_host {obj.get('client_host')!r:.60} (must be a string)")
     except ValueError as e:
         e.capture_ms = ms  # type: ignore[attr-defined]  # the line is dated by its own good time
         raise
@@ -160,6 +166,7 @@ def _observations(src: str, unit: str, ctx: dict[str, list], responses: list, ve
         "client_id": pc.take(pa.array(ctx["client_id"], pa.string()), gidx),
         "broker": pc.take(canonical, gidx),
         "broker_address": pc.take(captured, gidx),
+        "client_host": pc.take(pa.array(ctx["client_host"], pa.string()), gidx),
         "api_version": pc.take(pa.array(versions, pa.int16()), gidx),
         "metadata_token": pc.take(pa.array(ctx["metadata_token"], pa.int64()), gidx),
     }
@@ -175,18 +182,19 @@ class _Chunk:
     def __init__(self, src: str, unit: str, side: RowBuffer, addresses: dict[str, int]) -> None:
         self.src, self.unit, self.side, self.addresses = src, unit, side, addresses
         self.ctx: dict[str, list] = {
-            k: [] for k in ("position", "capture_ms", "client_id", "broker", "metadata_token")
+            k: [] for k in ("position", "capture_ms", "client_id", "broker", "metadata_token", "client_host")
         }
         self.responses: list = []
         self.versions: list = []
         self.bad = self.out = 0
 
     def add(self, position: int, capture_ms: int | None, client_id: Any, broker: Any, response: bytes,
-            version: int, metadata_token: int | None = None) -> bool:
-        """Queue one response (with its validated token, if the capture has one); True when the chunk is
-        full and should be flushed."""
+            version: int, metadata_token: int | None = None, client_host: str | None = None) -> bool:
+        """Queue one response (with its validated token and client host, if the capture has them); True when
+        the chunk is full and should be flushed."""
         for name, value in (("position", position), ("capture_ms", capture_ms), ("client_id", client_id),
-                            ("broker", _broker_text(broker)), ("metadata_token", metadata_token)):
+                            ("broker", _broker_text(broker)), ("metadata_token", metadata_token),
+                            ("client_host", client_host)):
             self.ctx[name].append(value)
         self.responses.append(response)
         self.versions.append(version)
@@ -225,7 +233,7 @@ def _decode_jsonl(row: dict | str, addresses: dict[str, int]) -> Iterator[pa.Rec
             side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX],
                               q_ms=getattr(e, "capture_ms", None)))
             continue
-        if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver, token):
+        if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver, token, obj.get("client_host")):
             batch = chunk.flush()
             if batch is not None:
                 yield batch
@@ -243,6 +251,17 @@ def _ms(ts: Any) -> int | None:
     if isinstance(ts, float):
         return int(round(ts * 1000)) if math.isfinite(ts) and abs(ts) < 1e15 else None
     return int(ts)
+
+
+def _host(address: str | None) -> str | None:
+    """The host of a captured ``ip:port`` (``[v6]:port`` -> ``v6``): one client reaches several brokers over
+    connections with different ports, and M1/M3/M5 follow what one client instance saw."""
+    if not address:
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return address
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 
 
 def _decode_pcap(src: str, broker_ports: Sequence[int], addresses: dict[str, int]) -> Iterator[pa.RecordBatch]:
@@ -281,7 +300,8 @@ def _decode_pcap(src: str, broker_ports: Sequence[int], addresses: dict[str, int
             side.add(side_row(src, ex.frame_index, "frame", f"capture time {ex.ts!r:.40} is outside "
                               "0001-01-01..9999-12-31", None, broker=_broker_text(ex.broker)))
             continue
-        if chunk.add(ex.frame_index, ms, ex.client_id, ex.broker, ex.response, ex.api_version):
+        if chunk.add(ex.frame_index, ms, ex.client_id, ex.broker, ex.response, ex.api_version,
+                     client_host=_host(ex.client)):
             batch = chunk.flush()
             if batch is not None:
                 yield batch
@@ -321,7 +341,7 @@ OBSERVATION_COLUMNS = (
     "capture_ts", "client_id", "broker", "api_version", "correlation_id", "topic", "topic_id", "partition",
     "leader_id", "leader_epoch", "replicas", "isr", "offline_replicas", "topic_error", "partition_error",
     "cluster_id", "controller_id", "source", "position", "event_ts", "metadata_token", "broker_address",
-    "trailing_bytes",
+    "trailing_bytes", "client_host",
 )  # fmt: skip
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -403,5 +423,5 @@ def observations_frame(work: DataFrame) -> DataFrame:
         "correlation_id", "topic", "topic_id", "partition", "leader_id", "leader_epoch", "replicas", "isr",
         "offline_replicas", "topic_error", "partition_error", "cluster_id", "controller_id", "source",
         "position", F.timestamp_millis("capture_ms").alias("event_ts"), "metadata_token", "broker_address",
-        "trailing_bytes",
+        "trailing_bytes", "client_host",
     )

@@ -22,7 +22,7 @@ P1        ``offset_commits`` of expanded topics cogrouped by topic with     ``ch
           call per topic, collected: a handful of rows)
 M3 (log)  observations without a topic id get the log's id for their name    ``with_log_topic_ids``
           at the capture time (``mapInArrow``), before M1/M2/M3/M5 run
-M5        ``metadata_observations.groupBy(client_id).applyInArrow``         ``check_metadata_offsets``
+M5        ``metadata_observations.groupBy(client_id, client_host)``         ``check_metadata_offsets``
           (columnar: ``kraft_pass.metadata_offsets``)
 M2 (log)  observations ``mapInArrow``; a capture-only M2 finding is         ``check_broker_staleness_logged``
           dropped when the log judges its observation (the few
@@ -360,7 +360,7 @@ def with_topic_ids(obs: DataFrame, ev: KraftEvidence,
 
 #: What M5 reads of an observation (the shuffle to one group per client carries only these).
 _M5_COLUMNS = ("capture_ts", "client_id", "broker", "correlation_id", "topic", "topic_id", "partition", "leader_epoch",
-               "source", "position")
+               "source", "position", "client_host")
 
 
 def _m5(table: pa.Table, index: SpanIndex) -> list[Any]:
@@ -403,7 +403,7 @@ def metadata_findings(obs: DataFrame, capture_findings: DataFrame, ev: KraftEvid
     if not ev.present:
         return capture_findings
     schema = fr.findings_spark_schema()
-    m5 = obs.select(*_M5_COLUMNS).groupBy("client_id").applyInArrow(
+    m5 = obs.select(*_M5_COLUMNS).groupBy("client_id", "client_host").applyInArrow(
         fr.arrow_group_fn(partial(_m5, index=ev.index)), schema)
     m2 = obs.mapInArrow(fr.arrow_map_fn(partial(_m2_logged, index=ev.index, grace_ms=grace_ms)), schema)
     capture_findings = keep(capture_findings)

@@ -8,7 +8,7 @@ is ~30 CPU-s, while the rules themselves take ~1. Here every observation goes to
 (the observations' partitions coalesced into one, no shuffle) and the same steps run there, columnar (numpy over the whole table) where Spark ran
 them and through the same rule functions, on the same groups of rows, where Spark called Python:
 
-- **M1 + M3**: groups ``(client_id, topic_key)``, ``topic_key`` = the topic, else the smallest name other
+- **M1 + M3**: groups ``(client_id, client_host, topic_key)``, ``topic_key`` = the topic, else the smallest name other
   rows give the id, else the id; a group goes to :func:`~epochlib.rules.check_client_metadata` when one of
   its epochs is below one the client saw strictly earlier for the partition, or it holds two ids;
 - **M2**: groups ``(partition_key, partition)``; a group goes to
@@ -260,6 +260,29 @@ def _topic_key(table: pa.Table) -> pa.ChunkedArray:
     return pc.coalesce(table.column("topic"), pc.take(per_id, ids.indices), table.column("tid"))
 
 
+def _named_ids(table: pa.Table) -> pa.Table:
+    """The ``tid``, ``topic`` and ``capture_ts`` of the rows that carry both an id and a name."""
+    t = table.select(["tid", "topic", "capture_ts"])
+    return t.filter(pc.and_(pc.is_valid(t.column("tid")), pc.is_valid(t.column("topic"))))
+
+
+def _id_first_seen(table: pa.Table) -> dict[str, int]:
+    """:func:`epochlib.rules.metadata.id_first_seen`: each topic id's first capture time (how M3 orders ids)."""
+    firsts = _named_ids(table).group_by("tid", use_threads=False).aggregate([("capture_ts", "min")])
+    return dict(zip(firsts.column("tid").to_pylist(), firsts.column("capture_ts_min").to_pylist(), strict=True))
+
+
+def _single_ids(table: pa.Table) -> pa.ChunkedArray:
+    """Per row without an id: the one id its topic name maps to over the table (null for a name with none or
+    several), the key :func:`epochlib.rules.metadata.check_broker_staleness` gives such a row."""
+    named = _named_ids(table)
+    per_name = named.group_by("topic", use_threads=False).aggregate([("tid", "min"), ("tid", "max")])
+    single = per_name.filter(pc.equal(per_name.column("tid_min"), per_name.column("tid_max")))
+    at = pc.index_in(table.column("topic"), value_set=single.column("topic"))
+    return pc.if_else(pc.is_valid(table.column("tid")), pa.scalar(None, pa.string()),
+                      pc.take(single.column("tid_min"), at))
+
+
 def _frontier(table: pa.Table) -> list[tuple[int, int, str]]:
     """:func:`stale_metadata.token_frontier_of`: the first sighting of each token (time, source, position,
     partition order), reduced to the rule's frontier."""
@@ -292,8 +315,9 @@ def _capture_findings(table: pa.Table, grace_ms: int) -> list[Any]:
     # M1 + M3
     topic_key = _topic_key(table)
     keyed = table.select(cols).append_column("topic_key", topic_key)
-    g13 = _codes(table.column("client_id"), topic_key)
-    below = _below_earlier(_codes(table.column("client_id"), topic_key, table.column("partition")), ts, ep)
+    client, host = table.column("client_id"), table.column("client_host")
+    g13 = _codes(client, host, topic_key)
+    below = _below_earlier(_codes(client, host, topic_key, table.column("partition")), ts, ep)
     keep13 = _any_per_group(g13, below)
     tid_codes = _codes(table.column("tid"))
     has_tid = table.column("tid").is_valid().to_numpy(zero_copy_only=False)
@@ -302,10 +326,13 @@ def _capture_findings(table: pa.Table, grace_ms: int) -> list[Any]:
         pairs = pc.unique(pa.array(g13[has_tid] * width + tid_codes[has_tid], pa.int64())).to_numpy()
         counts = np.bincount(pairs // width, minlength=len(keep13))
         keep13 |= counts[: len(keep13)] > 1
+    first_seen = _id_first_seen(table)
     for group in _groups(keyed, g13, keep13):
-        found += sm.client_group_findings(group)
+        found += sm.client_group_findings(group, first_seen)
     # M2
-    pkey = pc.coalesce(pc.binary_join_element_wise("id:", table.column("tid"), ""),
+    tid = table.column("tid")
+    pkey = pc.coalesce(pc.binary_join_element_wise("id:", tid if tid.null_count == 0 else
+                                                   pc.coalesce(tid, _single_ids(table)), ""),
                        pc.binary_join_element_wise("name:", table.column("topic"), ""))
     keyed2 = table.select(cols).append_column("partition_key", pkey)
     g2 = _codes(pkey, table.column("partition"))
@@ -371,7 +398,7 @@ def pass_table(table: pa.Table, grace_ms: int, index: SpanIndex | None) -> pa.Ta
         found = [f for f in found if f.rule != "M2" or _finding_key(f) is None or _finding_key(f) not in dropped]
         found += logged_staleness(index, table, grace_ms)
         m5 = table.select(list(_M5_COLUMNS))
-        for group in _groups(m5, _codes(m5.column("client_id"))):
+        for group in _groups(m5, _codes(m5.column("client_id"), m5.column("client_host"))):
             found += metadata_offsets(index, group, kraft=True)
         lags = response_lags_table(table, index, grace_ms)
     responses = table.select(list(_RESPONSE)).group_by(list(_RESPONSE), use_threads=False).aggregate([])

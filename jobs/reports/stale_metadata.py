@@ -8,7 +8,7 @@ How it runs (no driver loops; every rule call is a grouped Arrow function on the
 
 - ``metadata_observations`` of ``[from - lookback, to]``, timestamps as epoch ms, the all-zero topic id
   read as "no id" (as :class:`~epochlib.rules.MetadataObservation` does);
-- **M1 + M3** (:func:`~epochlib.rules.check_client_metadata`): ``groupBy(client_id, topic_key)
+- **M1 + M3** (:func:`~epochlib.rules.check_client_metadata`): ``groupBy(client_id, client_host, topic_key)
   .applyInArrow``. ``topic_key`` is the topic name; a response that carries only a topic id gets the name
   other responses gave for that id (a broadcast join on the distinct id -> name pairs), else the id, so
   M1's per-(client, topic id, partition) baseline and M3's per-(client, name) id history both live in one
@@ -53,6 +53,8 @@ from epochlib.rules.metadata import TokenSighting, token_frontier
 from . import _frames as fr
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from ..config import Config
@@ -67,7 +69,7 @@ _ZERO_IDS = ("AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000", "
 OBS_COLUMNS = (
     "capture_ts", "client_id", "broker", "api_version", "correlation_id", "topic", "topic_id", "partition",
     "leader_id", "leader_epoch", "replicas", "topic_error", "partition_error", "metadata_token", "source",
-    "position", "event_ts",
+    "position", "event_ts", "client_host",
 )  # fmt: skip
 
 
@@ -82,6 +84,8 @@ def observations(
     df = fr.read_silver(spark, config, "metadata_observations", cluster, window, state)
     if "metadata_token" not in df.columns:  # a table written before the column existed
         df = df.withColumn("metadata_token", F.lit(None).cast("long"))
+    if "client_host" not in df.columns:
+        df = df.withColumn("client_host", F.lit(None).cast("string"))
     df = fr.ms_columns(df.select(*OBS_COLUMNS), ("capture_ts", "event_ts"))
     tid = topic_id_col()
     return (
@@ -104,9 +108,10 @@ def _sorted_obs(table: pa.Table):
     return obs
 
 
-def client_group_findings(table: pa.Table) -> list[Finding]:
-    """M1 + M3 over one ``(client_id, topic_key)`` group of observations."""
-    return check_client_metadata(_sorted_obs(table))
+def client_group_findings(table: pa.Table, first_seen: Mapping[str, int] | None = None) -> list[Finding]:
+    """M1 + M3 over one ``(client_id, topic_key)`` group of observations (``first_seen``: every topic id's first
+    sighting by any client, how M3 orders a name's ids)."""
+    return check_client_metadata(_sorted_obs(table), first_seen)
 
 
 def partition_group_findings(table: pa.Table, grace_ms: int, frontier: list[TokenSighting]) -> list[Finding]:
@@ -160,23 +165,32 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     # rows it saw before. The tests run over the few columns they read (the windows shuffle and sort those,
     # not whole observations); the keys of the groups kept, few, then pick the rows by a broadcast semi-join.
     ep = F.when(F.col("leader_epoch") >= 0, F.col("leader_epoch"))
-    earlier = (Window.partitionBy("client_id", "topic_key", "partition").orderBy("capture_ts")
+    earlier = (Window.partitionBy("client_id", "client_host", "topic_key", "partition").orderBy("capture_ts")
                .rangeBetween(Window.unboundedPreceding, -1))
     below = F.coalesce((ep < F.max(ep).over(earlier)).cast("int"), F.lit(0))
     kept13 = (
-        keyed.select("client_id", "topic_key", "partition", "capture_ts", "leader_epoch", "tid")
+        keyed.select("client_id", "client_host", "topic_key", "partition", "capture_ts", "leader_epoch", "tid")
         .withColumn("_below", below)
-        .groupBy("client_id", "topic_key")
+        .groupBy("client_id", "client_host", "topic_key")
         .agg(((F.max("_below") == 1) | (F.min("tid") < F.max("tid"))).alias("_keep"))
         .where(F.col("_keep"))
         .drop("_keep")
     )
+    # M3 orders a name's ids by their first sighting by any client (few rows: one per topic id)
+    first_seen = {r["tid"]: r["ts"] for r in obs.where(F.col("tid").isNotNull() & F.col("topic").isNotNull())
+                  .groupBy("tid").agg(F.min("capture_ts").alias("ts")).collect()}
     m13 = (
-        _semi(keyed.select(*cols, "topic_key"), kept13, ("client_id", "topic_key"))
-        .groupBy("client_id", "topic_key")
-        .applyInArrow(fr.arrow_group_fn(client_group_findings), schema)
+        _semi(keyed.select(*cols, "topic_key"), kept13, ("client_id", "client_host", "topic_key"))
+        .groupBy("client_id", "client_host", "topic_key")
+        .applyInArrow(fr.arrow_group_fn(partial(client_group_findings, first_seen=first_seen)), schema)
     )
-    pkey = F.coalesce(F.concat(F.lit("id:"), F.col("tid")), F.concat(F.lit("name:"), F.col("topic")))
+    # a row without an id (below v10) is keyed by the one id its name maps to, as check_broker_staleness keys it
+    single = (obs.where(F.col("tid").isNotNull() & F.col("topic").isNotNull()).groupBy(F.col("topic").alias("_t"))
+              .agg(F.min("tid").alias("_single"), F.max("tid").alias("_other"))
+              .where(F.col("_single") == F.col("_other")).select("_t", "_single"))
+    obs = obs.join(F.broadcast(single), (obs["topic"] == single["_t"]) & obs["tid"].isNull(), "left")
+    pkey = F.coalesce(F.concat(F.lit("id:"), F.coalesce(F.col("tid"), F.col("_single"))),
+                      F.concat(F.lit("name:"), F.col("topic")))
     frontier = token_frontier_of(obs)
     per_key = Window.partitionBy("partition_key", "partition")
     # epochs first seen before t - grace: rows at or before t - grace - 1 ms (a negative grace looks ahead:
