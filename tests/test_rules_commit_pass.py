@@ -363,3 +363,38 @@ def test_f2_over_idle_repeats_across_rounds_matches_the_rule(seed) -> None:
     rng = random.Random(seed)
     for _ in range(30):
         _check(*_idle_across_rounds(rng), fencing=True, resets=False)
+
+
+def _sweep_side(tids: tuple, later_entries: list[tuple[int, int]], lead=((2, 400), (5, 700), (6, 1100))) -> list[dict]:
+    """Lineage rows of a broker-by-broker collection: brokers 1, 2 at T0 (epoch 6 from 1100, LEO 1300), broker 3
+    re-fetching alone at T0 + 10 min (up to epoch 5, LEO 900), all three again at T0 + 6 h; ``tids``: the topic
+    id of each of the three rounds."""
+    def row(b, t, ents, leo, tid):
+        return dict(broker=str(b), snapshot_ts=t, topic="t", partition=0, topic_id=tid,
+                    entries=[{"epoch": e, "start_offset": s} for e, s in ents], log_start_offset=0,
+                    high_watermark=leo, log_end_offset=leo, source=f"/l/broker={b}/snapshot={t}/t-0/leader-epoch-checkpoint",
+                    _k=0)  # fmt: skip
+    return ([row(b, T0, lead, 1300, tids[0]) for b in (1, 2)] + [row(3, T0 + 600_000, [(2, 400), (5, 700)], 900, tids[1])]
+            + [row(b, T0 + 6 * 3_600_000 + b, later_entries, 1500, tids[2]) for b in (1, 2, 3)])  # fmt: skip
+
+
+def _epoch6_commits(gid: str = "g", base: int = 1200, epoch: int = 6) -> list[dict]:
+    """A healthy group in epoch 6 committing every 30 s from T0 + 1 min to T0 + 20 min (1205 .. 1400)."""
+    return [dict(topic="t", partition=0, group_id=gid, committed_offset=base + 5 * (j + 1), leader_epoch=epoch,
+                 ts=T0 + 60_000 + j * 30_000, is_tombstone=False, log_offset=j, source="/o/0.log", position=j)
+            for j in range(39)]  # fmt: skip
+
+
+def test_a_round_of_lagging_followers_is_not_the_leader_in_the_pass() -> None:
+    """The columnar F2 and S2 take the same leader as the rules when a round holds only a lagging follower."""
+    lead = [(2, 400), (5, 700), (6, 1100)]
+    assert _check(_epoch6_commits(), _sweep_side(("A", "A", "A"), lead)) == 0
+    # a truncation (epoch 6 cut at 1280) is still found, from the first later round holding the leader
+    commits = _epoch6_commits()
+    assert _check(commits, _sweep_side(("A", "A", "A"), [*lead, (7, 1280)]), resets=False) == sum(
+        c["committed_offset"] > 1280 for c in commits)
+    # broker 3's epoch 5 runs on to its LEO 900 (a diverged tail it has yet to truncate), the leader's ends at 800:
+    # commits in epoch 5 past 800 made before broker 3's round are judged by the leader's round before it
+    commits = _epoch6_commits(base=800, epoch=5)[:17]  # up to T0 + 9 min
+    side = _sweep_side(("A", "A", "A"), [(2, 400), (5, 700), (6, 800)], lead=[(2, 400), (5, 700), (6, 800)])
+    assert _check(commits, side, resets=False) == 17

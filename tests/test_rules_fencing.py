@@ -13,12 +13,13 @@ from epochlib.rules import (
 )
 
 
-def snap(broker, ts, entries, leo=None, ls=None) -> ReplicaSnapshot:
+def snap(broker, ts, entries, leo=None, ls=None, tid=None) -> ReplicaSnapshot:
     return ReplicaSnapshot(
         broker=str(broker),
         snapshot_ts=ts,
         topic="t",
         partition=0,
+        topic_id=tid,
         entries=tuple(EpochEntry(e, s) for e, s in entries),
         log_end_offset=leo,
         log_start_offset=ls,
@@ -82,6 +83,54 @@ def test_leader_lookup_with_tolerance_groups_a_round():
     s = [snap(1, 1000, [(0, 0)], leo=5), snap(2, 1900, [(0, 0), (1, 5)], leo=6)]
     assert make_lineage_lookup(s, tolerance_ms=0)(1000).broker == "1"
     assert make_lineage_lookup(s, tolerance_ms=1000)(1000).broker == "2"
+
+
+# --- rounds without the leader (a broker-by-broker collection sweep) ------------------------------
+
+MIN = 60_000
+H6 = 6 * 60 * MIN  # 06:00
+
+
+def _sweep(later=True, tid="A", later_entries=((2, 400), (5, 700), (6, 1100))):
+    """Brokers 1 and 2 snapshotted at 06:00 (epoch 6 from 1100, LEO 1300); broker 3, re-fetching after a
+    disk swap, alone at 06:10 (epochs up to 5, LEO 900): beyond the 300 s tolerance, a round of its own."""
+    lead = [(2, 400), (5, 700), (6, 1100)]
+    snaps = [snap(b, H6, lead, leo=1300, tid=tid) for b in (1, 2)]
+    snaps.append(snap(3, H6 + 10 * MIN, [(2, 400), (5, 700)], leo=900, tid=tid))
+    if later:
+        snaps += [snap(b, 12 * 60 * MIN + (b - 1) * MIN, later_entries, leo=1500, tid=tid) for b in (1, 2, 3)]
+    return snaps
+
+
+def _healthy_commits():
+    return [commit(1250, 6, H6 + 5 * MIN, log_offset=1), commit(1290, 6, H6 + 8 * MIN, log_offset=2),
+            commit(1320, 6, H6 + 20 * MIN, log_offset=3)]  # fmt: skip
+
+
+def test_f2_a_round_of_lagging_followers_is_not_the_leader():
+    for later in (True, False):  # the next round holding the leader judges, else the one before
+        lookup = make_lineage_lookup(_sweep(later), tolerance_ms=300_000)
+        assert lookup(H6 + 5 * MIN).broker == "1"
+        assert check_commit_fencing(_healthy_commits(), lookup) == []
+    assert make_lineage_lookup(_sweep(), 300_000)(H6 + 5 * MIN).snapshot_ts == 12 * 60 * MIN
+    assert make_lineage_lookup(_sweep(False), 300_000)(H6 + 5 * MIN).snapshot_ts == H6
+
+
+def test_f2_a_truncation_is_found_past_a_round_of_lagging_followers():
+    # an unclean election at 06:30 cut epoch 6 at 1280: the 12:00 round, the first holding the leader, shows it
+    snaps = _sweep(later_entries=((2, 400), (5, 700), (6, 1100), (7, 1280)))
+    found = check_commit_fencing(_healthy_commits(), make_lineage_lookup(snaps, 300_000))
+    assert [(f.kind, f.numbers["committed_offset"], f.numbers["end_offset"]) for f in found] == [
+        ("commit_beyond_epoch_end", 1290, 1280), ("commit_beyond_epoch_end", 1320, 1280)]
+    assert {(f.broker, f.numbers["snapshot_ts"]) for f in found} == {("1", 12 * 60 * MIN)}
+
+
+def test_f2_a_lower_round_without_topic_id_is_kept():
+    # without topic ids a lagging follower cannot be told from a re-created topic (epochs restart at 0)
+    lookup = make_lineage_lookup(_sweep(tid=None), tolerance_ms=300_000)
+    assert lookup(H6 + 5 * MIN).broker == "3"
+    kinds = [f.kind for f in check_commit_fencing(_healthy_commits(), lookup)]
+    assert kinds == ["commit_unknown_epoch", "commit_unknown_epoch"]
 
 
 # --- F2 --------------------------------------------------------------------------------------------

@@ -192,7 +192,7 @@ def _f2_flags(cm: _Commits, rows: np.ndarray, ra: _RoundArrays, gid: str) -> np.
     """Of the commits ``rows`` (each with an offset and an epoch >= 0), those for which :func:`fence_check`
     gives unknown_epoch or beyond_epoch_end."""
     ts, e, o = cm.ts[rows], cm.epoch[rows], cm.off[rows]
-    li = ra.rounds.indices_at(ts)
+    li = ra.rounds.leader_indices_at(ts)
     older = ra.snap_ts[li] < ts
     combo = (li.astype(np.int64) * 2 + older) * (1 << 32) + e
     uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
@@ -288,7 +288,7 @@ def _resets(
     steps = np.where(fwd, step, np.iinfo(np.int64).min)
     po = np.r_[o[:1], o[:-1]]
     if len(ra.rounds):
-        ls_at = ra.log_start[ra.rounds.indices_at(ts)]
+        ls_at = ra.log_start[ra.rounds.leader_indices_at(ts)]
         bi = ra.rounds.indices_before(ts)
         ls_before = np.where(bi >= 0, ra.log_start[np.maximum(bi, 0)], _NO_LS)
         s2a = ((ls_at != _NO_LS) & (po < ls_at) & (o == ls_at)) | ((ls_before != _NO_LS) & (po < ls_before) & (o == ls_before))

@@ -12,6 +12,16 @@ on its own.
   higher log end offset, then the lower broker id (deterministic).
 - The round **at** ``ts``: the first round whose last member is at or after ``ts``, else the newest
   round. The round **before** ``ts``: the newest round whose last member is at or before ``ts``.
+- The **leader at** ``ts`` (:meth:`SnapshotRounds.leader_at`, what F2, S1 and S2 judge an event
+  against) is the leader of the round at ``ts``, with one exception, decided on topic ids (a round's
+  topic id is its leader's, from ``partition.metadata``):
+
+  - a round *without the leader*: its highest epoch is below the highest epoch of an earlier round of
+    the same topic id (a partition's epochs never go back within one incarnation of the topic), so every
+    replica in it is a lagging follower — a collection sweep that reaches the brokers one by one splits
+    into several rounds. Its place is taken by the first later round of that topic id that holds the
+    leader, else by the newest earlier one. Without a known topic id a lagging follower cannot be told
+    from a re-created topic (epochs restart at 0): the round is kept as it is.
 """
 
 from __future__ import annotations
@@ -75,6 +85,35 @@ def log_end_of(snap: ReplicaSnapshot) -> int | None:
     return snap.log_end_offset if snap.log_end_offset is not None else snap.high_watermark
 
 
+def _lead_rounds(leaders: tuple[ReplicaSnapshot, ...]) -> np.ndarray:
+    """Per round, the round whose leader stands for it: itself, or for a round whose highest epoch is
+    below that of an earlier round of the same (known) topic id, the first later round of that id which
+    is not below, else the newest earlier one that was not."""
+    n = len(leaders)
+    lead = np.arange(n, dtype=np.int64)
+    lagging = np.zeros(n, dtype=bool)
+    best: dict[str, tuple[int, int]] = {}  # topic id -> (highest epoch so far, newest round holding it)
+    for i, s in enumerate(leaders):
+        latest = s.repaired_cache().latest_epoch
+        if s.topic_id is None or latest is None:
+            continue
+        seen = best.get(s.topic_id)
+        if seen is not None and latest < seen[0]:
+            lead[i], lagging[i] = seen[1], True
+        else:
+            best[s.topic_id] = (latest, i)
+    later: dict[str, int] = {}  # topic id -> the first later round holding the leader
+    for i in range(n - 1, -1, -1):
+        tid = leaders[i].topic_id
+        if tid is None:
+            continue
+        if lagging[i]:
+            lead[i] = later.get(tid, lead[i])
+        elif leaders[i].repaired_cache().latest_epoch is not None:
+            later[tid] = i
+    return lead
+
+
 @dataclass(frozen=True, slots=True)
 class LogEndEstimate:
     """A known log end (next offset) of the partition at a time: from segments, the
@@ -113,7 +152,7 @@ class SnapshotRounds:
     ``ends`` (numpy, int64) and ``leaders`` are aligned with ``rounds``; the ``indices_*`` methods answer
     many times at once (the columnar commit pass)."""
 
-    __slots__ = ("ends", "leaders", "rounds", "tolerance_ms", "_ends_list")
+    __slots__ = ("ends", "lead", "leaders", "rounds", "tolerance_ms", "_ends_list")
 
     def __init__(self, snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0) -> None:
         ordered = sorted(snapshots, key=lambda s: (s.snapshot_ts, s.broker))
@@ -131,6 +170,9 @@ class SnapshotRounds:
         self._ends_list = [r.end for r in self.rounds]
         self.ends = np.array(self._ends_list, dtype=np.int64)
         self.leaders: tuple[ReplicaSnapshot, ...] = tuple(r.leader for r in self.rounds)
+        self.lead = _lead_rounds(self.leaders)
+        """Per round, the index of the round whose leader stands for it (itself, unless it has no leader:
+        see the module docstring)."""
 
     def __len__(self) -> int:
         return len(self.rounds)
@@ -151,9 +193,17 @@ class SnapshotRounds:
         i = bisect.bisect_right(self._ends_list, ts) - 1
         return i if i >= 0 else None
 
-    def leader_at(self, ts: int) -> ReplicaSnapshot | None:
-        """The leader's snapshot for an event at ``ts`` (the round at ``ts``); None without snapshots."""
+    def leader_index_at(self, ts: int) -> int | None:
+        """Index of the round whose leader judges an event at ``ts``: the round at ``ts``, or the round
+        standing for it when it has no leader (see the module docstring); None without rounds."""
         i = self.index_at(ts)
+        if i is None:
+            return None
+        return int(self.lead[i])
+
+    def leader_at(self, ts: int) -> ReplicaSnapshot | None:
+        """The leader's snapshot for an event at ``ts`` (:meth:`leader_index_at`); None without one."""
+        i = self.leader_index_at(ts)
         return None if i is None else self.leaders[i]
 
     def leader_before(self, ts: int) -> ReplicaSnapshot | None:
@@ -170,6 +220,10 @@ class SnapshotRounds:
     def indices_before(self, ts: np.ndarray) -> np.ndarray:
         """:meth:`index_before` for every element of ``ts``; -1 where there is none."""
         return np.searchsorted(self.ends, ts, side="right") - 1
+
+    def leader_indices_at(self, ts: np.ndarray) -> np.ndarray:
+        """:meth:`leader_index_at` for every element of ``ts`` (needs at least one round)."""
+        return self.lead[self.indices_at(ts)]
 
     # -- log bounds -------------------------------------------------------------------------------
 
