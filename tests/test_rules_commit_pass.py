@@ -398,3 +398,33 @@ def test_a_round_of_lagging_followers_is_not_the_leader_in_the_pass() -> None:
     commits = _epoch6_commits(base=800, epoch=5)[:17]  # up to T0 + 9 min
     side = _sweep_side(("A", "A", "A"), [(2, 400), (5, 700), (6, 800)], lead=[(2, 400), (5, 700), (6, 800)])
     assert _check(commits, side, resets=False) == 17
+
+
+def test_a_re_created_topic_in_the_pass() -> None:
+    """Commits between the last round of the old topic id and the first of the new one are not judged, in the
+    columnar F2 and S1/S2 as in the rules; a truncation judged by a round of the old id is still found."""
+    commits = _epoch6_commits()  # T0 + 1 min .. T0 + 20 min: after the A rounds, before the B round at T0 + 6 h
+    assert _check(commits, _sweep_side(("A", "A", "B"), [(0, 0)])) == 0
+    # the A round at T0 (epoch 6 ended at 1280) judges the commits of its own millisecond and before
+    side = _sweep_side(("A", "A", "B"), [(0, 0)], lead=[(2, 400), (5, 700), (6, 1100), (7, 1280)])
+    early = [dict(c, ts=T0 - 600_000 + j) for j, c in enumerate(commits)]
+    assert _check(early, side, resets=False) == sum(c["committed_offset"] > 1280 for c in early)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_commit_pass_matches_the_rules_with_topic_ids_changing(seed: int) -> None:
+    """The random sequences above, with each snapshot round's topic id drawn from two ids and none."""
+    rng = random.Random(seed)
+    for _ in range(20):
+        gids = rng.sample(["g0", "g1", "g2"], rng.randrange(1, 4))
+        commits, lo = [], 0
+        for gid in gids:
+            n = rng.choice([3, 8, 20, 60])
+            commits += _sequence(rng, gid, n, T0 + rng.randrange(0, 10) * 3_600_000, lo, end=rng.choice([500, 2500]))
+            lo += n * 3
+        side = _snapshots(rng)
+        ids = {}
+        for r in side:
+            rnd = r["source"].split("snapshot=")[1].split("/")[0]
+            r["topic_id"] = ids.setdefault(rnd, rng.choice(["T", "U", None]))
+        _check(commits, side + _groups(rng, gids))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from epochlib.lineage import EpochEntry
 from epochlib.rules import (
     Commit,
@@ -131,6 +133,42 @@ def test_f2_a_lower_round_without_topic_id_is_kept():
     assert lookup(H6 + 5 * MIN).broker == "3"
     kinds = [f.kind for f in check_commit_fencing(_healthy_commits(), lookup)]
     assert kinds == ["commit_unknown_epoch", "commit_unknown_epoch"]
+
+
+# --- a topic deleted and re-created between two rounds ---------------------------------------------
+
+H = 60 * MIN
+
+
+def _recreated(truncated_round=False):
+    """Topic id A with epochs up to 5 (LEO 1200) at 06:00; deleted at 09:30 and re-created as id B: the 12:00
+    round holds epoch 0 only (LEO 60). ``truncated_round``: an A round at 08:45 after an unclean election cut
+    epoch 5 at 1150."""
+    old = [(0, 0), (3, 500), (5, 900)]
+    snaps = [snap(b, 6 * H, old, leo=1200, tid="A") for b in (1, 2)]
+    if truncated_round:
+        snaps += [snap(b, 8 * H + 45 * MIN, [*old, (6, 1150)], leo=1250, tid="A") for b in (1, 2)]
+    return snaps + [snap(b, 12 * H, [(0, 0)], leo=60, tid="B") for b in (1, 2)]
+
+
+def test_f2_commits_before_a_re_creation_are_not_judged_by_the_new_topic():
+    lookup = make_lineage_lookup(_recreated(), tolerance_ms=300_000)
+    g1 = [commit(1100, 5, 8 * H, log_offset=1), commit(1180, 5, 9 * H, log_offset=2),
+          commit(None, -1, 9 * H + 30 * MIN, tomb=True, log_offset=5),
+          commit(40, 0, 10 * H, log_offset=6), commit(60, 0, 11 * H, log_offset=7)]  # fmt: skip
+    g2 = [commit(300, 0, 8 * H + 30 * MIN, log_offset=3), commit(450, 0, 9 * H + 10 * MIN, log_offset=4)]
+    assert check_commit_fencing(g1, lookup) == [] and check_commit_fencing(g2, lookup) == []
+    assert lookup(8 * H) is None and lookup(5 * H).topic_id == "A" and lookup(13 * H).topic_id == "B"
+    # without topic ids nothing tells the incarnations apart: the first round after the commit judges it
+    assert make_lineage_lookup([replace(s, topic_id=None) for s in _recreated()], 300_000)(8 * H).topic_id is None
+
+
+def test_f2_a_truncation_before_a_re_creation_is_still_found():
+    lookup = make_lineage_lookup(_recreated(truncated_round=True), tolerance_ms=300_000)
+    seq = [commit(1180, 5, 8 * H, log_offset=1), commit(1190, 5, 9 * H, log_offset=2)]
+    (f,) = check_commit_fencing(seq, lookup)  # 09:00 lies between the A round at 08:45 and the B one: not judged
+    assert (f.kind, f.numbers["committed_offset"], f.numbers["end_offset"]) == ("commit_beyond_epoch_end", 1180, 1150)
+    assert f.topic_id == "A" and f.numbers["snapshot_ts"] == 8 * H + 45 * MIN
 
 
 # --- F2 --------------------------------------------------------------------------------------------

@@ -193,6 +193,11 @@ def _f2_flags(cm: _Commits, rows: np.ndarray, ra: _RoundArrays, gid: str) -> np.
     gives unknown_epoch or beyond_epoch_end."""
     ts, e, o = cm.ts[rows], cm.epoch[rows], cm.off[rows]
     li = ra.rounds.leader_indices_at(ts)
+    judged = li >= 0  # no leader (a re-creation between the rounds around the commit): not judged
+    if not judged.all():
+        flags = np.zeros(len(rows), dtype=bool)
+        flags[judged] = _f2_flags(cm, rows[judged], ra, gid) if judged.any() else flags[judged]
+        return flags
     older = ra.snap_ts[li] < ts
     combo = (li.astype(np.int64) * 2 + older) * (1 << 32) + e
     uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
@@ -288,7 +293,8 @@ def _resets(
     steps = np.where(fwd, step, np.iinfo(np.int64).min)
     po = np.r_[o[:1], o[:-1]]
     if len(ra.rounds):
-        ls_at = ra.log_start[ra.rounds.leader_indices_at(ts)]
+        li = ra.rounds.leader_indices_at(ts)
+        ls_at = np.where(li >= 0, ra.log_start[np.maximum(li, 0)], _NO_LS)
         bi = ra.rounds.indices_before(ts)
         ls_before = np.where(bi >= 0, ra.log_start[np.maximum(bi, 0)], _NO_LS)
         s2a = ((ls_at != _NO_LS) & (po < ls_at) & (o == ls_at)) | ((ls_before != _NO_LS) & (po < ls_before) & (o == ls_before))

@@ -2,7 +2,9 @@
 
 The leader lineage at a commit's time is :meth:`SnapshotRounds.leader_at
 <epochlib.rules.rounds.SnapshotRounds.leader_at>`: the first snapshot round taken at or after the commit
-(the newest round when none is later), and in it the replica whose lineage holds the highest epoch.
+(the newest round when none is later), and in it the replica whose lineage holds the highest epoch; a
+round of lagging followers is replaced by one holding the leader, and a commit between rounds of two
+topic ids (a re-created topic) has none (:mod:`epochlib.rules.rounds`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def leader_snapshot_at(
 ) -> ReplicaSnapshot | None:
     """The leader's snapshot for an event at ``ts``: :meth:`SnapshotRounds.leader_at
     <epochlib.rules.rounds.SnapshotRounds.leader_at>` (the first round at or after ``ts``, else the
-    newest; in it the replica with the highest epoch). None when there are no snapshots."""
+    newest; in it the replica with the highest epoch; see there for the exceptions). None when there are
+    no snapshots, or no leader at ``ts``."""
     return SnapshotRounds(snapshots, tolerance_ms).leader_at(ts)
 
 

@@ -13,8 +13,8 @@ on its own.
 - The round **at** ``ts``: the first round whose last member is at or after ``ts``, else the newest
   round. The round **before** ``ts``: the newest round whose last member is at or before ``ts``.
 - The **leader at** ``ts`` (:meth:`SnapshotRounds.leader_at`, what F2, S1 and S2 judge an event
-  against) is the leader of the round at ``ts``, with one exception, decided on topic ids (a round's
-  topic id is its leader's, from ``partition.metadata``):
+  against) is the leader of the round at ``ts``, with two exceptions, both decided on topic ids (a
+  round's topic id is its leader's, from ``partition.metadata``):
 
   - a round *without the leader*: its highest epoch is below the highest epoch of an earlier round of
     the same topic id (a partition's epochs never go back within one incarnation of the topic), so every
@@ -22,6 +22,10 @@ on its own.
     into several rounds. Its place is taken by the first later round of that topic id that holds the
     leader, else by the newest earlier one. Without a known topic id a lagging follower cannot be told
     from a re-created topic (epochs restart at 0): the round is kept as it is.
+  - a **re-creation** between the rounds around ``ts``: the round chosen holds another topic id than the
+    round before ``ts`` (both known). The event may belong to either incarnation, so neither round's
+    lineage can judge it: there is no leader at ``ts`` (F2 skips the commit: a new topic id is a new
+    baseline, KAFKA-12257).
 """
 
 from __future__ import annotations
@@ -152,7 +156,7 @@ class SnapshotRounds:
     ``ends`` (numpy, int64) and ``leaders`` are aligned with ``rounds``; the ``indices_*`` methods answer
     many times at once (the columnar commit pass)."""
 
-    __slots__ = ("ends", "lead", "leaders", "rounds", "tolerance_ms", "_ends_list")
+    __slots__ = ("ends", "lead", "leaders", "rounds", "tolerance_ms", "_ends_list", "_ids")
 
     def __init__(self, snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0) -> None:
         ordered = sorted(snapshots, key=lambda s: (s.snapshot_ts, s.broker))
@@ -173,6 +177,12 @@ class SnapshotRounds:
         self.lead = _lead_rounds(self.leaders)
         """Per round, the index of the round whose leader stands for it (itself, unless it has no leader:
         see the module docstring)."""
+        codes: dict[str, int] = {}
+        self._ids = np.array(
+            [-1 if s.topic_id is None else codes.setdefault(s.topic_id, len(codes)) for s in self.leaders],
+            dtype=np.int64,
+        )
+        """Per round, its leader's topic id as a small integer; -1 when unknown."""
 
     def __len__(self) -> int:
         return len(self.rounds)
@@ -195,11 +205,15 @@ class SnapshotRounds:
 
     def leader_index_at(self, ts: int) -> int | None:
         """Index of the round whose leader judges an event at ``ts``: the round at ``ts``, or the round
-        standing for it when it has no leader (see the module docstring); None without rounds."""
+        standing for it when it has no leader; None without rounds, and when the topic was re-created
+        between the round before ``ts`` and that round (see the module docstring)."""
         i = self.index_at(ts)
         if i is None:
             return None
-        return int(self.lead[i])
+        j, b = int(self.lead[i]), self.index_before(ts)
+        if b is not None and self._ids[j] >= 0 and self._ids[b] >= 0 and self._ids[j] != self._ids[b]:
+            return None
+        return j
 
     def leader_at(self, ts: int) -> ReplicaSnapshot | None:
         """The leader's snapshot for an event at ``ts`` (:meth:`leader_index_at`); None without one."""
@@ -222,8 +236,10 @@ class SnapshotRounds:
         return np.searchsorted(self.ends, ts, side="right") - 1
 
     def leader_indices_at(self, ts: np.ndarray) -> np.ndarray:
-        """:meth:`leader_index_at` for every element of ``ts`` (needs at least one round)."""
-        return self.lead[self.indices_at(ts)]
+        """:meth:`leader_index_at` for every element of ``ts`` (needs at least one round); -1 where None."""
+        j, b = self.lead[self.indices_at(ts)], self.indices_before(ts)
+        idj, idb = self._ids[j], self._ids[np.maximum(b, 0)]
+        return np.where((b >= 0) & (idj >= 0) & (idb >= 0) & (idj != idb), -1, j)
 
     # -- log bounds -------------------------------------------------------------------------------
 
