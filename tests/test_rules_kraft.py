@@ -10,6 +10,7 @@ from epochlib.kraft.codec import encode_control_record_batch, encode_metadata_ba
 from epochlib.rules import SEVERITY, Commit, Finding, MetadataObservation, ReplicaSnapshot
 from epochlib.rules.expansion import (
     BoundEvidence,
+    Expansion,
     check_expansion_order,
     expansions_from_history,
     expansions_from_observations,
@@ -336,3 +337,61 @@ def test_p1_expansion_from_captures_when_there_is_no_log() -> None:
     (exp,) = expansions_from_observations(caps)
     assert (exp.old_count, exp.new_partitions, exp.ts, exp.from_log) == (2, (2,), 2_000, False)
     assert expansions_from_observations(caps[:2]) == []
+
+
+def test_p1_a_re_created_topic_in_captures_is_not_an_expansion() -> None:
+    # t deleted (id T1, 2 partitions) and re-created with 4 partitions (id T2): a new topic, no expansion
+    caps = [obs(1_000, 0, 3, pos=1), obs(1_000, 1, 3, pos=1), *[obs(6_000, p, 0, pos=2, tid=T2) for p in range(4)]]
+    assert expansions_from_observations(caps) == []
+    # the re-created topic expanded later: one expansion of T2, from 4 partitions
+    later = [obs(9_000, p, 0, pos=3, tid=T2) for p in range(6)]
+    (exp,) = expansions_from_observations(caps + later)
+    assert (exp.topic_id, exp.old_count, exp.new_partitions, exp.ts) == (T2, 4, (4, 5), 9_000)
+
+
+def test_p1_capture_expansion_seen_by_old_and_new_clients_is_one_expansion() -> None:
+    # an old client's responses (below v10: no id) belong to the one id the name has
+    old = [obs(1_000, p, 0, client="v9", pos=1, tid=None) for p in range(2)]
+    new = [obs(2_000, p, 0, client="v12", pos=2) for p in range(4)]
+    (exp,) = expansions_from_observations(old + new)
+    assert (exp.topic_id, exp.old_count, exp.new_partitions, exp.ts) == (T1, 2, (2, 3), 2_000)
+    mixed = [obs(1_000, p, 0, client="v12", pos=1) for p in range(2)] + [
+        obs(2_000, p, 0, client="v9", pos=2, tid=None) for p in range(4)] + [
+        obs(3_000, p, 0, client="v12", pos=3) for p in range(4)]
+    assert [(e.topic_id, e.old_count, e.ts) for e in expansions_from_observations(mixed)] == [(T1, 2, 2_000)]
+    # a name with two ids: an id-less response belongs to neither (no expansion guessed from it)
+    two = [obs(1_000, p, 0, pos=1) for p in range(2)] + [obs(2_000, p, 0, pos=2, tid=T2) for p in range(2)] + [
+        obs(3_000, p, 0, client="v9", pos=3, tid=None) for p in range(4)]
+    assert expansions_from_observations(two) == []
+
+
+def tomb(group, partition, ts) -> Commit:
+    return Commit(group, "t", partition, None, None, ts, ts, is_tombstone=True, source="o.log", position=ts,
+                  log_offset=ts)
+
+
+def test_p1_commits_before_a_tombstone_do_not_bound_a_later_incarnation() -> None:
+    # t (2 partitions) deleted at 55 s (the coordinator's tombstones), re-created with 2, expanded to 4 at 60 s
+    exp = Expansion("t", T2, 2, (2, 3), 60_000, None, "capture:c 3", False)
+    before = [commit("g", 0, 100, 20_000), commit("g", 1, 100, 20_000), commit("h", 0, 500, 25_000),
+              tomb("g", 0, 55_000), tomb("g", 1, 55_000), tomb("h", 0, 55_000)]
+    after = [commit("g", 0, 3, 57_000), commit("g", 1, 3, 57_000), commit("g", 2, 5, 100_000)]
+    assert check_expansion_order(exp, before + after) == []  # h's 500 was the deleted topic's
+    # the new incarnation's own bound still gives the finding
+    (f,) = check_expansion_order(exp, [*before, *after, commit("h", 0, 50, 58_000)])
+    assert (f.group_id, f.partition, f.numbers["lagging_partition"], f.numbers["records_pending"]) == ("g", 2, 0, 47)
+    # a group whose only old-partition commits were tombstoned before T0 did not read the old partitions first
+    assert check_expansion_order(exp, [*before, commit("g", 0, 3, 70_000), commit("g", 2, 5, 100_000)],
+                                 [BoundEvidence(0, 59_000, 40, "b")]) == []
+
+
+def test_p1_a_tombstone_clears_the_groups_last_commit() -> None:
+    (exp,) = expansions_from_history(expansion_rows())  # T0 = 10 s
+    bounds = [BoundEvidence(0, 9_500, 180, "b")]
+    # g's offsets of t-0 deleted after T0: its sequence there ended, nothing to compare the new partition with
+    assert check_expansion_order(exp, [commit("g", 0, 100, 9_000), tomb("g", 0, 10_500), commit("g", 2, 7, 11_000)],
+                                 bounds) == []
+    # a tombstone after the new-partition commit does not change it
+    (f,) = check_expansion_order(exp, [commit("g", 0, 100, 9_000), commit("g", 2, 7, 11_000), tomb("g", 0, 12_000)],
+                                 bounds)
+    assert f.numbers["records_pending"] == 80

@@ -78,61 +78,93 @@ def expansions_from_history(rows: Iterable[HistoryChange]) -> list[Expansion]:
 
 
 def expansions_from_observations(observations: Iterable[MetadataObservation]) -> list[Expansion]:
-    """Expansions seen in captures: per topic name, the first response listing more partitions than every
-    earlier response did (responses grouped by capture pointer, in capture order)."""
+    """Expansions seen in captures: per topic incarnation, the first response listing more partitions than
+    every earlier response of that incarnation did (responses grouped by capture pointer, in capture order).
+
+    An incarnation is (name, topic id): a response naming another id than an earlier one is a re-creation, a
+    new baseline, not an expansion. A response without an id (below v10) belongs to the one id its name has
+    over the observations (so one expansion seen by old and new clients is one expansion), to the id-less
+    incarnation when the name never has an id, and is left out when the name has several ids (which
+    incarnation it describes is unknown). Responses without a topic name are left out."""
     resp: dict[tuple, tuple[int, str, set[int], str | None]] = {}
+    ids: dict[str, set[str]] = defaultdict(set)
     for o in observations:
         if o.topic is None:
             continue
-        k = (o.topic, o.source, o.position, o.capture_ts)
+        if o.topic_id is not None:
+            ids[o.topic].add(o.topic_id)
+        k = (o.topic, o.source, o.position, o.capture_ts, o.topic_id)
         ts, topic, parts, tid = resp.get(k, (o.capture_ts, o.topic, set(), o.topic_id))
         parts.add(o.partition)
         resp[k] = (ts, topic, parts, tid)
     out = []
-    high: dict[str, int] = {}
-    for k in sorted(resp, key=lambda k: (resp[k][0], k[1] or "", k[2] or 0)):
+    high: dict[tuple[str, str | None], int] = {}
+    for k in sorted(resp, key=lambda k: (resp[k][0], k[1] or "", k[2] or 0, k[4] or "")):
         ts, topic, parts, tid = resp[k]
+        if tid is None and ids[topic]:
+            if len(ids[topic]) > 1:
+                continue
+            (tid,) = ids[topic]
+        inc = (topic, tid)
         n = max(parts) + 1
-        if topic in high and n > high[topic]:
-            out.append(Expansion(topic, tid, high[topic], tuple(range(high[topic], n)), ts, None,
+        if inc in high and n > high[inc]:
+            out.append(Expansion(topic, tid, high[inc], tuple(range(high[inc], n)), ts, None,
                                  f"capture:{k[1]} {k[2]} (first response listing {n} partitions)", False))
-        high[topic] = max(high.get(topic, 0), n)
+        high[inc] = max(high.get(inc, 0), n)
     return out
 
 
 def check_expansion_order(expansion: Expansion, commits: Sequence[Commit],
                           evidence: Iterable[BoundEvidence] = ()) -> list[Finding]:
-    """P1 for one expansion over the topic's commits (any order; live, non-tombstone commits count).
+    """P1 for one expansion over the topic's commits (any order; live commits count).
 
     Lower bound of an old partition i's log end at T0, largest wins: a batch end or a snapshot's log end /
     high watermark taken at or before T0 (``evidence``), the highest offset any group committed on i at or
     before T0. A group that committed on an old partition before T0, then commits an offset > 0 on a new
     partition q at tc ≥ T0 while its last commit on some old partition i (one it committed on) is below i's
     bound, violates the order. One finding per (group, expansion, new partition): the first such commit;
-    the lagging partition is the one with the most records pending (bound − committed)."""
+    the lagging partition is the one with the most records pending (bound − committed).
+
+    A tombstone of (group, topic, partition) ends that group's sequence there (the topic's deletion, the
+    offsets' expiry or deletion: commits carry no topic id): it clears the group's last commit on the
+    partition, and a commit followed by its group's tombstone at or before T0 is neither a bound nor "committed
+    before T0" (it may belong to a deleted incarnation of the topic)."""
     t0, n_old = expansion.ts, expansion.old_count
     bounds: dict[int, tuple[int, str]] = {}
     for b in evidence:
         if b.partition < n_old and b.ts <= t0 and b.offset > bounds.get(b.partition, (-1, ""))[0]:
             bounds[b.partition] = (b.offset, b.pointer)
-    live = sorted((c for c in commits if c.topic == expansion.topic and c.is_live and not c.is_tombstone
-                   and c.committed_offset is not None), key=lambda c: (c.ts, c.log_offset or 0))
-    for c in live:
-        if c.partition < n_old and c.ts <= t0 and c.committed_offset > bounds.get(c.partition, (-1, ""))[0]:
+    seq = sorted((c for c in commits if c.topic == expansion.topic and c.is_live
+                  and (c.is_tombstone or c.committed_offset is not None)), key=lambda c: (c.ts, c.log_offset or 0))
+    ended: set[int] = set()  # ids of commits a tombstone at or before T0 ends
+    open_: dict[tuple[str, int], list[Commit]] = defaultdict(list)
+    for c in seq:
+        if c.ts > t0:
+            break
+        if c.is_tombstone:
+            ended.update(id(x) for x in open_.pop((c.group_id, c.partition), ()))
+        else:
+            open_[(c.group_id, c.partition)].append(c)
+    for c in seq:
+        if (not c.is_tombstone and c.partition < n_old and c.ts <= t0 and id(c) not in ended
+                and c.committed_offset > bounds.get(c.partition, (-1, ""))[0]):
             bounds[c.partition] = (c.committed_offset, c.pointer())
     if not bounds:
         return []
     by_group: dict[str, list[Commit]] = defaultdict(list)
-    for c in live:
+    for c in seq:
         by_group[c.group_id].append(c)
     out = []
     new = set(expansion.new_partitions)
     for group, cs in sorted(by_group.items()):
-        if not any(c.partition < n_old and c.ts < t0 for c in cs):
+        if not any(c.partition < n_old and c.ts < t0 and not c.is_tombstone and id(c) not in ended for c in cs):
             continue
         last: dict[int, Commit] = {}
         reported: set[int] = set()
         for c in cs:
+            if c.is_tombstone:
+                last.pop(c.partition, None)
+                continue
             if c.partition < n_old:
                 last[c.partition] = c
                 continue
