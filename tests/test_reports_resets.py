@@ -157,3 +157,21 @@ def test_spurious_offset_resets(spark, tmp_path) -> None:
     assert [{k: v for k, v in r.items() if k != "run_id"} for r in again] == [
         {k: v for k, v in r.items() if k != "run_id"} for r in got
     ]
+
+
+def test_m4_correlates_a_finding_of_a_response_naming_the_topic_by_id_only(spark, tmp_path) -> None:
+    # a v12+ response may name a topic by id only: its M1/M2 carry topic null; the reset of gq's client is
+    # correlated under the name another response gives that id
+    silver = Silver(tmp_path)
+    silver.write("metadata_observations", [obs(ms(DAY, 3), "q1", "b1:9092", 6),
+                                           {**obs(ms(DAY, 3, 2), "q1", "b3:9092", 5), "topic": None}])
+    silver.write("offset_commits", [commit("gq", ms(DAY, 2, 50), 1000, 6), commit("gq", ms(DAY, 2, 55), 1050, 6),
+                                    commit("gq", ms(DAY, 3, 5), 200, 6)])
+    silver.write("group_metadata", [group("gq", ms(PREV, 9), ["q1"])])
+    run_reports(spark, silver.config, DAY, DAY, reports=["stale_metadata", "spurious_offset_resets"])
+    meta = {r["rule"]: r for r in silver.gold("stale_metadata")}
+    assert {(r["rule"], r["topic"], r["topic_id"]) for r in meta.values()} == {("M1", None, "T"), ("M2", None, "T")}
+    (reset,) = silver.gold("spurious_offset_resets")
+    assert (reset["group_id"], reset["topic"], reset["partition"]) == ("gq", "t", 0)
+    assert reset["correlated_finding_id"] == min(r["finding_id"] for r in meta.values())
+    assert "stale metadata" in reset["detail"]

@@ -10,11 +10,13 @@ from epochlib.rules import (
     Finding,
     GroupState,
     LogEndEstimate,
+    MetadataObservation,
     OffsetsSeen,
     ReplicaSnapshot,
     ResetContext,
     check_offset_resets,
     correlate_resets,
+    topic_names_of,
 )
 
 _lo = iter(range(1, 100_000))
@@ -463,5 +465,21 @@ def test_m4_window_partition_group_clients_and_explained_kinds():
     a, b = _meta(1_900_000, client="c1"), _meta(1_900_000, client="c2")  # a tie: the smaller id
     assert correlate_resets([reset], [a, b])[0].correlated_finding_id == min(a.id, b.id)
     assert correlate_resets([reset], [b, a])[0].correlated_finding_id == min(a.id, b.id)
+
+
+def test_m4_matches_a_finding_without_topic_name_by_its_topic_id():
+    # a v12+ response may name a topic by id only: its finding has topic None and topic id "X"
+    reset = one([commit(300, 4, 1000), commit(250, 4, 2_000_000)], ResetContext(snapshots=[TRUNCATED]))
+    nameless = replace(_meta(1_900_000), topic=None)
+    assert correlate_resets([reset], [nameless])[0].correlated_finding_id is None  # no name known
+    seen = [MetadataObservation(1_000, "c1", "b1", "t", 0, 4, topic_id="X"),
+            MetadataObservation(1_000, "c1", "b1", None, 0, 4, topic_id="X"),
+            MetadataObservation(1_000, "c1", "b1", "u", 0, 4, topic_id="Y")]
+    names = topic_names_of(seen)
+    assert names == {"X": "t", "Y": "u"}
+    (r,) = correlate_resets([reset], [nameless], topic_names=names)
+    assert r.correlated_finding_id == nameless.id and r.cause == "stale metadata"
+    other = replace(nameless, topic_id="Y")  # another topic's id
+    assert correlate_resets([reset], [other], topic_names=names)[0].correlated_finding_id is None
     explained = one([commit(180, 3, 1000), commit(150, 4, 2_000_000)], ResetContext(snapshots=[TRUNCATED]))
     assert correlate_resets([explained], [_meta(1_900_000)])[0].correlated_finding_id is None

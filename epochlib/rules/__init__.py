@@ -62,6 +62,7 @@ from .resets import (
     classify_rewind,
     correlate_resets,
     current_membership,
+    topic_names_of,
 )
 from .rounds import LogEndEstimate, Round, SnapshotRounds, leader_of_round, log_end_of, log_start_of
 
@@ -123,5 +124,6 @@ __all__ = [
     "snapshot_rounds",
     "stale_rates",
     "to_ms",
+    "topic_names_of",
     "observations_from_arrow",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._model import Commit, Finding, GroupState, ReplicaSnapshot
+from ._model import Commit, Finding, GroupState, MetadataObservation, ReplicaSnapshot
 from .fencing import LineageLookup, fence_check
 from .rounds import LogEndEstimate, SnapshotRounds, log_start_of
 
@@ -30,6 +30,7 @@ __all__ = [
     "correlate_resets",
     "current_membership",
     "pace_rate",
+    "topic_names_of",
 ]
 
 
@@ -583,11 +584,22 @@ CORRELATED_KINDS = frozenset(
 explained by facts of their own."""
 
 
+def topic_names_of(observations: Iterable[MetadataObservation]) -> dict[str, str]:
+    """Topic id -> the name the observations give it (responses naming both; the smallest name should an id
+    ever have several), for M4 over findings of responses that name a topic by id only."""
+    out: dict[str, str] = {}
+    for o in observations:
+        if o.topic is not None and o.topic_id is not None and (o.topic_id not in out or o.topic < out[o.topic_id]):
+            out[o.topic_id] = o.topic
+    return out
+
+
 def correlate_resets(
     reset_findings: Iterable[Finding],
     metadata_findings: Iterable[Finding],
     window_ms: int = 15 * 60 * 1000,
     group_clients: Mapping[str, Collection[str]] | Callable[[str], Collection[str] | None] | None = None,
+    topic_names: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """M4: a reset (S1/S2) of a partition within ``window_ms`` after an M1/M2 finding for that partition
     gets ``correlated_finding_id`` (that finding's id) and the cause "stale metadata" (KAFKA-6262).
@@ -599,12 +611,17 @@ def correlate_resets(
     Judgement calls: only the kinds in :data:`CORRELATED_KINDS` are correlated; the partition is matched
     by (topic, partition) (resets carry no topic id); the window is inclusive, metadata finding time <=
     reset time <= finding time + window; when several qualify, the latest one before the reset wins
-    (ties: the smaller finding id).
+    (ties: the smaller finding id). A metadata finding without a topic name (a v12+ response may name a
+    topic by id only) is matched under the name ``topic_names`` (topic id -> name, :func:`topic_names_of`
+    over the observations) gives its id; without one it matches nothing.
     """
     meta: dict[tuple, list[Finding]] = {}
     for m in metadata_findings:
         if m.rule in ("M1", "M2"):
-            meta.setdefault((m.topic, m.partition), []).append(m)
+            topic = m.topic
+            if topic is None and m.topic_id is not None and topic_names:
+                topic = topic_names.get(m.topic_id)
+            meta.setdefault((topic, m.partition), []).append(m)
     out = []
     for r in reset_findings:
         if r.kind not in CORRELATED_KINDS:

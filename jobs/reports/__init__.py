@@ -365,7 +365,8 @@ def run_reports(
             if want_s:
                 def resets_plan() -> DataFrame:
                     found = resets.resets_in_range(shared.get()[0], meta.get()[0], rng,
-                                                   window_ms=int(config.rules.correlation_window_minutes) * 60_000)
+                                                   window_ms=int(config.rules.correlation_window_minutes) * 60_000,
+                                                   observations=other_readers)
                     found = kraft.add_causes(found, causes(), keep=keep)
                     return resets.resets_frame(found, rng, cluster, run.run_id)
 

@@ -19,12 +19,14 @@ How it runs (executors only):
    (inclusive); when the group's state at the commit names member client ids, only those clients'
    findings count, otherwise any client's. The latest qualifying finding wins (ties: the smaller id),
    as in :func:`~epochlib.rules.correlate_resets`. The finding id does not change; the detail gains the
-   cause "stale metadata".
+   cause "stale metadata". A finding of a response naming the topic by id only (v12+) is matched under
+   the name other observations give that id (:func:`topic_names`: the observations are read only then).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from epochlib.rules import CORRELATED_KINDS
@@ -35,19 +37,42 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-__all__ = ["correlate", "resets_frame", "resets_in_range"]
+__all__ = ["correlate", "resets_frame", "resets_in_range", "topic_names"]
 
 
-def correlate(resets: DataFrame, metadata: DataFrame, window_ms: int) -> DataFrame:
+def topic_names(metadata: DataFrame, observations: Callable[[], DataFrame]) -> DataFrame | None:
+    """Topic id -> name (``topic_id``, ``topic``) for the M1/M2 findings without a topic name (a v12+
+    response may name a topic by id only), from the observations that name both (the smallest name, as
+    :func:`~epochlib.rules.topic_names_of`); None when every such finding has its name (the usual case: the
+    observations are then not read)."""
+    from pyspark.sql import functions as F
+
+    nameless = metadata.where(F.col("rule").isin("M1", "M2") & F.col("topic").isNull() & F.col("topic_id").isNotNull())
+    ids = sorted(r[0] for r in nameless.select("topic_id").distinct().collect())
+    if not ids:
+        return None
+    obs = observations()
+    return (obs.where(F.col("topic").isNotNull() & F.col("topic_id").isin(ids))
+            .groupBy("topic_id").agg(F.min("topic").alias("topic")))
+
+
+def correlate(resets: DataFrame, metadata: DataFrame, window_ms: int, names: DataFrame | None = None) -> DataFrame:
     """M4: ``correlated_finding_id`` (and the cause in ``detail``) on resets that follow an M1/M2
-    finding of the same partition within ``window_ms`` (the group's clients' findings when known)."""
+    finding of the same partition within ``window_ms`` (the group's clients' findings when known). A
+    finding without a topic name takes the one ``names`` (:func:`topic_names`) gives its id."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    meta = metadata.where(F.col("rule").isin("M1", "M2")).select(
+    m = metadata.where(F.col("rule").isin("M1", "M2"))
+    topic = F.col("topic")
+    if names is not None:
+        n = names.select(F.col("topic_id").alias("_n_id"), F.col("topic").alias("_n_topic"))
+        m = m.join(F.broadcast(n), m["topic_id"] == n["_n_id"], "left")
+        topic = F.coalesce(F.col("topic"), F.col("_n_topic"))
+    meta = m.select(
         F.col("finding_id").alias("_m_id"),
         F.col("event_ms").alias("_m_ms"),
-        F.col("topic").alias("_m_topic"),
+        topic.alias("_m_topic"),
         F.col("partition").alias("_m_partition"),
         F.col("client_id").alias("_m_client"),
     )
@@ -97,11 +122,16 @@ def resets_in_range(
     date_range: tuple[dt.date, dt.date],
     *,
     window_ms: int,
+    observations: Callable[[], DataFrame] | None = None,
 ) -> DataFrame:
     """S1/S2 findings (the commit pass's S rows) of events in the range, deduplicated and (with
-    ``metadata``) M4-correlated."""
+    ``metadata``) M4-correlated (``observations``: the metadata observations, read only when a finding
+    lacks its topic name, :func:`topic_names`)."""
     from pyspark.sql import functions as F
 
     found = reset_findings_df.where(F.col("rule").startswith("S"))
     found = fr.in_range(fr.dedupe(found), date_range)
-    return correlate(found, metadata, window_ms) if metadata is not None else found
+    if metadata is None:
+        return found
+    names = topic_names(metadata, observations) if observations is not None else None
+    return correlate(found, metadata, window_ms, names)
