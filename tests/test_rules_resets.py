@@ -76,6 +76,24 @@ def test_s1a_truncation_explains_a_rewind_to_the_truncation_point():
     assert f.to_row()["classification"] == "truncation"
 
 
+def test_s1a_a_commit_without_an_epoch_takes_the_epoch_its_record_had_before():
+    """Clients without leader epochs (-1: librdkafka < 2.1, sarama, Flink) across an unclean election: the
+    record before offset 180 was in epoch 3 at the snapshot before the commit, and epoch 3 ends at 150 after the
+    election, so the rewind is a truncation (F5 stops epoch checks, not offset checks)."""
+    before = snap(500, [(0, 0), (3, 100)], leo=200, ls=40)
+    ctx = ResetContext(snapshots=[before, TRUNCATED])
+    f = one([commit(180, -1, 1000), commit(160, -1, 2000)], ctx)
+    assert (f.rule, f.kind, f.numbers["truncation_point"]) == ("S1a", "truncation", 150)
+    assert "the commit carries no epoch: offset 179 was in epoch 3" in f.detail
+    assert one([commit(180, -1, 1000), commit(0, -1, 2000)], ctx).kind == "over_rewind"
+    # the snapshot before had not seen the record yet (LEO 170): it may belong to epoch 4, nothing is proven
+    early = snap(500, [(0, 0), (3, 100)], leo=170, ls=40)
+    assert one([commit(180, -1, 1000), commit(160, -1, 2000)],
+               ResetContext(snapshots=[early, TRUNCATED])).rule != "S1a"
+    # and without a snapshot before the commit either
+    assert one([commit(180, -1, 1000), commit(160, -1, 2000)], ResetContext(snapshots=[TRUNCATED])).rule != "S1a"
+
+
 def test_s1a_new_offset_above_the_truncation_point_is_still_truncation():
     f = one([commit(180, 3, 1000), commit(160, 4, 2000)], ResetContext(snapshots=[TRUNCATED]))
     assert f.kind == "truncation"

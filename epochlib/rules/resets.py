@@ -16,7 +16,7 @@ import numpy as np
 
 from ._model import Commit, Finding, GroupState, MetadataObservation, ReplicaSnapshot
 from .fencing import LineageLookup, fence_check
-from .rounds import LogEndEstimate, SnapshotRounds, log_start_of
+from .rounds import LogEndEstimate, SnapshotRounds, log_end_of, log_start_of
 
 __all__ = [
     "CORRELATED_KINDS",
@@ -289,6 +289,21 @@ def _finding(rule, kind, c: Commit, prev: Commit, nums: dict, evidence, detail, 
     )
 
 
+def _epoch_before(prev: Commit, ctx: ResetContext) -> tuple[int, ReplicaSnapshot] | None:
+    """For a commit without an epoch (e = -1: clients before KIP-320, tools): the epoch of the record before its
+    offset in the leader's lineage of the newest round at or before the commit, when that round's log already
+    held the record (else None: the record may belong to a later epoch). If that epoch ends below the offset in
+    a later lineage, the records were truncated, whatever epoch the client knew (F5 stops epoch checks, not
+    offset checks)."""
+    po = prev.committed_offset
+    snap = ctx.leader_before(prev.ts) if po is not None and po > 0 else None
+    if snap is None:
+        return None
+    end = log_end_of(snap)
+    epoch = snap.repaired_cache().epoch_for_offset(po - 1) if end is not None and po <= end else None
+    return None if epoch is None else (epoch, snap)
+
+
 def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
     """S1: the finding for a rewind ``prev -> c`` (``c``'s offset below ``prev``'s) of one sequence, in
     the order S1a, S1b, S1c, S1d, S1e (:func:`check_offset_resets` has the judgement calls). Every rewind
@@ -297,10 +312,16 @@ def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
     assert o is not None and po is not None
     snap = ctx.leader_at(c.ts)
     reread = po - o
-    # (a) a real truncation: F2 holds for the previous commit on the lineage as of the rewind
-    r = fence_check(replace(prev, event_ts=c.ts), snap)
-    covered = r.head_epoch is not None and prev.epoch >= r.head_epoch  # case 4 is no proof of truncation
+    # (a) a real truncation: F2 holds for the previous commit on the lineage as of the rewind (a commit without
+    # an epoch takes the epoch its last record had in the leader's lineage before it, where that shows it)
+    inferred = _epoch_before(prev, ctx) if prev.epoch < 0 else None
+    judged = prev if inferred is None else replace(prev, leader_epoch=inferred[0])
+    r = fence_check(replace(judged, event_ts=c.ts), snap)
+    covered = r.head_epoch is not None and judged.epoch >= r.head_epoch  # case 4 is no proof of truncation
     if r.status == "beyond_epoch_end" and covered and snap is not None:
+        how = "" if inferred is None else (
+            f" (the commit carries no epoch: offset {po - 1} was in epoch {inferred[0]} on broker "
+            f"{inferred[1].broker} at {inferred[1].snapshot_ts})")
         point = r.end_offset
         ev = (
             snap.pointer(r.end_epoch),
@@ -319,8 +340,8 @@ def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
                     "records_affected": po - point,
                 },
                 ev,
-                f"rewind {po} -> {o} follows a log truncation: epoch {prev.epoch} ends at {point} in the leader "
-                f"lineage on broker {snap.broker}, and the new offset is at or above it.",
+                f"rewind {po} -> {o} follows a log truncation: epoch {judged.epoch} ends at {point} in the leader "
+                f"lineage on broker {snap.broker}, and the new offset is at or above it{how}.",
                 snap,
             )
         return _finding(
@@ -336,7 +357,8 @@ def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
             },
             ev,
             f"rewind {po} -> {o} goes {point - o} record(s) below the truncation point {point} (epoch "
-            f"{prev.epoch} ends there on broker {snap.broker}): records re-read beyond what the truncation required.",
+            f"{judged.epoch} ends there on broker {snap.broker}{how}): records re-read beyond what the truncation "
+            "required.",
             snap,
         )
     # (b) the group had no members: an operator reset
