@@ -85,6 +85,7 @@ def test_s1a_a_commit_without_an_epoch_takes_the_epoch_its_record_had_before():
     f = one([commit(180, -1, 1000), commit(160, -1, 2000)], ctx)
     assert (f.rule, f.kind, f.numbers["truncation_point"]) == ("S1a", "truncation", 150)
     assert "the commit carries no epoch: offset 179 was in epoch 3" in f.detail
+    assert f.evidence[-1] == before.pointer(3)  # the lineage line that gave the epoch
     assert one([commit(180, -1, 1000), commit(0, -1, 2000)], ctx).kind == "over_rewind"
     # the snapshot before had not seen the record yet (LEO 170): it may belong to epoch 4, nothing is proven
     early = snap(500, [(0, 0), (3, 100)], leo=170, ls=40)

@@ -321,12 +321,12 @@ def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
     if r.status == "beyond_epoch_end" and covered and snap is not None:
         how = "" if inferred is None else (
             f" (the commit carries no epoch: offset {po - 1} was in epoch {inferred[0]} on broker "
-            f"{inferred[1].broker} at {inferred[1].snapshot_ts})")
+            f"{inferred[1].broker} in the snapshot before the commit)")
         point = r.end_offset
         ev = (
             snap.pointer(r.end_epoch),
             snap.pointer(r.latest_epoch) if r.latest_epoch != r.end_epoch else "",
-        )
+        ) + (() if inferred is None else (inferred[1].pointer(inferred[0]),))
         if o >= point:
             return _finding(
                 "S1a",
