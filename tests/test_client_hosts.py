@@ -32,6 +32,38 @@ def test_the_host_of_a_captured_address() -> None:
     assert _host("pod-a") == "pod-a" and _host(None) is None and _host("") is None
 
 
+def test_a_jsonl_host_is_checked_and_an_empty_one_is_none(tmp_path) -> None:
+    import pyarrow as pa
+
+    from jobs.ingest.metadata import WORK, _decode_jsonl, parse_capture_line
+
+    def line(host) -> str:
+        return json.dumps({**json.loads(capture_line(T1, "c", 1, 12, _response(6, 1))), "client_host": host})
+
+    for bad in (7, "h" * 256):
+        with pytest.raises(ValueError, match="bad client_host") as e:
+            parse_capture_line(line(bad))
+        assert e.value.capture_ms == T1  # dated by the line's own time: a run of its day counts it
+    assert parse_capture_line(line("h" * 255))[0]["client_host"] == "h" * 255
+    (tmp_path / "c.jsonl").write_text(line("") + "\n" + line(None) + "\n")
+    rows = pa.Table.from_batches(list(_decode_jsonl(str(tmp_path / "c.jsonl"), {})), schema=WORK).to_pylist()
+    assert [r["client_host"] for r in rows if r["row_kind"] == "observation"] == [None, None]
+
+
+def test_a_line_with_a_good_time_is_dated_whatever_else_is_wrong() -> None:
+    from jobs.ingest.metadata import parse_capture_line
+
+    good = json.loads(capture_line(T1, "c", 1, 12, _response(6, 1)))
+    for broken in ({"response": "AAAAAQAAAAAAB"}, {"response": None}, {"api_version": -1},
+                   {"metadata_token": -5}):
+        with pytest.raises(ValueError) as e:
+            parse_capture_line(json.dumps({**good, **broken}))
+        assert e.value.capture_ms == T1, broken
+    with pytest.raises(ValueError) as e:
+        parse_capture_line(json.dumps({**good, "ts": "yesterday"}))
+    assert not hasattr(e.value, "capture_ms")
+
+
 @pytest.mark.spark
 def test_one_client_id_on_two_hosts_is_two_clients(spark, tmp_path) -> None:
     """Host A sees epoch 6 from broker 1; 300 ms later (inside M2's grace) broker 2, lagging, serves epoch 5 to host

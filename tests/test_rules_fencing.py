@@ -127,6 +127,17 @@ def test_f2_a_truncation_is_found_past_a_round_of_lagging_followers():
     assert {(f.broker, f.numbers["snapshot_ts"]) for f in found} == {("1", 12 * 60 * MIN)}
 
 
+def test_f2_a_round_with_entries_the_earlier_leader_lacks_is_not_taken_for_a_lagging_one():
+    """One replica with a bogus (monotone, so no L2) entry (999, 1000) at 06:00 must not turn every later, healthy
+    round into "lagging followers" judged by the 06:00 snapshot: the later rounds' lineages are not a part of it."""
+    bogus = [snap(1, H6, [(2, 400), (5, 700), (999, 1000)], leo=1300, tid="A")]
+    later = [snap(b, 12 * 60 * MIN + (b - 1) * MIN, [(2, 400), (5, 700), (6, 1100)], leo=2500, tid="A")
+             for b in (1, 2)]
+    lookup = make_lineage_lookup(bogus + later, tolerance_ms=300_000)
+    assert lookup(H6 + 5 * MIN).snapshot_ts == 12 * 60 * MIN
+    assert check_commit_fencing([commit(2250, 6, H6 + 5 * MIN, log_offset=1)], lookup) == []
+
+
 def test_f2_a_lower_round_without_topic_id_is_kept():
     # without topic ids a lagging follower cannot be told from a re-created topic (epochs restart at 0)
     lookup = make_lineage_lookup(_sweep(tid=None), tolerance_ms=300_000)

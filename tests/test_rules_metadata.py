@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from epochlib.rules import MetadataObservation, check_broker_staleness, check_client_metadata, stale_rates
-from epochlib.rules.metadata import id_first_seen, token_frontier
+from epochlib.rules.metadata import _id_firsts, older_ids, token_frontier
 
 _pos = iter(range(1, 10_000))
 
@@ -108,7 +108,7 @@ def test_m3_older_topic_id_is_a_regression():
     assert f.broker == "b3:9092" and f.topic_id == "OLD" and f.numbers["staleness_ms"] == 3
 
 
-def test_m3_orders_ids_by_their_first_sighting_by_any_client_not_by_one_clients_order():
+def test_m3_orders_ids_across_clients_not_by_one_clients_order():
     """A client that starts after a re-creation (id NEW) and is then served the deleted id OLD by a lagging broker:
     the finding is on the lagging broker's response, not on the healthy broker serving NEW again afterwards."""
     others = [obs(1, 7, client="j0", tid="OLD"), obs(5, 0, client="j0", tid="NEW")]
@@ -120,8 +120,13 @@ def test_m3_orders_ids_by_their_first_sighting_by_any_client_not_by_one_clients_
                                                                        "OLD")
     assert f.numbers["staleness_ms"] == 5  # since j1 saw NEW
     # the Spark job passes one client's rows with every id's first sighting
-    (g,) = check_client_metadata(mine, id_first_seen(others + mine))
+    (g,) = check_client_metadata(mine, older_ids(_id_firsts(others + mine)))
     assert (g.broker, g.event_ts) == ("b3:9092", 15)
+    # the capture starts after the re-creation: nobody saw OLD before NEW; a lagging broker serves OLD to a client
+    # that had not seen NEW yet, then the healthy one serves NEW: no error on the healthy response
+    late = [obs(5, 0, client="y", tid="NEW"), obs(10, 7, client="x", tid="OLD", broker="b3:9092"),
+            obs(20, 0, client="x", tid="NEW")]
+    assert check_client_metadata(late) == []
 
 
 def test_m3_without_ids_drop_to_zero_with_new_replicas_is_possible_recreation():
@@ -192,6 +197,11 @@ def test_m2_compares_a_response_without_ids_with_the_id_keyed_ones():
     assert (f.rule, f.client_id, f.broker, f.numbers["staleness_ms"]) == ("M2", "old-rdkafka", "b2:9092", 60_000)
     recreated = [obs(0, 6, tid="OLD"), obs(1, 0, tid="NEW"), obs(60_000, 5, tid=None, broker="b2:9092")]
     assert check_broker_staleness(recreated, grace_ms=1000) == []
+    # a v9 client saw the old incarnation (no id) before the new id was first seen: the new topic's epoch 0 a
+    # minute later is not stale against it
+    old_v9 = [obs(0, 5, tid=None, replicas=(1, 2)), obs(60_000, 0, tid="NEW", replicas=(3, 4)),
+              obs(70_000, 1, tid="NEW", replicas=(3, 4))]
+    assert check_broker_staleness(old_v9, grace_ms=1000) == []
 
 
 def test_m2_within_grace_or_at_exactly_grace_is_not_stale():

@@ -101,11 +101,11 @@ def expansions_from_observations(observations: Iterable[MetadataObservation]) ->
     high: dict[tuple[str, str | None], int] = {}
     for k in sorted(resp, key=lambda k: (resp[k][0], k[1] or "", k[2] or 0, k[4] or "")):
         ts, topic, parts, tid = resp[k]
+        inc = (topic, tid)
         if tid is None and ids[topic]:
             if len(ids[topic]) > 1:
                 continue
-            (tid,) = ids[topic]
-        inc = (topic, tid)
+            inc = (topic, *ids[topic])  # the finding keeps the response's own id (its id is unchanged)
         n = max(parts) + 1
         if inc in high and n > high[inc]:
             out.append(Expansion(topic, tid, high[inc], tuple(range(high[inc], n)), ts, None,

@@ -10,14 +10,15 @@ from __future__ import annotations
 import datetime as _dt
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
 from ._model import Finding, MetadataObservation
 
-__all__ = ["check_broker_staleness", "check_client_metadata", "id_first_seen", "stale_rates", "token_frontier"]
+__all__ = ["check_broker_staleness", "check_client_metadata", "older_ids", "single_ids", "stale_rates",
+           "token_frontier"]
 
 #: One sighting of a cluster-metadata token: (capture time ms, token, capture pointer of the response).
 TokenSighting = tuple[int, int, str]
@@ -31,6 +32,14 @@ def _key(o: MetadataObservation, single_ids: dict[str, str] | None = None) -> tu
     if single_ids and o.topic in single_ids:
         return ("id", single_ids[o.topic], o.partition)
     return ("name", o.topic, o.partition)
+
+
+def _m2_key(o: MetadataObservation, single: Mapping[str, tuple[str, int]]) -> tuple:
+    """M2's partition key (:func:`check_broker_staleness`): a no-id row takes its name's one id from that id's first
+    sighting on."""
+    if o.topic_id is None and o.topic in single and o.capture_ts >= single[o.topic][1]:
+        return ("id", single[o.topic][0], o.partition)
+    return _key(o)
 
 
 def _single_ids(items: Iterable[MetadataObservation]) -> dict[str, str]:
@@ -131,17 +140,50 @@ def _id_regression_finding(
     )
 
 
-def id_first_seen(observations: Iterable[MetadataObservation]) -> dict[str, int]:
-    """Topic id -> the first capture time any client saw it: how M3 orders a name's ids (its incarnations)."""
-    out: dict[str, int] = {}
-    for o in observations:
-        if o.topic_id is not None and o.topic is not None and o.capture_ts < out.get(o.topic_id, o.capture_ts + 1):
-            out[o.topic_id] = o.capture_ts
+def older_ids(firsts: Iterable[tuple[Any, str, str, int]]) -> set[tuple[str, str]]:
+    """The (older id, newer id) pairs of topic ids M3 can order, from ``(client, topic, topic id, the client's first
+    sighting of it)``: id I is older than J (same name) when I was first seen by any client before J was first seen
+    by any client, *and* some client saw I first and J later. The second condition keeps a capture that starts
+    after a re-creation (the new id first seen before a lagging broker serves the deleted one) from ordering the
+    ids the wrong way round: such ids stay unordered, and serving either is no finding."""
+    first: dict[str, int] = {}
+    per_client: dict[tuple[Any, str], list[tuple[int, str]]] = defaultdict(list)
+    for client, topic, tid, ts in firsts:
+        first[tid] = min(first.get(tid, ts), ts)
+        per_client[(client, topic)].append((ts, tid))
+    out: set[tuple[str, str]] = set()
+    for seen in per_client.values():
+        seen.sort()
+        for i, (ti, a) in enumerate(seen):
+            for tj, b in seen[i + 1:]:
+                if ti < tj and first[a] < first[b]:
+                    out.add((a, b))
     return out
 
 
+def _id_firsts(observations: Iterable[MetadataObservation]) -> list[tuple[Any, str, str, int]]:
+    """(client, topic, topic id, the client's first sighting of the id) for :func:`older_ids`."""
+    firsts: dict[tuple, int] = {}
+    for o in observations:
+        if o.topic_id is not None and o.topic is not None:
+            k = (o.client, o.topic, o.topic_id)
+            firsts[k] = min(firsts.get(k, o.capture_ts), o.capture_ts)
+    return [(*k, ts) for k, ts in firsts.items()]
+
+
+def single_ids(observations: Iterable[MetadataObservation]) -> dict[str, tuple[str, int]]:
+    """Topic name -> (its one topic id, that id's first sighting) for the names the observations give exactly one
+    id: M2 keys a response without ids (below v10) captured from then on by that id."""
+    ids: dict[str, dict[str, int]] = {}
+    for o in observations:
+        if o.topic is not None and o.topic_id is not None:
+            seen = ids.setdefault(o.topic, {})
+            seen[o.topic_id] = min(seen.get(o.topic_id, o.capture_ts), o.capture_ts)
+    return {name: next(iter(v.items())) for name, v in ids.items() if len(v) == 1}
+
+
 def check_client_metadata(observations_sorted: Iterable[MetadataObservation],
-                          first_seen: Mapping[str, int] | None = None) -> list[Finding]:
+                          older: Collection[tuple[str, str]] | None = None) -> list[Finding]:
     """M1 and M3 per client (any mix of clients may be passed; they are separated by ``client_id`` and, where the
     capture gives it, ``client_host``: one client instance keeps its own view, as Java's ``Metadata`` does).
 
@@ -151,10 +193,10 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation],
       fine; epoch -1 (below v7) is not comparable.
     - M3 ``topic_id_regression`` (error): a response serves a topic id for a name that is older than an id
       the client has already seen for that name. A new id starts a new baseline (re-created topic,
-      KAFKA-12257: no finding). Ids are ordered cluster-wide, by the first time any client saw them
-      (``first_seen``: :func:`id_first_seen` of every observation; computed from those passed when None),
-      not by the order one client happened to see them: a client that joined after a re-creation and is
-      then served the deleted id by a lagging broker gets the finding on that broker's response.
+      KAFKA-12257: no finding). Ids are ordered cluster-wide (``older``: :func:`older_ids` over every
+      observation; computed from those passed when None), not by the order one client happened to see them: a
+      client that joined after a re-creation and is then served the deleted id by a lagging broker gets the
+      finding on that broker's response, and none when the healthy broker serves the current id again.
     - M3 ``possible_topic_recreation`` (info): without ids, the epoch dropped to 0 together with a change
       of replica set: a new baseline, reported so the operator sees why no M1 was raised.
     - Both M3 kinds are topic-level: one finding per (client, response, topic) with ``partition`` None;
@@ -168,11 +210,8 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation],
     """
     out: list[Finding] = []
     obs = sorted(observations_sorted, key=lambda o: o.capture_ts)
-    if first_seen is None:
-        first_seen = id_first_seen(obs)
-
-    def rank(seen_id: tuple[str, int, MetadataObservation]) -> tuple[int, str]:
-        return (first_seen.get(seen_id[0], seen_id[1]), seen_id[0])
+    if older is None:
+        older = older_ids(_id_firsts(obs))
 
     by_client: dict[Any, list[MetadataObservation]] = defaultdict(list)
     for o in obs:
@@ -188,10 +227,9 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation],
             recreations: dict[tuple, list[tuple[MetadataObservation, _Baseline]]] = {}
             for o in group:
                 if o.topic_id is not None and o.topic is not None:
-                    seen = ids.get(o.topic, [])
-                    newest = max(seen, key=rank) if seen else None
-                    if newest is not None and rank((o.topic_id, o.capture_ts, o)) < rank(newest):
-                        regressions.setdefault(_response_key(o), [o, newest, []])[2].append(o)
+                    newer = [x for x in ids.get(o.topic, []) if (o.topic_id, x[0]) in older]
+                    if newer:
+                        regressions.setdefault(_response_key(o), [o, newer[-1], []])[2].append(o)
                         continue
                 if o.epoch < 0:
                     continue
@@ -274,6 +312,7 @@ def check_broker_staleness(
     observations_sorted: Iterable[MetadataObservation],
     grace_ms: int = 1000,
     frontier: Sequence[TokenSighting] | None = None,
+    single: Mapping[str, tuple[str, int]] | None = None,
 ) -> list[Finding]:
     """M2 ``broker_served_stale`` (warning) per (topic id, partition) across all clients and brokers.
 
@@ -284,10 +323,10 @@ def check_broker_staleness(
     ``frontier`` (:func:`token_frontier` of all the cluster's observations) when the caller passes only a
     part of them (the Spark job passes one partition at a time), else with the observations passed.
 
-    A response without topic ids (below v10) is keyed by the one id its topic name maps to over the
-    observations passed (the Spark job passes a partition's rows under that id), so a v9 client served an
-    epoch older than one a v10+ client saw is compared; a name with two or more ids (a re-created topic)
-    keeps its own key.
+    A response without topic ids (below v10) captured at or after the first sighting of the one id its topic
+    name has (``single``: :func:`single_ids` of every observation, computed from those passed when None) is
+    keyed by that id, so a v9 client served an epoch older than one a v10+ client saw is compared; earlier
+    ones (perhaps a deleted incarnation) and names with two or more ids (a re-created topic) keep the name.
 
     Judgement calls: "before t - grace" is strict (staleness must exceed the grace); one finding per stale
     (response, partition) — the epoch comparison wins, the token one is reported only when the epoch does
@@ -303,11 +342,12 @@ def check_broker_staleness(
         )
     f_times = [x[0] for x in frontier]
     f_toks = [x[1] for x in frontier]
-    single = _single_ids(obs)
+    if single is None:
+        single = single_ids(obs)
     bases: dict[tuple, _Baseline] = {}
     for o in obs:
         t = o.capture_ts
-        k = _key(o, single)
+        k = _m2_key(o, single)
         base = bases.get(k)
         if base is not None and o.epoch >= 0 and _looks_recreated(base, o):
             base = bases[k] = _Baseline()

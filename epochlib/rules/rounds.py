@@ -89,10 +89,22 @@ def log_end_of(snap: ReplicaSnapshot) -> int | None:
     return snap.log_end_offset if snap.log_end_offset is not None else snap.high_watermark
 
 
+def _behind(follower: ReplicaSnapshot, leader: ReplicaSnapshot) -> bool:
+    """Whether ``follower``'s (repaired) lineage is a part of ``leader``'s: its entries are the leader's, except
+    that its first may start later (its log start moved on), as a lagging follower's are. One with an entry the
+    leader lacks (a bogus or diverged lineage) is not taken for a lagging follower."""
+    f, lead = follower.repaired_cache().entries, leader.repaired_cache().entries
+    starts = {e.epoch: e.start_offset for e in lead}
+    if not f or f[0].epoch not in starts or starts[f[0].epoch] > f[0].start_offset:
+        return False
+    return all(starts.get(e.epoch) == e.start_offset for e in f[1:])
+
+
 def _lead_rounds(leaders: tuple[ReplicaSnapshot, ...]) -> np.ndarray:
     """Per round, the round whose leader stands for it: itself, or for a round whose highest epoch is
-    below that of an earlier round of the same (known) topic id, the first later round of that id which
-    is not below, else the newest earlier one that was not."""
+    below that of an earlier round of the same (known) topic id, and whose lineage is a part of that round's
+    leader's (:func:`_behind`), the first later round of that id which is not below, else the newest earlier
+    one that was not."""
     n = len(leaders)
     lead = np.arange(n, dtype=np.int64)
     lagging = np.zeros(n, dtype=bool)
@@ -102,7 +114,7 @@ def _lead_rounds(leaders: tuple[ReplicaSnapshot, ...]) -> np.ndarray:
         if s.topic_id is None or latest is None:
             continue
         seen = best.get(s.topic_id)
-        if seen is not None and latest < seen[0]:
+        if seen is not None and latest < seen[0] and _behind(s, leaders[seen[1]]):
             lead[i], lagging[i] = seen[1], True
         else:
             best[s.topic_id] = (latest, i)

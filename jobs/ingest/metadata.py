@@ -4,9 +4,10 @@
   = base64 of header + body, no size prefix), optionally ``"metadata_token"``: a monotone cluster-metadata
   token recorded beside the response (e.g. the KRaft metadata offset a capturing proxy saw), an integer
   0..2^63-1 that rule M2 compares; absent or null = null, anything else quarantines the line (a dropped token
-  would hide staleness silently), and optionally ``"client_host"``: the client's host (a string; anything else
-  quarantines the line), which with ``client_id`` tells one client from another. Unit ``line``, ``position`` = line number. A large capture is cut into
-  line ranges decoded by many tasks (:mod:`.lines`), with the line numbers of the whole file.
+  would hide staleness silently), and optionally ``"client_host"``: the client's host (a string of at most 255
+  characters, "" read as none; anything else quarantines the line), which with ``client_id`` tells one client
+  from another. Unit ``line``, ``position`` = line number. A large capture is cut into line ranges decoded by
+  many tasks (:mod:`.lines`), with the line numbers of the whole file.
 - pcap / pcapng: :func:`epochlib.pcap.iter_exchanges` reassembles the TCP streams on the configured broker
   ports and pairs requests with responses by correlation id; the API version comes from the request, the
   client id from its header. Unit ``frame``, ``position`` = the response's frame number. What the capture
@@ -81,6 +82,7 @@ FILE_SCHEMA = pa.schema([pa.field("source", pa.string()), pa.field("size", pa.in
 
 _CHUNK = 4096
 _TOKEN_MAX = (1 << 63) - 1  # the silver column is a long
+_HOST_MAX = 255  # a host name's longest spelling (RFC 1035); the host goes into findings' sentences
 
 
 def _broker_text(value: Any) -> str | None:
@@ -107,22 +109,25 @@ def parse_capture_line(line: str) -> tuple[dict[str, Any], bytes, int, int, int 
     ``response``, an ``api_version`` that is not an int16 >= 0, a missing or unparseable ``ts``, a bad
     ``metadata_token``, a ``client_host`` that is not a string."""
     obj = json.loads(line)
-    if not isinstance(obj, dict) or not isinstance(obj.get("response"), str):
+    if not isinstance(obj, dict):
         raise ValueError("not a JSON object with a base64 response")
-    resp = base64.b64decode(obj["response"], validate=True)
-    ver = obj.get("api_version")
-    if not isinstance(ver, int) or isinstance(ver, bool) or not 0 <= ver <= 0x7FFF:
-        raise ValueError(f"bad api_version {ver!r}")
     ts = obj.get("ts")
     ms = ts_ms(ts)
     if ms is None:
         raise ValueError(f"missing or unparseable ts {str(ts)[:40]!r}")
-    try:
+    try:  # the line has a good time: whatever else is wrong, it is dated by it (a run of its day counts it)
+        if not isinstance(obj.get("response"), str):
+            raise ValueError("not a JSON object with a base64 response")
+        resp = base64.b64decode(obj["response"], validate=True)
+        ver = obj.get("api_version")
+        if not isinstance(ver, int) or isinstance(ver, bool) or not 0 <= ver <= 0x7FFF:
+            raise ValueError(f"bad api_version {ver!r}")
         token = _metadata_token(obj.get("metadata_token"))
-        if not isinstance(obj.get("client_host"), (str, type(None))):
-            raise ValueError(f"bad client_host {obj.get('client_host')!r:.60} (must be a string)")
-    except ValueError as e:
-        e.capture_ms = ms  # type: ignore[attr-defined]  # the line is dated by its own good time
+        host = obj.get("client_host")
+        if not isinstance(host, (str, type(None))) or (host is not None and len(host) > _HOST_MAX):
+            raise ValueError(f"bad client_host {host!r:.60} (must be a string of at most {_HOST_MAX} characters)")
+    except LINE_ERRORS as e:
+        e.capture_ms = ms  # type: ignore[attr-defined]
         raise
     return obj, resp, ver, ms, token
 
@@ -233,7 +238,8 @@ def _decode_jsonl(row: dict | str, addresses: dict[str, int]) -> Iterator[pa.Rec
             side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX],
                               q_ms=getattr(e, "capture_ms", None)))
             continue
-        if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver, token, obj.get("client_host")):
+        if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver, token,
+                     obj.get("client_host") or None):  # "" is no host, as an absent key
             batch = chunk.flush()
             if batch is not None:
                 yield batch

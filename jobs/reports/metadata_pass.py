@@ -47,7 +47,7 @@ from epochlib.rules.kraft_pass import (
     logged_staleness,
     metadata_offsets,
 )
-from epochlib.rules.metadata import token_frontier
+from epochlib.rules.metadata import older_ids, token_frontier
 
 from . import _frames as fr
 from .kraft import _M5_COLUMNS, _spark_schema, response_lags_table
@@ -261,26 +261,42 @@ def _topic_key(table: pa.Table) -> pa.ChunkedArray:
 
 
 def _named_ids(table: pa.Table) -> pa.Table:
-    """The ``tid``, ``topic`` and ``capture_ts`` of the rows that carry both an id and a name."""
-    t = table.select(["tid", "topic", "capture_ts"])
+    """The client, ``tid``, ``topic`` and ``capture_ts`` of the rows that carry both an id and a name."""
+    t = table.select(["client_id", "client_host", "tid", "topic", "capture_ts"])
     return t.filter(pc.and_(pc.is_valid(t.column("tid")), pc.is_valid(t.column("topic"))))
 
 
-def _id_first_seen(table: pa.Table) -> dict[str, int]:
-    """:func:`epochlib.rules.metadata.id_first_seen`: each topic id's first capture time (how M3 orders ids)."""
-    firsts = _named_ids(table).group_by("tid", use_threads=False).aggregate([("capture_ts", "min")])
-    return dict(zip(firsts.column("tid").to_pylist(), firsts.column("capture_ts_min").to_pylist(), strict=True))
+def _per_name(named: pa.Table) -> pa.Table:
+    return named.group_by("topic", use_threads=False).aggregate([("tid", "min"), ("tid", "max"), ("capture_ts", "min")])
 
 
-def _single_ids(table: pa.Table) -> pa.ChunkedArray:
-    """Per row without an id: the one id its topic name maps to over the table (null for a name with none or
-    several), the key :func:`epochlib.rules.metadata.check_broker_staleness` gives such a row."""
+def _older_ids(table: pa.Table) -> set[tuple[str, str]]:
+    """:func:`epochlib.rules.metadata.older_ids` (what :func:`stale_metadata.older_ids_of` collects): the names with
+    two or more ids, each client's first sighting of each."""
     named = _named_ids(table)
-    per_name = named.group_by("topic", use_threads=False).aggregate([("tid", "min"), ("tid", "max")])
+    per_name = _per_name(named)
+    multi = per_name.filter(pc.less(per_name.column("tid_min"), per_name.column("tid_max"))).column("topic")
+    if not len(multi):
+        return set()
+    rows = named.filter(pc.is_in(named.column("topic"), value_set=multi))
+    firsts = rows.group_by(["client_id", "client_host", "topic", "tid"], use_threads=False).aggregate(
+        [("capture_ts", "min")])
+    return older_ids(((c, h), t, i, ts) for c, h, t, i, ts in zip(*(firsts.column(n).to_pylist() for n in (
+        "client_id", "client_host", "topic", "tid", "capture_ts_min")), strict=True))
+
+
+def _single_ids(table: pa.Table) -> tuple[pa.ChunkedArray, dict[str, tuple[str, int]]]:
+    """:func:`epochlib.rules.metadata.single_ids` (name -> its one id and that id's first sighting) and, per row
+    without an id captured from then on, that id: the key :func:`epochlib.rules.metadata.check_broker_staleness`
+    gives such a row (null for every other row)."""
+    per_name = _per_name(_named_ids(table))
     single = per_name.filter(pc.equal(per_name.column("tid_min"), per_name.column("tid_max")))
     at = pc.index_in(table.column("topic"), value_set=single.column("topic"))
-    return pc.if_else(pc.is_valid(table.column("tid")), pa.scalar(None, pa.string()),
-                      pc.take(single.column("tid_min"), at))
+    first = pc.take(single.column("capture_ts_min"), at)
+    use = pc.and_(pc.is_null(table.column("tid")), pc.greater_equal(table.column("capture_ts"), first))
+    ids = pc.if_else(pc.fill_null(use, False), pc.take(single.column("tid_min"), at), pa.scalar(None, pa.string()))
+    return ids, dict(zip(single.column("topic").to_pylist(), zip(
+        single.column("tid_min").to_pylist(), single.column("capture_ts_min").to_pylist(), strict=True), strict=True))
 
 
 def _frontier(table: pa.Table) -> list[tuple[int, int, str]]:
@@ -326,13 +342,13 @@ def _capture_findings(table: pa.Table, grace_ms: int) -> list[Any]:
         pairs = pc.unique(pa.array(g13[has_tid] * width + tid_codes[has_tid], pa.int64())).to_numpy()
         counts = np.bincount(pairs // width, minlength=len(keep13))
         keep13 |= counts[: len(keep13)] > 1
-    first_seen = _id_first_seen(table)
+    older = _older_ids(table) if keep13.any() else set()
     for group in _groups(keyed, g13, keep13):
-        found += sm.client_group_findings(group, first_seen)
+        found += sm.client_group_findings(group, older)
     # M2
     tid = table.column("tid")
-    pkey = pc.coalesce(pc.binary_join_element_wise("id:", tid if tid.null_count == 0 else
-                                                   pc.coalesce(tid, _single_ids(table)), ""),
+    single_col, single = (tid, {}) if tid.null_count == 0 else _single_ids(table)
+    pkey = pc.coalesce(pc.binary_join_element_wise("id:", pc.coalesce(tid, single_col), ""),
                        pc.binary_join_element_wise("name:", table.column("topic"), ""))
     keyed2 = table.select(cols).append_column("partition_key", pkey)
     g2 = _codes(pkey, table.column("partition"))
@@ -341,7 +357,7 @@ def _capture_findings(table: pa.Table, grace_ms: int) -> list[Any]:
     if frontier:  # a token can be stale on its own
         keep2 |= _any_per_group(g2, table.column("metadata_token").is_valid().to_numpy(zero_copy_only=False))
     for group in _groups(keyed2, g2, keep2):
-        found += sm.partition_group_findings(group, grace_ms, frontier)
+        found += sm.partition_group_findings(group, grace_ms, frontier, single)
     return found
 
 

@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from epochlib.rules import Finding, capture_pointer, check_broker_staleness, check_client_metadata
-from epochlib.rules.metadata import TokenSighting, token_frontier
+from epochlib.rules.metadata import TokenSighting, older_ids, token_frontier
 
 from . import _frames as fr
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -108,15 +108,39 @@ def _sorted_obs(table: pa.Table):
     return obs
 
 
-def client_group_findings(table: pa.Table, first_seen: Mapping[str, int] | None = None) -> list[Finding]:
-    """M1 + M3 over one ``(client_id, topic_key)`` group of observations (``first_seen``: every topic id's first
-    sighting by any client, how M3 orders a name's ids)."""
-    return check_client_metadata(_sorted_obs(table), first_seen)
+def client_group_findings(table: pa.Table, older: Collection[tuple[str, str]] = ()) -> list[Finding]:
+    """M1 + M3 over one ``(client_id, client_host, topic_key)`` group of observations (``older``: the topic ids M3
+    can order, :func:`~epochlib.rules.metadata.older_ids` over every observation)."""
+    return check_client_metadata(_sorted_obs(table), older)
 
 
-def partition_group_findings(table: pa.Table, grace_ms: int, frontier: list[TokenSighting]) -> list[Finding]:
-    """M2 over one ``(partition_key, partition)`` group of observations."""
-    return check_broker_staleness(_sorted_obs(table), grace_ms=grace_ms, frontier=frontier)
+def partition_group_findings(table: pa.Table, grace_ms: int, frontier: list[TokenSighting],
+                             single: Mapping[str, tuple[str, int]] | None = None) -> list[Finding]:
+    """M2 over one ``(partition_key, partition)`` group of observations. ``single`` is
+    :func:`~epochlib.rules.metadata.single_ids` over every observation; None reads it from the group's ``_single``
+    and ``_single_first`` columns (the Spark stages join them onto the rows without an id)."""
+    if single is None:
+        single = {}
+        if "_single" in table.column_names:
+            for t, tid, first in zip(table.column("topic").to_pylist(), table.column("_single").to_pylist(),
+                                     table.column("_single_first").to_pylist(), strict=True):
+                if tid is not None:
+                    single[t] = (tid, first)
+        table = table.drop_columns([c for c in ("_single", "_single_first") if c in table.column_names])
+    return check_broker_staleness(_sorted_obs(table), grace_ms=grace_ms, frontier=frontier, single=single)
+
+
+def older_ids_of(obs: DataFrame) -> set[tuple[str, str]]:
+    """:func:`~epochlib.rules.metadata.older_ids` of the observations: only names with two or more ids (a re-created
+    topic) can have any, so only their rows are collected (each client's first sighting of each id)."""
+    from pyspark.sql import functions as F
+
+    named = obs.where(F.col("tid").isNotNull() & F.col("topic").isNotNull())
+    multi = named.groupBy("topic").agg(F.min("tid").alias("_a"), F.max("tid").alias("_b")).where(
+        F.col("_a") < F.col("_b")).select("topic")
+    firsts = (named.join(F.broadcast(multi), "topic", "left_semi")
+              .groupBy("client_id", "client_host", "topic", "tid").agg(F.min("capture_ts").alias("ts")))
+    return older_ids(((r["client_id"], r["client_host"]), r["topic"], r["tid"], r["ts"]) for r in firsts.collect())
 
 
 def token_frontier_of(obs: DataFrame) -> list[TokenSighting]:
@@ -176,19 +200,19 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
         .where(F.col("_keep"))
         .drop("_keep")
     )
-    # M3 orders a name's ids by their first sighting by any client (few rows: one per topic id)
-    first_seen = {r["tid"]: r["ts"] for r in obs.where(F.col("tid").isNotNull() & F.col("topic").isNotNull())
-                  .groupBy("tid").agg(F.min("capture_ts").alias("ts")).collect()}
     m13 = (
         _semi(keyed.select(*cols, "topic_key"), kept13, ("client_id", "client_host", "topic_key"))
         .groupBy("client_id", "client_host", "topic_key")
-        .applyInArrow(fr.arrow_group_fn(partial(client_group_findings, first_seen=first_seen)), schema)
+        .applyInArrow(fr.arrow_group_fn(partial(client_group_findings, older=older_ids_of(obs))), schema)
     )
-    # a row without an id (below v10) is keyed by the one id its name maps to, as check_broker_staleness keys it
+    # a row without an id (below v10) captured from the first sighting of its name's one id on is keyed by that
+    # id, as check_broker_staleness keys it
     single = (obs.where(F.col("tid").isNotNull() & F.col("topic").isNotNull()).groupBy(F.col("topic").alias("_t"))
-              .agg(F.min("tid").alias("_single"), F.max("tid").alias("_other"))
-              .where(F.col("_single") == F.col("_other")).select("_t", "_single"))
-    obs = obs.join(F.broadcast(single), (obs["topic"] == single["_t"]) & obs["tid"].isNull(), "left")
+              .agg(F.min("tid").alias("_single"), F.max("tid").alias("_other"),
+                   F.min("capture_ts").alias("_single_first"))
+              .where(F.col("_single") == F.col("_other")).select("_t", "_single", "_single_first"))
+    obs = obs.join(F.broadcast(single), (obs["topic"] == single["_t"]) & obs["tid"].isNull()
+                   & (obs["capture_ts"] >= single["_single_first"]), "left")
     pkey = F.coalesce(F.concat(F.lit("id:"), F.coalesce(F.col("tid"), F.col("_single"))),
                       F.concat(F.lit("name:"), F.col("topic")))
     frontier = token_frontier_of(obs)
@@ -201,7 +225,7 @@ def metadata_findings(obs: DataFrame, grace_ms: int) -> DataFrame:
     can_be_stale = F.max("_stale") == 1
     if frontier:  # a token can be stale on its own
         can_be_stale = can_be_stale | (F.max(F.col("metadata_token").isNotNull().cast("int")) == 1)
-    keyed2 = obs.select(*cols, pkey.alias("partition_key"))
+    keyed2 = obs.select(*cols, "_single", "_single_first", pkey.alias("partition_key"))
     kept2 = (
         keyed2.select("partition_key", "partition", "capture_ts", "leader_epoch", "metadata_token")
         .withColumn("_stale", stale)
