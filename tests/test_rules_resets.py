@@ -309,14 +309,16 @@ def test_s2b_pace_is_a_rate_reset_to_latest_within_seconds_is_a_skip():
     # the demo's orders-4: ~560 records per 7.5 min, then 79861 -> 82876 (the log end) 7 s after the last
     # commit: only 5.4x the largest step, but ~350x the rate
     t, step = 450_000, 560
+    # commit: only 5.4x the largest step, but ~350x the rate (the log end was there before that last commit)
     seq = [commit(75_381 + i * step, 4, 1000 + i * t) for i in range(9)]  # ends at 79_861
     seq.append(commit(82_876, 4, seq[-1].ts + 7000))
-    ctx = ResetContext(log_end_estimates=[LogEndEstimate(seq[-1].ts - 2000, 82_876, "hw")],
+    ctx = ResetContext(log_end_estimates=[LogEndEstimate(seq[-2].ts - 2000, 82_876, "hw")],
                        snapshots=[snap(500, [(0, 0), (4, 150)], leo=60_000, ls=50_000)])  # fmt: skip
     f = one(seq, ctx)
     assert (f.rule, f.kind, f.numbers["records_skipped"]) == ("S2b", "spurious_skip", 3015)
     assert f.numbers["largest_previous_step"] == 560 and f.numbers["previous_rate_per_min"] == 75
     assert f.numbers["skip_rate_per_min"] == round(3015 * 60 / 7)
+    assert f"3015 of them already written by {seq[-2].ts - 2000}" in f.detail
 
 
 def test_s2b_needs_a_rate_above_the_factor_not_at_it():
@@ -339,6 +341,32 @@ def test_s2b_caught_up_consumer_committing_the_log_end_at_its_pace_is_quiet():
     # commits within one millisecond: the elapsed time is floored at 1 s, so a 15-record step is no skip
     seq = [commit(9_900 + i * 10, 4, 1000 + i * 1000) for i in range(5)] + [commit(10_000, 4, 5001)]
     assert check_offset_resets(seq, ctx) == []
+
+
+def test_s2b_a_caught_up_consumer_draining_a_burst_between_two_commits_is_quiet():
+    """A trickle consumer (7 records per 5 s auto-commit); 50k records are produced at 10:00:10, a snapshot round
+    at 10:00:12 sees the log end 51000, the next commit (10:00:13) is 51000: the consumer drained the burst (a
+    consumer reads 50k records in well under a second). The estimate the jump reaches was taken after the group's
+    previous commit, so it shows the burst, not records the group passed over."""
+    t0 = 36_000_000
+    trickle = [commit(960 + 7 * i, 1, t0 + 5000 * i) for i in range(7)]  # ends at 1002, t0 + 30 s
+    seq = [*trickle, commit(51_000, 1, t0 + 35_000), commit(51_006, 1, t0 + 40_000)]
+    lin = [(0, 0), (1, 100)]
+    rounds = [snap(0, lin, leo=900, ls=0), snap(t0 + 34_000, lin, leo=51_000, ls=0), snap(t0 + 60_000, lin, leo=52_000, ls=0)]
+    assert check_offset_resets(seq, ResetContext(snapshots=rounds)) == []
+    # nor when an earlier round saw the consumer a few records behind (a caught-up consumer always is): those
+    # few records existed at its previous commit, the other 49,990 did not
+    near = [rounds[0], snap(t0 + 29_000, lin, leo=1010, ls=0), *rounds[1:]]
+    assert check_offset_resets(seq, ResetContext(snapshots=near)) == []
+    # another caught-up group's commit after the previous commit is the same burst
+    seen = OffsetsSeen.from_commits([*seq, other(51_000, t0 + 34_500)])
+    assert check_offset_resets(seq, ResetContext(snapshots=rounds, offsets_seen=seen)) == []
+    # the true reset to latest: the log end was already at 51000 when the group last committed (a round at
+    # 10:00:29, or another group's commit), and the group jumped past those records in 5 s
+    for ctx in (ResetContext(snapshots=[rounds[0], snap(t0 + 29_000, lin, leo=51_000, ls=0), *rounds[1:]]),
+                ResetContext(snapshots=rounds, offsets_seen=OffsetsSeen.from_commits([*seq, other(51_000, t0 + 29_000)]))):
+        f = one(seq, ctx)
+        assert (f.rule, f.kind, f.severity, f.numbers["records_skipped"]) == ("S2b", "spurious_skip", "error", 49_998)
 
 
 def test_s2b_a_repeated_offset_does_not_restart_the_pace_clock():

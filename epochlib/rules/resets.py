@@ -469,13 +469,16 @@ def classify_jump(
         return None
     if jump <= max_step:
         return None  # no larger than a step the sequence already took at its own pace: a catch-up
-    if est.from_commits and ctx.offsets_seen is not None:
-        # other groups' commits date the records precisely: the skipped ones must have existed (another
-        # group was past the previous offset) when this group last committed; otherwise the group was caught
-        # up and consumed a fresh burst (two caught-up groups on a bursty topic commit the same offsets)
-        then = ctx.offsets_seen.highest_before(since, c.group_id)
-        if then is None or then.offset <= po:
-            return None
+    # the skipped records must have existed when the group last committed (a log-end estimate at or before
+    # ``since``: a snapshot round, or another group's commit), and those alone must make the jump a skip:
+    # otherwise the group was caught up and consumed a burst produced since (a snapshot round, or another
+    # caught-up group's commit, after its previous commit shows the burst, not records it passed over)
+    then = ctx.log_end_before(since, c.group_id)
+    if then is None:
+        return None
+    existed = min(o, then.offset) - po
+    if existed <= max_step or pace_rate(existed, c.ts - since) <= ctx.skip_pace_factor * max_rate:
+        return None
     snap = ctx.leader_at(c.ts)
     r = fence_check(replace(prev, event_ts=c.ts), snap)
     if r.status == "beyond_epoch_end":
@@ -513,7 +516,8 @@ def classify_jump(
         },
         (est.evidence, ls_ev),
         f"jump {po} -> {o} reaches the log end ({est.offset} known at {est.ts}) past {jump} record(s) never "
-        f"committed as consumed, at {rate * 60_000:.0f} records/min against at most {max_rate * 60_000:.1f} "
+        f"committed as consumed ({existed} of them already written by {then.ts}, before the group's previous "
+        f"commit: {then.evidence}), at {rate * 60_000:.0f} records/min against at most {max_rate * 60_000:.1f} "
         f"between the sequence's earlier commits, with the previous offset still above the log start {ls} and "
         "no truncation: a spurious reset to latest.",
         snap,
@@ -550,9 +554,13 @@ def check_offset_resets(
       round at/after and the round at/before the commit are tried, since log starts only move forward.
     - S2b ("jump to the log end past records never committed as consumed") needs: a log-end estimate
       taken at or before the commit that the new offset reaches (a snapshot round's log end or high
-      watermark, or the highest offset another group committed before it, :class:`OffsetsSeen`; with the
-      latter, another group must also have been past the previous offset before the group's previous
-      commit — else the group was caught up and consumed records produced since, at the topic's pace);
+      watermark, or the highest offset another group committed before it, :class:`OffsetsSeen`); and
+      evidence that the skipped records already existed when the group last committed: the log-end
+      estimate as of its previous commit (``since``: a round at or before it, or another group's commit
+      before it) must be past the previous offset by enough that those records alone make the jump a skip
+      (more than every earlier step, at a rate above the pace factor as below) — else the group was
+      caught up and drained records produced since (a burst seen by a round, or by another caught-up
+      group's commit, between its two commits: a consumer reads tens of thousands of records a second);
       a jump larger than every earlier step of the sequence; at least one earlier forward step in the
       sequence, and a jump whose *rate* (records / ms between the two commits, the elapsed time floored
       at 1 s) exceeds ``skip_pace_factor`` (default 10) times the highest rate between earlier consecutive
