@@ -230,8 +230,41 @@ def test_s1e_spurious_rewind_and_without_any_context():
 
 
 def test_epoch_minus_one_still_gets_offset_checks_but_no_truncation_explanation():
-    f = one([commit(180, -1, 1000), commit(150, -1, 2000)], ResetContext(snapshots=[TRUNCATED]))
+    # a consumer of a client that commits no epoch (kafka-python, a client before 2.1), in a group with members
+    members = [GroupState("g", 500, member_count=1, client_ids=("c1",))]
+    f = one([commit(180, -1, 1000), commit(150, -1, 2000)], ResetContext(snapshots=[TRUNCATED], group_states=members))
     assert f.kind == "spurious_rewind"
+    # with no group record at all, the same -1 rewind is an offset written from outside the group, not a truncation
+    assert one([commit(180, -1, 1000), commit(150, -1, 2000)], ResetContext(snapshots=[TRUNCATED])).kind == "operator_reset"
+
+
+def test_s1b_a_group_that_never_had_members_and_commits_without_an_epoch_is_managed_from_outside():
+    """MirrorMaker 2's offset sync (``sync.group.offsets.enabled``) writes translated offsets with AdminClient
+    (epoch -1) into a group that never had members on the target cluster: no group record exists. A translated
+    offset going back (5200 -> 4800) is an operator-side reset (info), not a consumer's spurious rewind."""
+    snaps = [snap(0, [(0, 0), (2, 50)], leo=9000, ls=0)]
+    mm = [commit(o, -1, 1000 + i * 60_000) for i, o in enumerate((5000, 5100, 5200, 4800, 5300))]
+    f = one(mm, ResetContext(snapshots=snaps))
+    assert (f.rule, f.kind, f.severity, f.numbers["records_reread"], f.numbers["member_count"]) == (
+        "S1b", "operator_reset", "info", 400, None)  # fmt: skip
+    assert "no group record" in f.detail and f.evidence == (mm[3].pointer(), mm[2].pointer())
+    # a group record only after the rewind does not change what the group was at the rewind
+    later = ResetContext(snapshots=snaps, group_states=[GroupState("g", 10_000_000, member_count=1)])
+    assert one(mm, later).kind == "operator_reset"
+    # a real consumer group's spurious rewind stays an error: members known, or a commit carrying an epoch
+    members = ResetContext(snapshots=snaps, group_states=[GroupState("g", 500, member_count=1, client_ids=("c1",))])
+    assert one(mm, members).kind == "spurious_rewind"
+    consumer = [replace(c, leader_epoch=2) for c in mm]
+    for ctx in (ResetContext(snapshots=snaps), members):
+        f = one(consumer, ctx)
+        assert (f.rule, f.kind, f.severity) == ("S1e", "spurious_rewind", "error")
+    # the commit that moved the offset decides: a tool's -1 rewind of a memberless group's consumer-written offset
+    assert one([*consumer[:3], mm[3]], ResetContext(snapshots=snaps)).kind == "operator_reset"
+    # and a jump to the log end written so is an operator reset too (--to-latest), as for an empty group
+    ends = [snap(0, [(0, 0), (2, 50)], leo=9000, ls=0)]
+    f = one([*mm[:3], commit(9000, -1, 1000 + 3 * 60_000)], ResetContext(snapshots=ends))
+    assert (f.rule, f.kind, f.severity, f.numbers["member_count"]) == ("S2b", "operator_reset", "info", None)
+    assert one([*consumer[:3], commit(9000, 2, 1000 + 3 * 60_000)], ResetContext(snapshots=ends)).kind == "spurious_skip"
 
 
 def test_tombstone_ends_the_sequence_and_filters():

@@ -304,6 +304,25 @@ def _epoch_before(prev: Commit, ctx: ResetContext) -> tuple[int, ReplicaSnapshot
     return None if epoch is None else (epoch, snap)
 
 
+def _memberless(c: Commit, ctx: ResetContext) -> tuple[GroupState | None, str] | None:
+    """Why the group had no members at commit ``c`` (S1b, and S2b's operator reset), or None: (its record then,
+    the wording) when its member set folded up to then is empty or it was deleted; (None, the wording) when
+    it has no group record at or before ``c`` at all and ``c`` carries no leader epoch (-1): the offset was
+    written from outside the group — ``kafka-consumer-groups``, AdminClient, MirrorMaker 2's offset sync —
+    since a consumer that joined the group would have a group record and a current one commits its epoch."""
+    g = ctx.group_state_at(c.ts)
+    if g is not None:
+        if not g.is_empty:
+            return None
+        return g, (f"while group {c.group_id} had no members ({'deleted' if g.is_tombstone else 'empty'} since its "
+                   f"record at {g.event_ts})")  # fmt: skip
+    if c.epoch >= 0:
+        return None
+    return None, (f"committed without a leader epoch (-1) to group {c.group_id}, which has no group record by then "
+                  "(no members known): an offset written from outside the group (a tool, AdminClient or "
+                  "MirrorMaker 2's offset sync)")  # fmt: skip
+
+
 def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
     """S1: the finding for a rewind ``prev -> c`` (``c``'s offset below ``prev``'s) of one sequence, in
     the order S1a, S1b, S1c, S1d, S1e (:func:`check_offset_resets` has the judgement calls). Every rewind
@@ -361,19 +380,18 @@ def classify_rewind(c: Commit, prev: Commit, ctx: ResetContext) -> Finding:
             "required.",
             snap,
         )
-    # (b) the group had no members: an operator reset
-    g = ctx.group_state_at(c.ts)
-    if g is not None and g.is_empty:
+    # (b) the group had no members (or never had any and the offset came from outside it): an operator reset
+    empty = _memberless(c, ctx)
+    if empty is not None:
+        g, why = empty
         return _finding(
             "S1b",
             "operator_reset",
             c,
             prev,
-            {"records_reread": reread, "member_count": g.member_count},
-            (g.pointer(),),
-            f"rewind {po} -> {o} while group {c.group_id} had no members "
-            f"({'deleted' if g.is_tombstone else 'empty'} since its record at {g.event_ts}): an operator reset "
-            "(kafka-consumer-groups --reset-offsets).",
+            {"records_reread": reread, "member_count": g.member_count if g is not None else None},
+            (g.pointer(),) if g is not None else (),
+            f"rewind {po} -> {o} {why}: an operator reset (kafka-consumer-groups --reset-offsets).",
             snap,
         )
     ls, ls_ev = log_start_of(snap)
@@ -486,19 +504,19 @@ def classify_jump(
     ls, ls_ev = log_start_of(snap)
     if ls is None or po < ls:
         return None  # retention cannot be excluded
-    g = ctx.group_state_at(c.ts)
-    if g is not None and g.is_empty:  # as S1b: kafka-consumer-groups --reset-offsets --to-latest
+    empty = _memberless(c, ctx)
+    if empty is not None:  # as S1b: kafka-consumer-groups --reset-offsets --to-latest
+        g, why = empty
         return _finding(
             "S2b",
             "operator_reset",
             c,
             prev,
-            {"records_skipped": jump, "member_count": g.member_count, "log_start_offset": ls,
-             "log_end_offset": est.offset},
-            (g.pointer(), est.evidence),
-            f"jump {po} -> {o} reaches the log end ({est.offset} known at {est.ts}) while group {c.group_id} had "
-            f"no members ({'deleted' if g.is_tombstone else 'empty'} since its record at {g.event_ts}): an "
-            "operator reset (kafka-consumer-groups --reset-offsets --to-latest).",
+            {"records_skipped": jump, "member_count": g.member_count if g is not None else None,
+             "log_start_offset": ls, "log_end_offset": est.offset},
+            (g.pointer() if g is not None else "", est.evidence),
+            f"jump {po} -> {o} reaches the log end ({est.offset} known at {est.ts}) {why}: an operator reset "
+            "(kafka-consumer-groups --reset-offsets --to-latest).",
             snap,
         )
     return _finding(
@@ -573,8 +591,14 @@ def check_offset_resets(
       previous commit). Without these, no guess is made.
     - Operator reset: a group with no members at the commit: its member set folded over all its records
       up to then (:func:`current_membership`: classic ``GroupMetadataValue`` and KIP-848 member records;
-      one KIP-848 member leaving removes only that member) is empty, or the group was deleted. Standalone consumers (assign(), no members ever) look empty too: their rewinds read as
-      operator resets — the evidence names the group record so an operator can disagree.
+      one KIP-848 member leaving removes only that member) is empty, or the group was deleted (the evidence
+      names the record). A group with *no* group record at or before the commit (none in the records the
+      run has) never had members: when the commit that moved the offset carries no leader epoch (-1), the
+      offset was written from outside the group — ``kafka-consumer-groups``, AdminClient, MirrorMaker 2's
+      offset sync (``sync.group.offsets.enabled``) — and the move is an operator reset too (no group
+      record to cite; ``member_count`` null). With an epoch >= 0 the writer was a consumer (a standalone
+      ``assign()`` one: no record either) and the move is judged as any consumer's. Caveat: a client that
+      commits no epoch (kafka-python, clients before 2.1) used standalone reads as managed from outside.
     """
     ctx = context or ResetContext()
     out: list[Finding] = []
