@@ -233,3 +233,90 @@ def test_an_l3_regression_in_a_snapshot_just_after_midnight_is_found_by_the_nigh
     run_audit(spark, nightly, day + dt.timedelta(days=1), day + dt.timedelta(days=1), progress_interval=0)
     assert l3(config("both")) == [(day, "batch_epoch_regression", "critical")]
     assert l3(nightly) == l3(config("both"))
+
+
+def _kv_line(key: bytes, value: bytes, offset: int, ts: int) -> str:
+    import base64
+    import json
+
+    return json.dumps({"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode(),
+                       "partition": 7, "offset": offset, "timestamp": ts})
+
+
+def _group_lines() -> list[tuple[int, str]]:
+    """(time, JSONL line) of two groups' records on ``__consumer_offsets``: ``old`` had a member on 03-01 and has
+    been empty since 03-01 09:00 (its consumers stopped); an operator resets it on 03-03 and 03-04 (epoch -1, as
+    ``kafka-consumer-groups`` writes). ``py`` has had a member since 03-01 (its last rebalance), a client that
+    commits no epoch (kafka-python), and rewinds on 03-04 with nothing to explain it."""
+    from epochlib import coordinator as co
+
+    def ms(day: int, hour: int, minute: int = 0) -> int:
+        return int(dt.datetime(2024, 3, day, hour, minute, tzinfo=dt.timezone.utc).timestamp() * 1000)
+
+    def group(gid: str, ts: int, gen: int, clients: list[str]) -> tuple[bytes, bytes]:
+        sub = co.encode_consumer_subscription({"topics": ["m"], "user_data": None, "owned_partitions": []}, 1)
+        assignment = co.encode_consumer_assignment(
+            {"assigned_partitions": [{"topic": "m", "partitions": [0]}], "user_data": None}, 1)
+        members = [{"member_id": f"{c}-1", "group_instance_id": None, "client_id": c, "client_host": "/10.0.0.9",
+                    "rebalance_timeout": 300000, "session_timeout": 45000, "subscription": sub,
+                    "assignment": assignment} for c in clients]  # fmt: skip
+        value = co.encode_group_metadata_value({"protocol_type": "consumer", "generation": gen,
+                                                "protocol": "range" if clients else None,
+                                                "leader": f"{clients[0]}-1" if clients else None,
+                                                "current_state_timestamp": ts, "members": members})  # fmt: skip
+        return co.encode_key(2, {"group": gid}), value
+
+    def commit(gid: str, offset: int, epoch: int, ts: int) -> tuple[bytes, bytes]:
+        return (co.encode_offset_commit_key(gid, "m", 0),
+                co.encode_offset_commit_value(offset, leader_epoch=epoch, commit_timestamp=ts))
+
+    recs = [(ms(1, 7), group("old", ms(1, 7), 4, ["c-old"])), (ms(1, 8), commit("old", 3000, 2, ms(1, 8))),
+            (ms(1, 9), group("old", ms(1, 9), 5, [])), (ms(3, 9), commit("old", 5000, -1, ms(3, 9))),
+            (ms(4, 9), commit("old", 4000, -1, ms(4, 9))),
+            (ms(1, 7, 30), group("py", ms(1, 7, 30), 2, ["c-py"])), (ms(4, 8), commit("py", 500, -1, ms(4, 8))),
+            (ms(4, 8, 5), commit("py", 400, -1, ms(4, 8, 5)))]  # fmt: skip
+    recs.sort(key=lambda r: r[0])
+    return [(t, _kv_line(k, v, i, t)) for i, (t, (k, v)) in enumerate(recs)]
+
+
+def test_a_group_s_membership_older_than_the_lookback_is_read_by_a_run_over_one_day(spark, tmp_path) -> None:
+    """A group empty for longer than ``lookback_days`` (its Empty record on 03-01, the run over 03-04 with a lookback
+    of one day) is still empty: an operator's reset is S1b naming that record; and a group whose members' record is
+    as old is still a consumer group: its rewind stays an error (S1e), though its client commits no epoch. From the
+    run's inputs (a fresh root) and from the stored table (a nightly run whose inputs hold only the newer records)."""
+    from jobs.audit import run_audit
+    from jobs.config import parse_config
+    from jobs.sink import read_table_arrow
+
+    lines = _group_lines()
+    whole, recent = tmp_path / "whole" / "dump", tmp_path / "recent" / "dump"
+    mar3 = int(dt.datetime(2024, 3, 3, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    for d, rows in ((whole, [x for _, x in lines]), (recent, [x for t, x in lines if t >= mar3])):
+        d.mkdir(parents=True)
+        (d / "offsets.jsonl").write_text("\n".join(rows) + "\n")
+
+    def config(inputs, root):
+        return parse_config({"cluster": "g", "inputs": {"offsets": str(inputs.parent)},
+                             "output": {"root": str(tmp_path / root)}, "rules": {"lookback_days": 1}})
+
+    def resets(cfg) -> dict[str, tuple]:
+        return {r["group_id"]: (r["rule"], r["kind"], r["severity"], r["evidence"][-1], r["detail"])
+                for r in read_table_arrow("spurious_offset_resets", cfg).to_pylist()
+                if r["event_date"].isoformat() == "2024-03-04"}  # fmt: skip
+
+    fresh = config(whole, "fresh")
+    run_audit(spark, fresh, "2024-03-04", "2024-03-04", progress_interval=0)
+    nightly = config(whole, "nightly")
+    run_audit(spark, nightly, "2024-03-01", "2024-03-01", progress_interval=0)
+    nightly = config(recent, "nightly")
+    run_audit(spark, nightly, "2024-03-04", "2024-03-04", progress_interval=0)
+    longer = config(whole, "longer")
+    run_audit(spark, longer, "2024-03-01", "2024-03-04", progress_interval=0)
+    want = resets(longer)
+    assert {g: r[:3] for g, r in want.items()} == {"old": ("S1b", "operator_reset", "info"),
+                                                   "py": ("S1e", "spurious_rewind", "error")}
+    assert want["old"][3].endswith("(group metadata)") and "empty since its record at" in want["old"][4]
+    assert resets(fresh) == want
+    # the nightly run's commits come from other files (their pointers differ); the group record from the table
+    assert {g: (*r[:3], r[4]) for g, r in resets(nightly).items()} == {g: (*r[:3], r[4]) for g, r in want.items()}
+    assert resets(nightly)["old"][3] == want["old"][3]

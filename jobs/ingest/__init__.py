@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     from .discover import Inventory
 
-__all__ = ["DEFAULT_SPLIT_BYTES", "IngestResult", "lookback_days", "run_ingestion"]
+__all__ = ["DEFAULT_SPLIT_BYTES", "WHOLE_HISTORY_STATE", "IngestResult", "lookback_days", "run_ingestion"]
 
 #: Segment files larger than this are decoded in ranges of about this size, in parallel.
 DEFAULT_SPLIT_BYTES = 64 << 20
@@ -82,8 +82,9 @@ class IngestResult:
             ports).
         empty: source kind -> reason -> number of inputs read with zero units.
         lookback: silver table -> the inputs' rows dated in the lookback days before the range (the Parquet
-            files its write held back, or with delta-spark cached; not written to the tables): pass to
-            :func:`jobs.reports.run_reports` as ``state``, then :meth:`release`.
+            files its write held back, or with delta-spark cached; not written to the tables); for the tables of
+            :data:`WHOLE_HISTORY_STATE`, every day before the range: pass to :func:`jobs.reports.run_reports` as
+            ``state``, then :meth:`release`.
         lookahead: what the inputs hold after the range (cached, not written): ``epoch_lineage``, the snapshots
             of the next day (the first snapshot round after a commit late on the range's last day is there, and
             F2/S1/S2 judge the commit against it, as a run over both days does), and ``partition_history``, the
@@ -157,6 +158,9 @@ def _dated(df: DataFrame, run: RunContext, days: tuple[dt.date, dt.date] | None 
     return out.filter(F.col("event_date").between(F.lit(lo), F.lit(hi)))
 
 
+#: The silver tables whose state is every day before the range (not only the lookback days): the metadata log's
+#: changes, and the group records (a group's membership, however old its last record).
+WHOLE_HISTORY_STATE = frozenset({"partition_history", "group_metadata"})
 #: The first and last days of ``partition_history``'s states (:func:`run_ingestion`): every day before the range
 #: (:attr:`IngestResult.lookback`) and every day after it (:attr:`IngestResult.lookahead`).
 _HISTORY_START, _HISTORY_END = dt.date(1970, 1, 1), dt.date(9999, 12, 30)
@@ -354,12 +358,14 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     pass_days = (before[0] if before is not None else run.range_from, run.range_to)
     # the replayed metadata log's changes of EVERY day before the range are its state, whatever lookback_days says:
     # K1/K2/M2/M5/P1 read the partitions' whole history up to --to, and the inputs hold it (a run over one day
-    # into a fresh root named epochs assigned the day before "never assigned": hundreds of false K1 errors)
+    # into a fresh root named epochs assigned the day before "never assigned": hundreds of false K1 errors); so are
+    # the group records: a group's membership is long-lived state (the last record before the range says whether it
+    # is empty, whenever it was written; __consumer_offsets is compacted, so it is retained), S1b/S2b read it
     history_before = ((_HISTORY_START, run.range_from - dt.timedelta(days=1))
                       if run.range_from > _HISTORY_START else None)
 
     def state_days(name: str) -> tuple[dt.date, dt.date] | None:
-        return history_before if name == "partition_history" else before
+        return history_before if name in WHOLE_HISTORY_STATE else before
     offsets_files = inv.of("offsets")
     commit_files: CommitFiles | None = None
     if offsets_files and adopts_files(spark, "offset_commits", config):

@@ -7,7 +7,8 @@
     result.findings  # the same without the rates table: the ``findings`` map of ``audit_runs``
 
 Every report reads the silver tables of ``[from - lookback_days, to]`` (state from before the range:
-baselines, earlier commits, lineage snapshots, group records) — together with the rows the run's own
+baselines, earlier commits, lineage snapshots, group records; of the group records also the latest of each
+kind per group from any earlier day, :func:`.resets.group_records`) — together with the rows the run's own
 inputs hold for the lookback days (``state``: ingestion decodes them but writes only the range), so a
 first run or an incident run into a fresh output root judges the range as a run over the whole window
 would — applies the rules of
@@ -322,7 +323,7 @@ def run_reports(
             def commit_found() -> DataFrame:
                 t0 = time.perf_counter()
                 lin = commit_lineage()
-                groups = fr.read_silver(spark, config, "group_metadata", cluster, window, inputs) if want_s else None
+                groups = resets.group_records(spark, config, cluster, window, inputs) if want_s else None
                 # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
                 spill = CommitSpill.plan(spark, config, cluster, window, inputs)
                 if spill is not None:  # a large run on the delta-rs sink: the pass without Spark's row shuffle

@@ -4,7 +4,8 @@ How it runs (executors only):
 
 1. **S1/S2** (:func:`~epochlib.rules.check_offset_resets`), in the commit pass (:mod:`.commit_pass`,
    shared with F2/F4): the commits cogrouped by (topic, partition) with the partition's ``epoch_lineage``
-   rows and the ``group_metadata`` records of the groups committing to it (a join of the distinct
+   rows and the ``group_metadata`` records of the groups committing to it (:func:`group_records`: the
+   window's, and from before it the latest of each kind per group, however old; a join of the distinct
    (group, topic, partition) with the records; no shuffle of the commits by group) — ``applyInArrow``;
    inside, one sequence per group in ``__consumer_offsets`` log order and one
    :class:`~epochlib.rules.ResetContext` with the partition's snapshots (rounds within
@@ -34,10 +35,51 @@ from epochlib.rules import CORRELATED_KINDS
 from . import _frames as fr
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..config import Config
 
 
-__all__ = ["correlate", "resets_frame", "resets_in_range", "topic_names"]
+__all__ = ["correlate", "group_records", "resets_frame", "resets_in_range", "topic_names"]
+
+
+#: The first day :func:`group_records` reads from (every stored day before the window).
+_FIRST_DAY = dt.date(1970, 1, 1)
+
+
+def group_records(
+    spark: SparkSession, config: Config, cluster: str, window: tuple[dt.date, dt.date],
+    inputs: fr.InputState | None = None,
+) -> DataFrame:
+    """The ``group_metadata`` rows S1b/S2b read: those of the ``window`` and, from every day before it (the stored
+    table's and the run's inputs' state, :data:`jobs.ingest.WHOLE_HISTORY_STATE`), the latest record per group of
+    each record type (per member for KIP-848 member records; of the group-level kinds the latest tombstone too): a
+    group's membership is long-lived state, and its
+    last record before the window says whether it is empty however old it is (``__consumer_offsets`` is
+    compacted, so it is retained). These are exactly the records :func:`epochlib.rules.current_membership`
+    folds to the member set at the window's start (a later record of a kind replaces the earlier one; a group
+    tombstone clears the member records before it), so a run over one day sees the membership a run over more
+    days sees."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = fr.read_silver(spark, config, "group_metadata", cluster, window, inputs)
+    if window[0] <= _FIRST_DAY:
+        return rows
+    older = fr.read_silver(spark, config, "group_metadata", cluster, (_FIRST_DAY, window[0] - dt.timedelta(days=1)),
+                           inputs)  # fmt: skip
+    # a member record's latest (a tombstone removes the member); of the group-level kinds the latest tombstone and
+    # the latest other record (a tombstone clears every member record before it, the later one of the two decides
+    # whether the group is deleted)
+    is_member = F.col("record_type") == "consumer_group_member_metadata"
+    member = F.when(is_member, F.col("members")[0]["member_id"])
+    tomb = F.when(~is_member | F.col("record_type").isNull(), F.coalesce(F.col("is_tombstone"), F.lit(False)))
+    key = [F.col("group_id"), F.coalesce(F.col("record_type"), F.lit("")), member, tomb]
+    latest = Window.partitionBy(*key).orderBy(
+        F.coalesce(F.col("event_ts"), F.col("state_ts")).desc_nulls_last(), F.col("log_offset").desc_nulls_last(),
+        F.col("source").desc_nulls_last(), F.col("position").desc_nulls_last())  # fmt: skip
+    last = older.where(F.col("group_id").isNotNull()).withColumn("_n", F.row_number().over(latest))
+    return rows.unionByName(last.where(F.col("_n") == 1).drop("_n"))
 
 
 def topic_names(metadata: DataFrame, observations: Callable[[], DataFrame]) -> DataFrame | None:
