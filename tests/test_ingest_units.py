@@ -175,3 +175,45 @@ def test_commit_rows_take_their_times_as_the_spark_expressions_did():
     assert [to_ms(r["expire_ts"]) for r in got] == [None, T1, None, 0]
     assert [to_ms(r["record_ts"]) for r in got] == [T1 + 5, T1 + 6, T1 + 7, None]
     assert {r["txn_state"] for r in got} == {"none"} and {r["source_kind"] for r in got} == {"offsets"}
+
+
+# --- a bad __consumer_offsets batch is dated by its own header or its neighbours --------------------------
+
+
+def _kp_batch(base_offset: int, ts: int) -> bytearray:
+    """One v2 batch of one record built by kafka-python (not our encoder), at ``base_offset``, time ``ts``."""
+    import struct as _struct
+
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    b.append(0, timestamp=ts, key=b"k", value=b"v", headers=[])
+    raw = bytearray(b.build())
+    _struct.pack_into(">q", raw, 0, base_offset)
+    return raw
+
+
+def test_a_bad_batch_between_good_ones_is_dated_so_that_its_day_counts_it() -> None:
+    """A CRC-bad batch (the header intact) is dated by its own max timestamp; a torn tail and a batch whose header
+    time is corrupt too fall back to the good batch before them: a run of that day counts them (a day-split
+    review found such a batch undated: the day's run said ok with commits of its own unread)."""
+    import struct as _struct
+
+    from jobs.ingest.offsets_segments import _bad_batch_ms
+    from jobs.ingest.ranges import segment_tables
+
+    day1, day2 = 1_719_792_000_000, 1_719_878_400_000  # 2024-07-01, 2024-07-02 (UTC midnight)
+    a, bad, c = _kp_batch(0, day1 + 5), _kp_batch(1, day2 + 10), _kp_batch(2, day2 + 20)
+    bad[-1] ^= 0xFF  # in the record: the CRC fails, the header (and its timestamps) stands
+    (heads, _), = segment_tables(bytes(a + bad + c), 0)
+    assert heads.column("error").is_valid().to_pylist() == [False, True, False]
+    assert _bad_batch_ms(heads) == [day2 + 10]
+    # its header's time corrupt as well (after the next good batch): the previous good batch's time
+    wild = bytearray(bad)
+    _struct.pack_into(">q", wild, 35, day2 + 10**9)
+    (heads, _), = segment_tables(bytes(a + wild + c), 0)
+    assert _bad_batch_ms(heads) == [day1 + 5]
+    # a torn tail after a good batch
+    (heads, _), = segment_tables(bytes(a + c[:30]), 0)
+    assert heads.column("error").is_valid().to_pylist() == [False, True] and _bad_batch_ms(heads) == [day1 + 5]

@@ -9,6 +9,8 @@ control records become ``marker`` rows for the ``txn_state`` window.
 
 from __future__ import annotations
 
+import bisect
+import struct
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -87,6 +89,29 @@ def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
         yield side.flush()
 
 
+def _bad_batch_ms(heads: pa.RecordBatch) -> list[int | None]:
+    """A time for each bad batch of ``heads`` (in position order), so that the run of its day counts it: its own
+    v2 header's max timestamp when the header is there and lies between the good batches around it (a CRC
+    failure may be in the timestamps themselves), else the previous good batch's max timestamp, else the next
+    one's base timestamp; None when the piece has no good batch (the unit stays undated)."""
+    err = heads.column("error").is_valid().to_pylist()
+    max_ts, base_ts = heads.column("max_timestamp").to_pylist(), heads.column("base_timestamp").to_pylist()
+    raws = heads.column("raw").to_pylist()
+    good = [i for i, e in enumerate(err) if not e]
+    out: list[int | None] = []
+    for i, e in enumerate(err):
+        if not e:
+            continue
+        k = bisect.bisect_left(good, i)
+        prev = max_ts[good[k - 1]] if k > 0 else None
+        nxt = base_ts[good[k]] if k < len(good) else None
+        raw = raws[i] or b""
+        own = struct.unpack_from(">q", raw, 35)[0] if len(raw) >= 43 and raw[16] == 2 else None
+        fits = own is not None and (prev is None or own >= prev) and (nxt is None or own <= nxt)
+        out.append(own if fits and (prev is not None or nxt is not None) else prev if prev is not None else nxt)
+    return out
+
+
 def _decode_piece(heads: pa.RecordBatch, rec: pa.RecordBatch | None, row: dict, p: Pass, side: RowBuffer,
                   counts: list[int]) -> Iterator[pa.RecordBatch]:
     """One piece of a range (:func:`.ranges.segment_tables`): its rows for pass ``p``, quarantine rows
@@ -96,8 +121,9 @@ def _decode_piece(heads: pa.RecordBatch, rec: pa.RecordBatch | None, row: dict, 
     if p.side:
         bad = heads.filter(pc.is_valid(heads.column("error")))
         counts[1] += bad.num_rows
-        for h in bad.select(["position", "error", "raw"]).to_pylist():
-            side.add(side_row(source, h["position"], "batch", h["error"], h["raw"], broker=broker,
+        dates = _bad_batch_ms(heads) if bad.num_rows else []
+        for h, q_ms in zip(bad.select(["position", "error", "raw"]).to_pylist(), dates, strict=True):
+            side.add(side_row(source, h["position"], "batch", h["error"], h["raw"], q_ms=q_ms, broker=broker,
                               log_partition=log_partition))
     if rec is not None and rec.num_rows:
         is_control = rec.column("is_control")
