@@ -109,9 +109,10 @@ def _random_observations(seed: int, n: int = 600) -> pa.Table:
         rows.append({**rows[0], "capture_ts": ts, "event_ts": ts, "client_id": "c-tokens", "topic": "clicks",
                      "topic_id": "id-clicks", "tid": "id-clicks", "partition": 0, "leader_epoch": 1,
                      "metadata_token": token, "source": "tokens.pcap", "position": pos, "correlation_id": 900 + i})
-    # one client whose epochs never go back but whose "orders" id does (M3 alone must keep its group)
+    # one client whose epochs never go back but whose "orders" id does (M3 alone must keep its group), first of all: it
+    # sees id-orders-1 before id-orders-2, the order M3 needs a client to have seen
     for i, tid in enumerate(["id-orders-1", "id-orders-2", "id-orders-1"]):
-        ts = 1_700_000_100_000 + i * 1000
+        ts = 1_699_999_000_000 + i * 1000  # before the others: the first sightings (M3 orders ids by them)
         rows.append({**rows[0], "capture_ts": ts, "event_ts": ts, "client_id": "c-steady", "topic": "orders",
                      "topic_id": tid, "tid": tid, "partition": 0, "leader_epoch": i, "metadata_token": None,
                      "source": "steady.jsonl", "position": i})
