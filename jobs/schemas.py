@@ -472,7 +472,9 @@ _INTROS = {
     "record_batches": "Batch headers of the segments found in log-dir snapshots (for rule L3).",
     "epoch_lineage": "One row per replica snapshot: its leader-epoch checkpoint and log bounds.",
     "metadata_observations": "One row per (captured MetadataResponse, topic, partition).",
-    "partition_history": "The replayed KRaft metadata log: one row per topic or partition change (K1, K2, M2, M3, M5, P1).",
+    "partition_history": "The replayed KRaft metadata log: one row per topic or partition change (K1, K2, M2, M3, M5, P1). "
+                         "A run writes its range's rows, and the changes of earlier days no run has stored yet (a "
+                         "`--reports-only` run reads the whole history from here).",
     "stale_metadata": "Report: clients handed metadata older than what they had (M1-M3).",
     "fencing_violations": "Report: commits, batches and replicas whose epochs contradict the lineage (L, D, F).",
     "spurious_offset_resets": "Report: rewinds and skips of committed offsets and how each was explained (S1, S2, M4).",

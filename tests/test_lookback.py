@@ -105,6 +105,15 @@ def test_a_run_over_d2_alone_on_a_fresh_root_finds_what_a_run_over_d1_d2_finds(s
 
     for table in ("offset_commits", "epoch_lineage", "metadata_observations", *REPORTS):
         assert {r["event_date"].isoformat() for r in read_table_arrow(table, alone).to_pylist()} == {D2}, table
+    # but the metadata log's changes of D1, which no run had stored, went to partition_history: a reports-only rerun
+    # of D2 reads the history from the table, and without them took every epoch assigned on D1 for "never
+    # assigned" (K1 errors; a day-split review)
+    assert D1 in {r["event_date"].isoformat() for r in read_table_arrow("partition_history", alone).to_pylist()}
+    rerun = run_audit(spark, alone, D2, D2, ingest=False, progress_interval=0)
+    kraft = [r for r in want if r["rule"][0] in "KP"]
+    assert kraft and [r for r in _findings_on(alone, D2) if r["rule"][0] in "KP"] == kraft
+    # (the other rules' D1 state is not in the tables: that run says so, as any run with lookback gaps does)
+    assert not any("partition_history" in w for w in rerun.warnings)
 
     d1 = config("d1")
     run_audit(spark, d1, D1, D1, progress_interval=0)

@@ -636,6 +636,12 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             res = tables.get(name)
             if res is not None and res.held is not None and res.held.frame is not None:
                 lookback[name] = res.held.frame
+        if lookback.get("partition_history") is not None:
+            n = store_history_gaps(spark, config, run, lookback["partition_history"])
+            if n:
+                infos.append(f"cluster_metadata: the metadata log's changes of {n} earlier day{'s' if n != 1 else ''} "
+                             "that no run had stored were written to partition_history (a --reports-only run reads "
+                             "the history from the table)")
 
         for u in unrecognised.get():
             t = totals.setdefault((u.kind, "file"), [0, 0, 0, None])
@@ -674,6 +680,47 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
                         infos=tuple(infos), lookback=lookback, input_bytes=input_bytes, held=tuple(held),
                         lookahead=lookahead)
+
+
+def store_history_gaps(spark: SparkSession, config: Config, run: RunContext, state: DataFrame) -> int:
+    """Write the replayed metadata log's changes of the days before the range (``state``: this run's
+    ``partition_history`` state) that ``partition_history`` holds no rows of yet; the number of days written.
+
+    A run stores its own range only, and uses the history before it as state, from the log it replays. A
+    ``--reports-only`` run has no log to replay: it reads the history from the table, and without the days
+    before the first run's range it took epochs assigned then for "never assigned" (hundreds of false K1
+    errors). Days the table already holds are left as they are (each run that stored one stored it whole), so
+    each day is written once, by the first run that replays it; a catalog table (whose files are not listed here)
+    is left alone."""
+    from pyspark.sql import functions as F
+
+    from jobs.errors import NoTableError, SinkError
+    from jobs.sink import table_files, write_table
+
+    days = sorted(r[0] for r in state.select("event_date").distinct().collect())
+    if not days:
+        return 0
+    try:
+        listed = table_files("partition_history", config, cluster=run.cluster, date_range=(days[0], days[-1]))
+        stored = {f.values.get("event_date") for f in listed.files if f.rows is None or f.rows > 0}
+    except NoTableError:
+        stored = set()
+    except SinkError:
+        return 0
+    blocks: list[list[dt.date]] = []
+    for d in sorted(set(days) | {x for x in stored if isinstance(x, dt.date)}):
+        if d in stored:
+            blocks.append([])  # a stored day ends a block: a block's write replaces every day between its ends
+        elif blocks and blocks[-1]:
+            blocks[-1].append(d)
+        else:
+            blocks.append([d])
+    written = 0
+    for b in (b for b in blocks if b):
+        write_table(state.where(F.col("event_date").between(F.lit(b[0]), F.lit(b[-1]))), "partition_history",
+                    config=config, mode="replace_range", date_range=(b[0], b[-1]))
+        written += len(b)
+    return written
 
 
 def _release(held: list[HeldRows] | tuple[HeldRows, ...], *states: dict[str, DataFrame]) -> None:
