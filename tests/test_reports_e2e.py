@@ -52,6 +52,9 @@ def test_demo_findings_match_the_truth(spark, tmp_path, small_run) -> None:
     for table in ("stale_metadata", "fencing_violations", "spurious_offset_resets"):
         rows = before[table]
         assert len(rows) == res.counts[table]
+        # paths belong in the evidence (the HTML report and the re-check commands make them relative to the input
+        # roots); a sentence that names one keeps the collector's absolute path
+        assert not [r["detail"] for r in rows if str(tmp_path / "sim") in r["detail"]], table
         found += rows
     res_match = match_findings(truth, found, tolerance_ms=0)
     show = lambda rows: [(m["rule"], m["kind"], m["ms"], m["topic"], m["partition"], m["group_id"],  # noqa: E731

@@ -535,7 +535,7 @@ def classify_jump(
         (est.evidence, ls_ev),
         f"jump {po} -> {o} reaches the log end ({est.offset} known at {est.ts}) past {jump} record(s) never "
         f"committed as consumed ({existed} of them already written by {then.ts}, before the group's previous "
-        f"commit: {then.evidence}), at {rate * 60_000:.0f} records/min against at most {max_rate * 60_000:.1f} "
+        f"commit), at {rate * 60_000:.0f} records/min against at most {max_rate * 60_000:.1f} "
         f"between the sequence's earlier commits, with the previous offset still above the log start {ls} and "
         "no truncation: a spurious reset to latest.",
         snap,
