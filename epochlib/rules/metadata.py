@@ -42,15 +42,6 @@ def _m2_key(o: MetadataObservation, single: Mapping[str, tuple[str, int]]) -> tu
     return _key(o)
 
 
-def _single_ids(items: Iterable[MetadataObservation]) -> dict[str, str]:
-    """Topic name -> topic id for the names the observations map to exactly one id (M1 mixed versions)."""
-    ids: dict[str, set[str]] = defaultdict(set)
-    for o in items:
-        if o.topic is not None and o.topic_id is not None:
-            ids[o.topic].add(o.topic_id)
-    return {name: next(iter(v)) for name, v in ids.items() if len(v) == 1}
-
-
 def _subject(o: MetadataObservation) -> dict[str, Any]:
     return dict(
         event_ts=o.capture_ts,
@@ -217,7 +208,7 @@ def check_client_metadata(observations_sorted: Iterable[MetadataObservation],
     for o in obs:
         by_client[o.client].append(o)
     for _client, items in by_client.items():
-        single = _single_ids(items)
+        single = {name: tid for name, (tid, _first) in single_ids(items).items()}  # M1: from any time
         bases: dict[tuple, _Baseline] = {}
         ids: dict[str, list[tuple[str, int, MetadataObservation]]] = {}
         for _ts, group in groupby(items, key=lambda o: o.capture_ts):

@@ -108,9 +108,9 @@ def _sorted_obs(table: pa.Table):
     return obs
 
 
-def client_group_findings(table: pa.Table, older: Collection[tuple[str, str]] = ()) -> list[Finding]:
+def client_group_findings(table: pa.Table, older: Collection[tuple[str, str]] | None = None) -> list[Finding]:
     """M1 + M3 over one ``(client_id, client_host, topic_key)`` group of observations (``older``: the topic ids M3
-    can order, :func:`~epochlib.rules.metadata.older_ids` over every observation)."""
+    can order, :func:`~epochlib.rules.metadata.older_ids` over every observation; None: over the group's rows)."""
     return check_client_metadata(_sorted_obs(table), older)
 
 
