@@ -189,15 +189,19 @@ class LeaderEpochCache:
         new._entries = list(self._entries)
         return new
 
-    def repaired(self, log_end_offset: int | None, log_start_offset: int | None) -> LeaderEpochCache:
+    def repaired(
+        self, log_end_offset: int | None, log_start_offset: int | None, *, keep_at_end: bool = False
+    ) -> LeaderEpochCache:
         """A copy repaired as LogLoader does on load: ``truncate_from_end(log_end_offset)`` then
         ``truncate_from_start(log_start_offset)``, each only when that value is known (not None).
 
         A checkpoint on disk can hold entries beyond the log end or below the log start, because both
-        truncations flush asynchronously (spec §4.4)."""
+        truncations flush asynchronously (spec §4.4). ``keep_at_end`` keeps a last entry starting exactly at
+        the log end: a running leader's view (``Partition.makeLeader`` assigns (epoch, LEO) and flushes it
+        at once; only a restart's load removes it), where the load's repair would drop it."""
         new = self.copy()
         if log_end_offset is not None:
-            new.truncate_from_end(log_end_offset)
+            new.truncate_from_end(log_end_offset + 1 if keep_at_end else log_end_offset)
         if log_start_offset is not None:
             new.truncate_from_start(log_start_offset)
         return new

@@ -213,6 +213,25 @@ def test_f2_latest_epoch_is_bounded_by_leo():
     assert f.numbers["end_offset"] == 300 and f.numbers["records_affected"] == 1
 
 
+def test_f2_a_new_leader_that_has_written_nothing_yet_holds_its_epoch_at_the_leo():
+    # Partition.makeLeader assigns (1, LEO) and flushes it; ListOffsets(LATEST) then hands epoch 1 to a
+    # consumer resetting to the end, which commits (100, 1). Only a restart's load would drop the entry.
+    old_leader = snap(1, 2000, [(0, 0)], leo=100)
+    new_leader = snap(2, 2000, [(0, 0), (1, 100)], leo=100)
+    lkp = make_lineage_lookup([old_leader, new_leader])
+    assert lkp(1000).broker == "2"  # the replica holding the newest epoch is the leader
+    assert check_commit_fencing([commit(100, 1, ts=1000)], lkp) == []
+    assert check_commit_fencing([commit(100, 0, ts=1000)], lkp) == []  # epoch 0 ends at 100
+    (f,) = check_commit_fencing([commit(101, 1, ts=1000)], lkp)  # past the log end
+    assert f.kind == "commit_beyond_epoch_end" and f.numbers["end_offset"] == 100
+    (f,) = check_commit_fencing([commit(100, 2, ts=1000)], lkp)
+    assert f.kind == "commit_unknown_epoch"
+    # an entry past the log end is still a stale one (an async flush after a truncation): dropped
+    stale = snap(2, 2000, [(0, 0), (1, 101)], leo=100)
+    (f,) = check_commit_fencing([commit(100, 1, ts=1000)], make_lineage_lookup([old_leader, stale]))
+    assert f.kind == "commit_unknown_epoch"
+
+
 def test_f2_unknown_epoch():
     (f,) = check_commit_fencing([commit(200, 9)], lookup)
     assert f.kind == "commit_unknown_epoch" and f.numbers["expected_epoch"] == -1

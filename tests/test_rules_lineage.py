@@ -175,9 +175,9 @@ def test_l3_unknown_epoch_above_every_entry():
 
 
 def test_l3_uses_the_repaired_lineage():
-    # the checkpoint still holds (6, 30) beyond the log end (async flush): repair drops it, and the
+    # the checkpoint still holds (6, 35) beyond the log end (async flush): repair drops it, and the
     # retention-trimmed head moves to the log start 15
-    s = snap([(0, 0), (2, 10), (6, 30)], leo=30, ls=15)
+    s = snap([(0, 0), (2, 10), (6, 35)], leo=30, ls=15)
     batches = [batch(5, 0, count=5), batch(15, 2, count=15)]  # the first is below the log start: skipped
     assert check_batch_epochs(s, batches) == []
     # skipped even with an epoch that would be unknown, and be a regression for the next batch, if judged

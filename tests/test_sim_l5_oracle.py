@@ -118,8 +118,10 @@ def test_a_loaded_head_above_the_log_start_was_not_left_by_retention():
 def test_loading_applies_the_log_bounds_the_snapshot_shows():
     # the evicting entry starts at the log start (the last epoch held one record): it stays, at the start
     assert lineage_as_loaded(((6, 559000), (0, 559000)), log_start=559000, log_end=None) == ((0, 559000),)
-    # it starts at the log end (the last epoch is empty): the repair drops it, as LogLoader does
-    assert lineage_as_loaded(((6, 559000), (0, 560000)), log_start=559000, log_end=560000) == ()
+    # it starts at the log end (nothing written in it yet): it stays, as a running leader's entry does
+    # (LogLoader drops it on a restart only); past the log end it goes
+    assert lineage_as_loaded(((6, 559000), (0, 560000)), log_start=559000, log_end=560000) == ((0, 560000),)
+    assert lineage_as_loaded(((6, 559000), (0, 560001)), log_start=559000, log_end=560000) == ()
     # a monotonic lineage inside its bounds is unchanged
     assert lineage_as_loaded(DIVERGENT, log_start=72000, log_end=121507) == DIVERGENT
 

@@ -298,7 +298,7 @@ class ReplicaSnapshot:
     def repaired_cache(self) -> LeaderEpochCache:
         """The cache after LogLoader's repair: truncateFromEnd(LEO), truncateFromStart(log start),
         each when known (spec §4.4)."""
-        return self.cache().repaired(self.log_end_offset, self.log_start_offset)
+        return self.cache().repaired(self.log_end_offset, self.log_start_offset, keep_at_end=True)
 
     def line_of(self, epoch: int) -> int | None:
         """1-based checkpoint line of the raw entry for ``epoch`` (entries start on line 3)."""

@@ -403,7 +403,7 @@ def check_lineage_history(snapshots_sorted: Iterable[ReplicaSnapshot]) -> list[F
     topic id starts a new baseline (re-created topic: no comparison); the truncation point is the lowest
     of the first removed entry's start, the first appended entry's start (the log resumed there) and the
     new LEO, but never below the new log start (retention, not truncation, removed what lies below it);
-    entries starting at the LEO vanish in the repair (Kafka drops them on load too); an evicted epoch in which nothing was written (its start equals the old LEO) is not
+    an entry starting at the LEO stays in the repair (a running leader's, before its first append); an evicted epoch in which nothing was written (its start equals the old LEO) is not
     reported; identical consecutive snapshots (timestamp ties) compare equal and yield nothing.
 
     When no epoch is shared, retention (truncateFromStart, which keeps the epoch in force at the new log

@@ -166,12 +166,13 @@ def lineage_as_loaded(written: Iterable[tuple[int, int]], log_start: int | None,
 
     The broker feeds each line to its leader-epoch cache (``LeaderEpochCache.assign``), which drops every
     earlier entry whose epoch or start offset is at or above the new one's, so a non-monotonic file
-    loads as less than it says: ``[(6, 559000), (0, 594623)]`` loads as ``[(0, 594623)]``. LogLoader
-    then repairs the cache against the log: entries at or past ``log_end`` go, entries below
-    ``log_start`` collapse onto it. A bound is ``None`` when the snapshot does not show it (no segments
-    written: the log end is unknown), as the audit, which reads only the files, cannot apply it either.
+    loads as less than it says: ``[(6, 559000), (0, 594623)]`` loads as ``[(0, 594623)]``. The audit then
+    repairs the cache against the log as LogLoader does, except that a running leader's entry at the log
+    end stays: entries past ``log_end`` go, entries below ``log_start`` collapse onto it. A bound is
+    ``None`` when the snapshot does not show it (no segments written: the log end is unknown), as the
+    audit, which reads only the files, cannot apply it either.
     """
-    cache = LeaderEpochCache(written).repaired(log_end, log_start)
+    cache = LeaderEpochCache(written).repaired(log_end, log_start, keep_at_end=True)
     return tuple((e.epoch, e.start_offset) for e in cache.entries)
 
 
