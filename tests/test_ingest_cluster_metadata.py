@@ -84,6 +84,26 @@ def test_binary_and_dump_text_give_the_same_history_and_bad_batches_are_quaranti
         "log_end", 10, T + 200_000, None)
 
 
+def test_history_evidence_names_the_segment_file_of_each_record(tmp_path: Path) -> None:
+    """The history's source and position are a file and byte position that kafka-dump-log.sh re-reads (the copies
+    are merged by folder; the evidence named the folder with a byte position inside one of its files)."""
+    from epochlib.kraft.codec import encode_metadata_batch
+
+    folder = tmp_path / "node=1" / "__cluster_metadata-0"
+    folder.mkdir(parents=True)
+    first, second = folder / "00000000000000000000.log", folder / "00000000000000000011.log"
+    first.write_bytes(metadata_log(3))  # offsets 0..10
+    second.write_bytes(b"".join(encode_metadata_batch([(20, 0, {})], base_offset=11 + i, raft_epoch=1,
+                                                      timestamp=T + 300_000 + 500 * i) for i in range(2)))
+    work = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(f), f.stat().st_size, name=f.name)
+                  for f in (first, second)])
+    rows = [r for r in _replay(work).to_pylist() if r["row_kind"] == "history"]
+    assert {r["source"] for r in rows if r["change"] != "log_end"} == {str(first)}
+    assert [(r["change"], r["source"]) for r in rows if r["change"] == "log_end"] == [("log_end", str(second))]
+    assert all(r["position"] is not None and r["position"] < first.stat().st_size for r in rows
+               if r["source"] == str(first))
+
+
 @pytest.mark.parametrize("form", ["binary", "dump"])
 def test_noop_heartbeats_after_the_last_change_extend_the_log_end(tmp_path: Path, form: str) -> None:
     """A quiet cluster: only NoOps after the last change. They are dropped, but the last one dates the log's end,

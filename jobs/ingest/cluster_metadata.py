@@ -440,6 +440,7 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     # (snapshot name, copy) -> the file a damaged snapshot was read from
     damaged = {(r["snapshot_name"], r["copy"]): r["source"] for r in rows if r["file_kind"] == DAMAGED}
     source_of: dict[str, str] = {}  # a snapshot copy -> the file it was read from
+    file_of: dict[tuple[str, int], str] = {}  # (log copy, record offset) -> the segment file it was read from
     ranges = [(r["copy"], r["offset"], r["end_offset"]) for r in rows if r["file_kind"] == RANGE]
     for r in rows:
         if r["file_kind"] in (DAMAGED, RANGE):
@@ -454,6 +455,7 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
             source_of.setdefault(r["copy"], r["source"])
         else:
             copies.setdefault(r["copy"], []).append(e)
+            file_of[(r["copy"], e.offset)] = r["source"]
     # a snapshot is replayed from one whole copy of it: Kafka loads a snapshot whole or not at all, and a partial
     # image (a batch lost to a bad CRC) makes a history whose missing topics the rules would read as facts
     snaps: dict[str, tuple[str, list[MetadataEntry]]] = {}
@@ -494,6 +496,9 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
                           f"metadata replay: the log has a hole {where} (no copy read holds those records): the "
                           f"history ends at offset {cut - 1}; {dropped} records after the hole are not replayed, "
                           "since leader epochs cannot be counted across it"))
+    # each record is replayed under its segment file, not its copy's folder: the history's evidence is then a file
+    # and byte position that `kafka-dump-log.sh` can re-read (the copies were merged by folder)
+    entries = [(file_of.get((c, e.offset), c), e) if isinstance(e, MetadataEntry) else (c, e) for c, e in entries]
     result = replay(entries, snapshot=snapshot, snapshot_source=snap_src or "")
     for sup in merged.superseded:  # Raft's own reconciliation, not damage: a note, not quarantine
         side.add({"row_kind": "info", "source": sup.source, "position": None, "reason": (
