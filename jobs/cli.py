@@ -10,7 +10,8 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
 1     unexpected failure (a bug: rerun with ``--debug`` for the traceback)
 2     usage or configuration error (bad flag, bad config, invalid date range)
 3     an input path is missing or unreadable; ``report``/``findings``: no table, unknown cluster, or
-      the output location cannot be reached; ``report --partition``: no snapshot of it in the range
+      the output location cannot be reached; ``report``: no finished run covers the range;
+      ``report --partition``: no snapshot of it in the range
 4     a table could not be written or read
 5     ``--fail-on SEVERITY``: findings at or above it exist
 6     ``--fail-on-no-input``: a configured input yielded nothing (run status ``no_input`` or ``partial``
@@ -514,13 +515,19 @@ def report(conf: str | None, output_root: str | None, cluster: str | None, date_
     Exits 3 when the location has no report tables, the cluster has no run there, or the location
     cannot be reached."""
     from .config import parse_date_range
-    from .summary import format_summary
+    from .summary import format_coverage, format_summary, run_coverage
 
     start, end = parse_date_range(date_from, date_to, audited=True)
     subjects = [_topic_partition(p) for p in partitions]
     config = _config(conf, "report", output_root=output_root, cluster=cluster)
     summary = _known_summary(config, start, end)
-    click.echo(format_summary(summary))
+    coverage = run_coverage(config, start, end)
+    if coverage is not None and not coverage.runs:  # a date typo must not read as "no findings" either
+        raise InputError(f"no finished run of cluster {config.cluster!r} covers {start} .. {end} at "
+                         f"{config.output.table_location('')} (`epoch-audit run` that range first)")
+    click.echo(format_summary(summary, coverage.not_audited if coverage is not None else ()))
+    if coverage is not None:
+        click.echo(format_coverage(coverage))
     if html:
         from .html_report import partitions_without_lineage, write_html_report
 

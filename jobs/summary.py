@@ -29,15 +29,18 @@ from .errors import InputError
 __all__ = [
     "REPORT_TABLES",
     "SEVERITIES",
+    "Coverage",
     "Summary",
     "at_least",
     "finding_subject",
     "finding_units",
+    "format_coverage",
     "format_incidents",
     "format_summary",
     "input_roots",
     "load_findings",
     "report_rows",
+    "run_coverage",
     "summarise",
 ]
 
@@ -199,6 +202,93 @@ def _rank(row: dict[str, Any]) -> tuple:
     return (sev, -(ts.timestamp() if ts is not None else 0), row.get("finding_id") or "")
 
 
+_STATUS_RANK = {"ok": 0, "partial": 1, "no_input": 2}
+
+
+@dataclass
+class Coverage:
+    """What the finished runs in ``audit_runs`` say of each day of a range (``report`` prints it): the days no
+    finished run covers, the worst status of the runs that last covered the others, and per source the days
+    without rows and the runs that quarantined units."""
+
+    runs: int = 0
+    not_audited: list[dt.date] = field(default_factory=list)
+    status: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _spans(days: Iterable[dt.date]) -> str:
+    """``2024-06-29, 2024-07-02 .. 2024-07-05``: consecutive days as one span."""
+    out: list[list[dt.date]] = []
+    for d in sorted(days):
+        if out and (d - out[-1][-1]).days == 1:
+            out[-1].append(d)
+        else:
+            out.append([d])
+    return ", ".join(str(s[0]) if len(s) == 1 else f"{s[0]} .. {s[-1]}" for s in out)
+
+
+def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Coverage | None:
+    """Which days of the range the cluster's finished runs covered, as each day's latest run recorded them; None
+    when ``audit_runs`` cannot be read without Spark (catalog tables) or does not exist."""
+    from .errors import NoTableError, SinkError
+    from .sink import read_table_arrow
+
+    if config.output.root is None:
+        return None
+    try:
+        runs = read_table_arrow("audit_runs", config)
+    except (NoTableError, SinkError):
+        return None
+    rows = [r for r in runs.to_pylist() if r["cluster"] == config.cluster and r["status"] not in (None, "failed")
+            and r["range_from"] is not None and r["range_to"] is not None
+            and r["range_from"] <= date_to and r["range_to"] >= date_from]
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_run.setdefault(r["run_id"], []).append(r)
+    newest = sorted(by_run, key=lambda k: max(r["finished_at"] or r["started_at"] for r in by_run[k]), reverse=True)
+    cov = Coverage()
+    chosen: dict[str, list[dt.date]] = {}  # run id -> the days it is the latest run of
+    day = date_from
+    while day <= date_to:
+        run = next((k for k in newest if by_run[k][0]["range_from"] <= day <= by_run[k][0]["range_to"]), None)
+        if run is None:
+            cov.not_audited.append(day)
+        else:
+            chosen.setdefault(run, []).append(day)
+        day += dt.timedelta(days=1)
+    cov.runs = len(chosen)
+    gaps: dict[str, set[dt.date]] = {}
+    quarantined: dict[str, list[str]] = {}
+    for run, days in chosen.items():
+        rank = max(_STATUS_RANK.get(r["status"], 1) for r in by_run[run])
+        if cov.status is None or rank > _STATUS_RANK[cov.status]:
+            cov.status = next(k for k, v in _STATUS_RANK.items() if v == rank)
+        for r in by_run[run]:
+            kind = r["source_kind"]
+            if kind is None:
+                continue
+            gaps.setdefault(kind, set()).update(d for d in (r["days_without_input"] or []) if d in days)
+            if r["units_quarantined"]:
+                quarantined.setdefault(kind, []).append(f"{r['units_quarantined']:,} {r['unit'] or 'unit'}(s) in "
+                                                        f"run {run}")
+    for kind in sorted(set(gaps) | set(quarantined)):
+        if gaps.get(kind):
+            cov.notes.append(f"input {kind}: no rows on {_spans(gaps[kind])}")
+        if quarantined.get(kind):
+            cov.notes.append(f"input {kind}: quarantined " + "; ".join(quarantined[kind]) + " (the quarantine table)")
+    return cov
+
+
+def format_coverage(cov: Coverage) -> str:
+    """The lines ``report`` prints after the summary: the runs' status, days not audited, inputs missing."""
+    lines = [f"  Status: {cov.status or 'not audited'} (audit_runs: {cov.runs} run(s) last covered the range)"]
+    if cov.not_audited:
+        lines.append(f"  not audited (no finished run covers them): {_spans(cov.not_audited)}")
+    lines += [f"  {n}" for n in cov.notes]
+    return "\n".join(map(printable, lines))
+
+
 def summarise(config: Config, date_from: dt.date, date_to: dt.date, *, top_n: int = 5) -> Summary:
     """Read the three report tables for ``[date_from, date_to]``, count their findings and group them
     into incidents.
@@ -256,8 +346,13 @@ def format_incidents(incidents: Iterable[Incident], limit: int = MAX_LISTED_INCI
     return lines
 
 
-def format_summary(s: Summary) -> str:
-    """The summary as a plain-text table (what the CLI prints), each line :func:`~epochlib.incidents.printable`."""
+#: Ranges longer than this list only the days with findings in the per-day breakdown.
+MAX_LISTED_DAYS = 62
+
+
+def format_summary(s: Summary, not_audited: Iterable[dt.date] = ()) -> str:
+    """The summary as a plain-text table (what the CLI prints), each line :func:`~epochlib.incidents.printable`;
+    ``not_audited`` days (:func:`run_coverage`) are marked so in the per-day breakdown, not counted as 0."""
     lines = [f"Findings for cluster {s.cluster}, {s.date_from} .. {s.date_to}: {s.total} "
              f"({s.count(severity_at_least='warning')} warning or worse)"]
     if s.by_kind:
@@ -271,14 +366,19 @@ def format_summary(s: Summary) -> str:
     else:
         lines.append("  no findings")
     if s.date_from != s.date_to:
-        lines.append("  per day:")
-        day = s.date_from
-        while day <= s.date_to:
+        skipped = set(not_audited)
+        long_range = (s.date_to - s.date_from).days >= MAX_LISTED_DAYS
+        lines.append("  per day:" + (" (days with findings only: the range is long)" if long_range else ""))
+        days = sorted({d for d, _ in s.by_day}) if long_range else [
+            s.date_from + dt.timedelta(days=i) for i in range((s.date_to - s.date_from).days + 1)]
+        for day in days:
             counts = {sev: s.by_day.get((day, sev), 0) for sev in SEVERITIES}
             total = sum(counts.values())
+            if day in skipped and not total:
+                lines.append(f"    {day}  not audited")
+                continue
             detail = ", ".join(f"{n} {sev}" for sev, n in counts.items() if n)
             lines.append(f"    {day}  {total:>6}" + (f"  ({detail})" if detail else ""))
-            day += dt.timedelta(days=1)
     lines += format_incidents(s.incidents)
     if s.top_findings:
         lines.append("  top findings:")

@@ -199,9 +199,54 @@ def test_report_summary_names_subjects_and_fail_on(runner: CliRunner, tmp_path: 
     assert res.exit_code == 0, res.output
     assert "error    S1e spurious_rewind: orders-0, group g1 (1,200 records re-read)" in res.output
     assert "warning  M2 broker_served_stale: orders-0, broker 2, client app (4,500 ms stale)" in res.output
-    assert "2024-02-29       0" in res.output and "2024-03-01       3  (1 error, 1 warning, 1 info)" in res.output
+    # 02-29 is no "0": no run covered it
+    assert "2024-02-29  not audited" in res.output and "2024-03-01       3  (1 error, 1 warning, 1 info)" in res.output
+    assert "  Status: ok (audit_runs: 1 run(s) last covered the range)" in res.output
+    assert "  not audited (no finished run covers them): 2024-02-29" in res.output
     assert runner.invoke(cli, [*base, "--fail-on", "critical"]).exit_code == 0
     assert runner.invoke(cli, [*base, "--fail-on", "error"]).exit_code == EXIT_FINDINGS
+
+
+def test_report_of_a_range_no_run_covered_is_exit_3_not_no_findings(runner: CliRunner, tmp_path: Path) -> None:
+    """A date typo (or a range nobody audited) must not read as "no findings"."""
+    write_findings(tmp_path / "t")
+    res = runner.invoke(cli, ["report", "--from", "2024-07-03", "--to", "2024-07-05", "--output-root",
+                              str(tmp_path / "t"), "--cluster", "c1"])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert "no finished run of cluster 'c1' covers 2024-07-03 .. 2024-07-05" in res.output
+    assert "no findings" not in res.output
+
+
+def test_report_prints_the_runs_status_days_without_input_and_quarantine(runner: CliRunner, tmp_path: Path) -> None:
+    """What `run` printed at the end (status, days without rows, quarantined units) is what `report` prints of
+    the same range later, from audit_runs; a later run of a day replaces an earlier one's word on it."""
+    from jobs.runlog import SourceCounts, SourceStatus
+
+    write_findings(tmp_path / "t")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+    run = RunContext.start(config, DAY, DAY + dt.timedelta(days=1))
+    counts = [SourceCounts("logdirs", "file", 9, 1, 9), SourceCounts("offsets", "batch", 5, 0, 5)]
+    sources = {"logdirs": SourceStatus("logdirs", "partial", 10, 9, 1, 9, (DAY + dt.timedelta(days=1),)),
+               "offsets": SourceStatus("offsets", "ok", 5, 5, 0, 5)}
+    write_small(audit_run_table(run, counts, status="partial", sources=sources), "audit_runs", config=config,
+                mode="append")
+    res = runner.invoke(cli, ["report", "--from", "2024-02-28", "--to", "2024-03-03", "--output-root",
+                              str(tmp_path / "t"), "--cluster", "c1"])
+    assert res.exit_code == 0, res.output
+    assert "  Status: partial (audit_runs: 1 run(s) last covered the range)" in res.output
+    assert "  not audited (no finished run covers them): 2024-02-28 .. 2024-02-29, 2024-03-03" in res.output
+    assert "  input logdirs: no rows on 2024-03-02" in res.output
+    assert f"  input logdirs: quarantined 1 file(s) in run {run.run_id} (the quarantine table)" in res.output
+    assert "input offsets" not in res.output
+
+
+def test_report_of_a_long_range_lists_only_days_with_findings(runner: CliRunner, tmp_path: Path) -> None:
+    write_findings(tmp_path / "t")
+    res = runner.invoke(cli, ["report", "--from", "2000-01-01", "--to", "2024-12-31", "--output-root",
+                              str(tmp_path / "t"), "--cluster", "c1"])
+    assert res.exit_code == 0, res.output
+    assert len(res.output.splitlines()) < 60
+    assert "2024-03-01       3" in res.output
 
 
 def test_report_partition_that_is_not_there_says_so_exit_3(runner: CliRunner, tmp_path: Path) -> None:
