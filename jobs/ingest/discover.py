@@ -8,7 +8,9 @@ Only names and sizes are looked at here; contents are read by executors. The lay
   (their format is detected from their content, in the executor).
 - ``<logdirs>``: ``broker=<id>/snapshot=<YYYYMMDDTHHMMSSZ>/<topic>-<partition>/leader-epoch-checkpoint``
   with, beside it, ``partition.metadata`` and ``*.log`` segments, and at the snapshot root the
-  ``log-start-offset``, ``replication-offset`` and ``recovery-point-offset`` checkpoints.
+  ``log-start-offset``, ``replication-offset`` and ``recovery-point-offset`` checkpoints. ``<id>`` is the
+  broker's node id (an integer, ``epoch_lineage.broker``); the ``broker=`` folder nearest the snapshot names
+  it, and files under any other ``broker=`` name (a host name) are unrecognised.
 - ``<metadata>``: ``**/*.pcap``, ``**/*.pcapng`` and ``**/*.jsonl`` captures.
 
 Three outcomes per file: a typed :class:`InputFile` (decoded later), *ignored* (a file a Kafka log
@@ -76,6 +78,8 @@ NOT_ALONE = {
 BASE_OFFSET_RANGE = "segment file name beyond Kafka's largest offset (2^63 - 1)"
 PARTITION_RANGE = "partition number beyond Kafka's largest partition (2^31 - 1)"
 _BROKER = re.compile(r"broker=([^/]+)")
+_NODE_ID = re.compile(r"[0-9]{1,10}")
+BROKER_NOT_NODE_ID = "not under broker=<integer node id> (Kafka's node.id, 0 to 2^31 - 1)"
 _SNAPSHOT = re.compile(r"snapshot=([^/]+)")
 _PARTITION_DIR = re.compile(r"_[A-Za-z0-9._-]*-\d+")
 # Files a Kafka log dir holds that carry nothing this job reads (spec §4, §4.1).
@@ -190,6 +194,12 @@ def _hidden(rel: str, topic_dir: int | None = None) -> bool:
     return False
 
 
+def is_node_id(text: str) -> bool:
+    """``text`` is a Kafka node id as a ``broker=<id>`` folder names it: decimal digits, 0 to 2^31 - 1 (``node.id``
+    and ``broker.id`` are Java ints that Kafka requires to be >= 0)."""
+    return bool(_NODE_ID.fullmatch(text)) and int(text) <= _PARTITION_MAX
+
+
 def _broker(rel: str) -> str | None:
     found = _BROKER.findall(rel)
     return found[-1] if found else None
@@ -250,12 +260,16 @@ def classify_logdirs(entries: list[FileEntry]) -> Inventory:
         if _hidden(e.rel, None if snap_i is None else snap_i + 1):
             inv.ignored.append(("logdirs", e.source))
             continue
-        broker_i = next((i for i, p in enumerate(parts[:-1]) if _BROKER.fullmatch(p)), None)
-        if snap_i is None or broker_i is None or broker_i > snap_i:
+        brokers = [i for i, p in enumerate(parts[:snap_i]) if _BROKER.fullmatch(p)] if snap_i is not None else []
+        if not brokers:
             inv.unrecognised.append(Unrecognised(
                 "logdirs", e.source, e.size, "not under broker=<id>/snapshot=<YYYYMMDDTHHMMSSZ>/"))
             continue
-        broker = _BROKER.fullmatch(parts[broker_i]).group(1)
+        broker = _BROKER.fullmatch(parts[brokers[-1]]).group(1)  # the one nearest the snapshot, as for a file root
+        if not is_node_id(broker):  # epoch_lineage.broker is an int: a host name failed the whole run's cast
+            inv.unrecognised.append(Unrecognised("logdirs", e.source, e.size,
+                                                 f"{BROKER_NOT_NODE_ID}: broker={broker[:80]}"))
+            continue
         try:
             snapshot_ms = parse_snapshot_ms(_SNAPSHOT.fullmatch(parts[snap_i]).group(1))
         except ValueError:

@@ -1,0 +1,75 @@
+"""Log-dir snapshots and ``__consumer_offsets`` copies as operators make them (a review of the log-dir reader):
+a ``broker=<hostname>`` folder, the files Kafka keeps beside the logs in a full log-dir copy, topics whose names
+start with ``.``, ``partition.metadata`` as Kafka reads it, and segments copied without their partition folder.
+
+Each tree is written by hand, file by file, and read the way a user reads it: discovery, and a ``run`` of the CLI
+on the shared ``local[1]`` session (its terminal summary, ``epoch_lineage``, ``quarantine``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable
+
+from jobs.cli import cli
+from jobs.ingest import discover as disc
+
+SNAP = "snapshot=20240304T120000Z"
+TID = "dGVzdHRvcGljdGVzdDAxMg"  # a topic id as Kafka prints it (22 characters of base64url)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _run(tmp_path: Path, **inputs: Path) -> tuple[int, str, dict]:
+    """``epoch-audit run`` over the given input roots on 2024-03-04: exit code, terminal output, JSON summary."""
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-04", "--output-root", str(out), "--cluster", "t", "-q",
+            "--summary-json", str(tmp_path / "s.json")]
+    for kind, root in inputs.items():
+        args += [f"--{kind}", str(root)]
+    res = CliRunner().invoke(cli, args)
+    summary = json.loads((tmp_path / "s.json").read_text()) if (tmp_path / "s.json").exists() else {}
+    return res.exit_code, res.output, summary
+
+
+def _table(tmp_path: Path, name: str) -> list[dict]:
+    path = tmp_path / "tables" / name
+    return DeltaTable(str(path)).to_pyarrow_table().to_pylist() if path.exists() else []
+
+
+# --- item 3: a broker= folder named by host ------------------------------------------------------------------
+
+
+def test_discovery_takes_a_broker_folder_for_a_node_id_only(tmp_path):
+    root = tmp_path / "logdirs"
+    for broker in ("kafka-1", "1", "-1", "2147483648", "0x1"):
+        _write(root / f"broker={broker}" / SNAP / "t-0" / "leader-epoch-checkpoint", "0\n1\n0 0\n")
+    _write(root / "broker=all" / "export" / "broker=2" / SNAP / "t-0" / "leader-epoch-checkpoint", "0\n0\n")
+    inv = disc.discover(logdirs=str(root))
+    assert sorted(f.broker for f in inv.files) == ["1", "2"]  # the broker= folder nearest the snapshot names it
+    assert sorted(u.reason for u in inv.unrecognised) == sorted(
+        f"{disc.BROKER_NOT_NODE_ID}: broker={b}" for b in ("kafka-1", "-1", "2147483648", "0x1"))
+    assert disc.is_node_id("0") and disc.is_node_id("2147483647") and not disc.is_node_id("")
+
+
+@pytest.mark.spark
+def test_a_broker_folder_named_by_host_is_quarantined_and_the_run_goes_on(spark, tmp_path):
+    """``broker=kafka-1`` failed the whole run (exit 4, CAST_INVALID_INPUT in epoch_lineage's broker column)."""
+    root = tmp_path / "logdirs"
+    _write(root / "broker=kafka-1" / SNAP / "t-0" / "leader-epoch-checkpoint", "0\n1\n0 0\n")
+    _write(root / "broker=2" / SNAP / "t-0" / "leader-epoch-checkpoint", "0\n1\n0 0\n")
+    code, output, summary = _run(tmp_path, logdirs=root)
+    assert code == 0, output
+    assert "Status: partial" in output and summary["status"] == "partial"
+    assert [(r["broker"], r["topic"]) for r in _table(tmp_path, "epoch_lineage")] == [(2, "t")]
+    q = _table(tmp_path, "quarantine")
+    assert [(Path(r["source"]).parent.parent.parent.name, r["reason"]) for r in q] == [
+        ("broker=kafka-1", f"{disc.BROKER_NOT_NODE_ID}: broker=kafka-1")]
