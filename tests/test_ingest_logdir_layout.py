@@ -73,3 +73,56 @@ def test_a_broker_folder_named_by_host_is_quarantined_and_the_run_goes_on(spark,
     q = _table(tmp_path, "quarantine")
     assert [(Path(r["source"]).parent.parent.parent.name, r["reason"]) for r in q] == [
         ("broker=kafka-1", f"{disc.BROKER_NOT_NODE_ID}: broker=kafka-1")]
+
+
+# --- item 4: the files Kafka keeps beside the logs, in a full log-dir copy -------------------------------------
+
+
+def _full_log_dir(snap: Path) -> None:
+    """One broker's log dir copied whole (``rsync -a /var/lib/kafka/data/ …``), as it is while Kafka runs: the
+    partition's files, tiered storage's index cache, and the ``.tmp`` files of atomic writes in flight."""
+    _write(snap / "t-0" / "leader-epoch-checkpoint", "0\n1\n0 0\n")
+    _write(snap / "t-0" / "partition.metadata", f"version: 0\ntopic_id: {TID}")
+    for name in ("00000000000000000000.index", "00000000000000000000.timeindex", "00000000000000000005.snapshot",
+                 "00000000000000000007.snapshot.tmp", "leader-epoch-checkpoint.tmp"):
+        _write(snap / "t-0" / name, "x")
+    cache = snap / "remote-log-index-cache"
+    for name in ("1000_Q2FjaGVkU2VnbWVudElkMQ.index", "1000_Q2FjaGVkU2VnbWVudElkMQ.timeindex",
+                 "1000_Q2FjaGVkU2VnbWVudElkMQ.txnindex", "900_T2xkU2VnbWVudElkMDAwMQ.index.deleted",
+                 "1100_TmV3U2VnbWVudElkMDAwMQ.index.tmp"):
+        _write(cache / name, "\0" * 16)
+    for name in ("meta.properties", "meta.properties.tmp", "bootstrap.checkpoint", "bootstrap.checkpoint.tmp",
+                 ".lock", ".kafka_cleanshutdown", "cleaner-offset-checkpoint", "replication-offset-checkpoint.tmp"):
+        _write(snap / name, "x")
+    _write(snap / "__cluster_metadata-0" / "quorum-state", '{"leaderId":1}')
+    _write(snap / "__cluster_metadata-0" / "quorum-state.tmp", '{"lea')
+    _write(snap / "replication-offset-checkpoint", "0\n1\nt 0 1\n")
+
+
+def test_discovery_ignores_the_files_kafka_keeps_beside_the_logs(tmp_path):
+    """remote-log-index-cache/ was quarantined as "partition 'cache' is not an integer", the .tmp files of Kafka's
+    atomic writes as unrecognised: a full log-dir copy made every run partial."""
+    from jobs.ingest.cluster_metadata import discover_cluster_metadata
+
+    snap = tmp_path / "logdirs" / "broker=1" / SNAP
+    _full_log_dir(snap)
+    inv = disc.discover(logdirs=str(tmp_path / "logdirs"))
+    assert not inv.unrecognised
+    assert sorted((f.form, f.name) for f in inv.files) == [
+        (disc.LEC, "leader-epoch-checkpoint"), (disc.PMETA, "partition.metadata"),
+        (disc.ROOT_CKPT, "replication-offset-checkpoint")]
+    assert not disc.discover(logdirs=str(snap / "remote-log-index-cache")).unrecognised  # a root inside it too
+    # the same data directory given whole as the offsets or the cluster_metadata input: nothing of it unrecognised
+    assert not disc.discover(offsets=str(snap)).unrecognised
+    assert not discover_cluster_metadata(str(snap)).unrecognised
+
+
+@pytest.mark.spark
+def test_a_full_log_dir_copy_is_an_ok_run(spark, tmp_path):
+    _full_log_dir(tmp_path / "logdirs" / "broker=1" / SNAP)
+    code, output, summary = _run(tmp_path, logdirs=tmp_path / "logdirs")
+    assert code == 0, output
+    assert "Status: ok" in output and summary["sources"]["logdirs"]["status"] == "ok", output
+    assert not _table(tmp_path, "quarantine")
+    assert [(r["topic"], r["topic_id"], r["high_watermark"]) for r in _table(tmp_path, "epoch_lineage")] == [
+        ("t", TID, 1)]

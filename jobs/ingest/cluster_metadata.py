@@ -63,7 +63,7 @@ from epochlib.kraft.dumptext import detect_metadata_dump, dump_files, iter_dump_
 from jobs.fs import FileEntry, open_reader
 
 from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, side_row, stats_row
-from .discover import InputFile, Inventory, Unrecognised
+from .discover import InputFile, Inventory, Unrecognised, is_kafka_aux
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -160,7 +160,7 @@ def classify_cluster_metadata(entries: list[FileEntry]) -> Inventory:
             inv.files.append(InputFile(KIND, KSEGMENT, e.source, e.size, name=name))
         elif in_dir and _SNAP.fullmatch(name):
             inv.files.append(InputFile(KIND, KSNAPSHOT, e.source, e.size, name=name))
-        elif in_dir or _AUX.fullmatch(name) or _KAFKA_FILE.fullmatch(name) or (
+        elif in_dir or _AUX.fullmatch(name) or _KAFKA_FILE.fullmatch(name) or is_kafka_aux(e.rel) or (
                 len(parts) >= 2 and _PARTITION_DIR.fullmatch(parts[-2])):
             # a whole Kafka data directory may be given: other partitions' files carry nothing for this input
             inv.ignored.append((KIND, e.source))

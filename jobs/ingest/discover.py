@@ -82,14 +82,19 @@ _NODE_ID = re.compile(r"[0-9]{1,10}")
 BROKER_NOT_NODE_ID = "not under broker=<integer node id> (Kafka's node.id, 0 to 2^31 - 1)"
 _SNAPSHOT = re.compile(r"snapshot=([^/]+)")
 _PARTITION_DIR = re.compile(r"_[A-Za-z0-9._-]*-\d+")
-# Files a Kafka log dir holds that carry nothing this job reads (spec §4, §4.1).
+# Files a Kafka log dir holds that carry nothing this job reads (spec §4, §4.1), and the ``.tmp`` files Kafka writes
+# before an atomic rename (CheckpointFile, PartitionMetadataFile, PropertiesUtils for meta.properties,
+# BootstrapDirectory, FileQuorumStateStore, TierStateMachine for producer snapshots), left by a copy taken mid-write.
 _KAFKA_AUX = re.compile(
-    r"(\d{20}\.(index|timeindex|txnindex|snapshot)(\.(deleted|cleaned|swap))?"
+    r"(\d{20}\.(index|timeindex|txnindex|snapshot)(\.(deleted|cleaned|swap))?|\d{20}\.snapshot\.tmp"
     r"|\d{20}\.log\.(deleted|cleaned|swap)"
     r"|\d{20}-\d{10}\.checkpoint(\.(deleted|part))?"
     r"|leader-epoch-checkpoint(\.tmp)?|partition\.metadata(\.tmp)?|.*-checkpoint(\.tmp)?"
-    r"|meta\.properties|quorum-state|bootstrap\.checkpoint|\.lock|\.kafka_cleanshutdown)"
+    r"|(meta\.properties|quorum-state|bootstrap\.checkpoint)(\.tmp)?|\.lock|\.kafka_cleanshutdown)"
 )
+#: Tiered storage's cache of remote segments' indexes at a log dir's root (``RemoteIndexCache.DIR_NAME``): no
+#: partition (``LogManager.loadLogs`` skips it), nothing this job reads.
+REMOTE_INDEX_CACHE = "remote-log-index-cache"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,14 @@ def _hidden(rel: str, topic_dir: int | None = None) -> bool:
     return False
 
 
+def is_kafka_aux(rel: str) -> bool:
+    """``rel`` (a path below an input root) is a file Kafka keeps in a log dir that carries nothing this job reads:
+    an index, a producer snapshot, a checkpoint it does not use, a temporary file of an atomic write, anything in
+    tiered storage's index cache (:data:`REMOTE_INDEX_CACHE`)."""
+    parts = rel.split("/")
+    return bool(_KAFKA_AUX.fullmatch(parts[-1])) or REMOTE_INDEX_CACHE in parts[:-1]
+
+
 def is_node_id(text: str) -> bool:
     """``text`` is a Kafka node id as a ``broker=<id>`` folder names it: decimal digits, 0 to 2^31 - 1 (``node.id``
     and ``broker.id`` are Java ints that Kafka requires to be >= 0)."""
@@ -236,7 +249,7 @@ def classify_offsets(entries: list[FileEntry]) -> Inventory:
                 topic="__consumer_offsets", log_partition=int(number), partition=int(number),
                 base_offset=int(seg.group(1)), name=name,
             ))
-        elif seg or _KAFKA_AUX.fullmatch(name):
+        elif seg or is_kafka_aux(e.rel):
             # another topic's segment, an index, a checkpoint: Kafka files, not commit evidence
             inv.ignored.append(("offsets", e.source))
         elif low.endswith(".parquet"):
@@ -277,6 +290,9 @@ def classify_logdirs(entries: list[FileEntry]) -> Inventory:
                 "logdirs", e.source, e.size, f"malformed snapshot time {parts[snap_i]!r}"))
             continue
         below = parts[snap_i + 1:]
+        if len(below) > 1 and below[0] == REMOTE_INDEX_CACHE:  # not a partition: LogManager.loadLogs skips it too
+            inv.ignored.append(("logdirs", e.source))
+            continue
         if len(below) == 1:
             if name in ROOT_CHECKPOINTS:
                 inv.files.append(InputFile("logdirs", ROOT_CKPT, e.source, e.size, broker=broker,
