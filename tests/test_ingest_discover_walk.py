@@ -131,8 +131,8 @@ def test_topics_starting_with_an_underscore_are_decoded_not_hidden(tmp_path):
         (snap / topic_dir / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
         (snap / topic_dir / SEG).write_bytes(b"x" * 61)
     (snap / "_SUCCESS").write_text("")
-    (snap / ".hidden-0").mkdir()
-    (snap / ".hidden-0" / "leader-epoch-checkpoint").write_text("0\n0\n")
+    (snap / "_tmp").mkdir()
+    (snap / "_tmp" / "leader-epoch-checkpoint").write_text("0\n0\n")
     inv = disc.discover(logdirs=str(tmp_path / "logdirs"))
     topics = sorted({(f.topic, f.partition) for f in inv.files})
     assert topics == [("_confluent-metrics", 3), ("_schemas", 0), ("orders", 0)]

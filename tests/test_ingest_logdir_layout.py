@@ -126,3 +126,40 @@ def test_a_full_log_dir_copy_is_an_ok_run(spark, tmp_path):
     assert not _table(tmp_path, "quarantine")
     assert [(r["topic"], r["topic_id"], r["high_watermark"]) for r in _table(tmp_path, "epoch_lineage")] == [
         ("t", TID, 1)]
+
+
+# --- item 6: topics whose names start with "." --------------------------------------------------------------
+
+
+def test_discovery_reads_a_topic_starting_with_a_dot_and_still_ignores_dot_files(tmp_path):
+    """Kafka refuses only the topic names "." and ".." (Topic.validate): ".hidden-0" is a partition it loads, and
+    was ignored like a hidden file, without a trace."""
+    snap = tmp_path / "logdirs" / "broker=1" / SNAP
+    for topic_dir in (".hidden-0", "...-2", "t-0"):
+        _write(snap / topic_dir / "leader-epoch-checkpoint", "0\n1\n0 0\n")
+    for hidden in (".-0/leader-epoch-checkpoint", "..-1/leader-epoch-checkpoint", ".lock", ".kafka_cleanshutdown",
+                   ".replication-offset-checkpoint.tmp", ".trash/t-0/leader-epoch-checkpoint",
+                   "t-0/.leader-epoch-checkpoint.tmp", ".hidden-0/.partition.metadata.Ab12Cd",
+                   ".hidden-0.0123456789abcdef0123456789abcdef-delete/leader-epoch-checkpoint"):
+        _write(snap / hidden, "0\n0\n")
+    inv = disc.discover(logdirs=str(tmp_path / "logdirs"))
+    assert sorted((f.topic, f.partition) for f in inv.files) == [("...", 2), (".hidden", 0), ("t", 0)]
+    assert not inv.unrecognised and len(inv.ignored) == 9
+    inv = disc.discover(logdirs=str(snap / ".hidden-0"))  # the partition folder as the root: the same partition
+    assert [(f.broker, f.topic, f.partition) for f in inv.files] == [("1", ".hidden", 0)]
+
+
+@pytest.mark.spark
+def test_a_topic_starting_with_a_dot_gets_its_lineage_and_findings(spark, tmp_path):
+    snap = tmp_path / "logdirs" / "broker=1" / SNAP
+    _write(snap / ".hidden-0" / "leader-epoch-checkpoint", "0\n2\n5 100\n3 200\n")  # not monotonic: L2
+    _write(snap / ".hidden-0" / "partition.metadata", f"version: 0\ntopic_id: {TID}")
+    _write(snap / "replication-offset-checkpoint", "0\n1\n.hidden 0 300\n")
+    _write(snap / ".lock", "")
+    code, output, _ = _run(tmp_path, logdirs=tmp_path / "logdirs")
+    assert code == 0, output
+    assert "L2 lineage_not_monotonic" in output and "Status: ok" in output, output
+    assert [(r["topic"], r["partition"], r["topic_id"], r["high_watermark"])
+            for r in _table(tmp_path, "epoch_lineage")] == [(".hidden", 0, TID, 300)]
+    assert [(r["topic"], r["kind"]) for r in _table(tmp_path, "fencing_violations")] == [
+        (".hidden", "lineage_not_monotonic")]

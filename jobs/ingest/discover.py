@@ -16,8 +16,8 @@ Only names and sizes are looked at here; contents are read by executors. The lay
 Three outcomes per file: a typed :class:`InputFile` (decoded later), *ignored* (a file a Kafka log
 directory normally holds that carries no evidence this job uses: indexes, producer snapshots, other
 topics' segments under ``<offsets>``, ``meta.properties`` …, and hidden ``.``/``_`` files -- but not a
-topic's partition directory such as ``_schemas-0`` or ``_confluent-metrics-3``), or *unrecognised* —
-which becomes a ``quarantine`` row with unit ``file``, never an exception. Besides those, *empty*
+topic's partition directory in a snapshot such as ``_schemas-0``, ``_confluent-metrics-3`` or ``.hidden-0``),
+or *unrecognised* — which becomes a ``quarantine`` row with unit ``file``, never an exception. Besides those, *empty*
 inputs (a zero-byte segment, JSONL or text dump, a directory named like an input file with nothing in
 it) are read with zero units, and *skipped* entries are not read at all, each with its reason
 (:class:`Skipped`). A skipped entry that may hold evidence (a broken link, a FIFO, an unreadable entry, a link
@@ -81,7 +81,8 @@ _BROKER = re.compile(r"broker=([^/]+)")
 _NODE_ID = re.compile(r"[0-9]{1,10}")
 BROKER_NOT_NODE_ID = "not under broker=<integer node id> (Kafka's node.id, 0 to 2^31 - 1)"
 _SNAPSHOT = re.compile(r"snapshot=([^/]+)")
-_PARTITION_DIR = re.compile(r"_[A-Za-z0-9._-]*-\d+")
+#: A live partition's directory: a legal topic name (Kafka's ``Topic.LEGAL_CHARS``) and ``-<partition>``.
+_PARTITION_DIR = re.compile(r"([A-Za-z0-9._-]+)-\d+")
 # Files a Kafka log dir holds that carry nothing this job reads (spec §4, §4.1), and the ``.tmp`` files Kafka writes
 # before an atomic rename (CheckpointFile, PartitionMetadataFile, PropertiesUtils for meta.properties,
 # BootstrapDirectory, FileQuorumStateStore, TierStateMachine for producer snapshots), left by a copy taken mid-write.
@@ -190,10 +191,11 @@ class Inventory:
 
 def _hidden(rel: str, topic_dir: int | None = None) -> bool:
     """Hidden by the Hadoop/Spark convention (``.x``, ``_x``); Kafka's internal ``__topic`` dirs are not,
-    nor is the path part at index ``topic_dir`` when it is a partition directory (``_schemas-0``)."""
+    nor is the path part at index ``topic_dir`` when it is a partition directory (``_schemas-0``, ``.hidden-0``:
+    Kafka's ``Topic.validate`` refuses only the names ``.`` and ``..``, and loads every other)."""
     for i, p in enumerate(rel.split("/")):
         if p.startswith(".") or (p.startswith("_") and not p.startswith("__")):
-            if i == topic_dir and p.startswith("_") and _PARTITION_DIR.fullmatch(p):
+            if i == topic_dir and (m := _PARTITION_DIR.fullmatch(p)) and m.group(1) not in (".", ".."):
                 continue
             return True
     return False
@@ -506,7 +508,7 @@ def _prefix_of_folder_root(root: str, kind: str) -> str | None:
     """The layout folders a folder root stands inside, for a root below the layout's top (the caller checks that
     no ``broker=`` folder lies below it): from its last ``broker=`` folder (``…/broker=1/snapshot=…``), or a
     ``__consumer_offsets-<N>`` folder itself; None for a root above the layout, or when one of those folders is
-    hidden (``.``/``_``; a topic's partition folder such as ``_schemas-0`` is not)."""
+    hidden (``.``/``_``; a topic's partition folder such as ``_schemas-0`` or ``.hidden-0`` is not)."""
     parts = [p for p in root.split("/") if p]
     brokers = [i for i, p in enumerate(parts) if _BROKER.fullmatch(p)]
     if brokers:
