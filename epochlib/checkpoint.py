@@ -13,7 +13,10 @@ Checkpoint files (``CheckpointFile.java``), UTF-8, one item per line::
 "no entries" (Kafka returns an empty list for both).
 
 ``partition.metadata`` (``PartitionMetadataReadBuffer.java``) is two ``key: value`` lines,
-``version: 0`` and ``topic_id: <22-char base64url Uuid>``, with no newline after the id.
+``version: 0`` and ``topic_id: <22-char base64url Uuid>``, with no newline after the id. Kafka reads
+only those two lines, by position: each must split on ``:\\s+`` into exactly two fields (the keys are
+never compared), the version must be an integer >= 0 (a higher one is accepted "to ensure downgrade
+compatibility"), and the id a Uuid other than the all-zero one; later lines are not read.
 
 Strategy: parse as strictly as the broker's reader does (a file the broker would refuse is a
 ``DecodeError``), with the 1-based line number as the offset (``unit="line"``). Semantic checks
@@ -84,10 +87,14 @@ class OffsetCheckpoint:
 
 @dataclass(frozen=True, slots=True)
 class PartitionMetadata:
-    """A parsed ``partition.metadata``: the file version and the topic id (22-char base64url)."""
+    """A parsed ``partition.metadata``: the file version and the topic id (22-char base64url).
+
+    ``note`` says what Kafka's reader accepts but its writer never writes (a version above 0, other key names,
+    lines after the topic id), or is None."""
 
     version: int
     topic_id: str
+    note: str | None = None
 
 
 # ---------------------------------------------------------------- helpers
@@ -187,31 +194,49 @@ def parse_offset_checkpoint(data: str | bytes) -> OffsetCheckpoint:
     return OffsetCheckpoint(version, entries)
 
 
+def _colon_split(line: str) -> list[str]:
+    """``line.split(":\\s+")`` in Java: split on ``:`` and whitespace, trailing empty fields dropped."""
+    parts = _COLON_WS.split(line)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
 def parse_partition_metadata(data: str | bytes) -> PartitionMetadata:
-    """Parse ``partition.metadata``; the all-zero topic id is rejected as Kafka does.
+    """Parse ``partition.metadata`` as Kafka's ``PartitionMetadataReadBuffer`` does: the first two lines, each
+    ``<key>: <value>`` by position (the keys are not compared), a version >= 0, a topic id other than the
+    all-zero Uuid; later lines are not read. What Kafka never writes but reads is noted (:attr:`PartitionMetadata.note`).
 
     Raises:
-        DecodeError: malformed line, unknown version, bad or zero uuid, invalid UTF-8
-            (``offset`` = line number).
+        DecodeError: an empty file, a missing or malformed line, a negative version, a bad or zero uuid,
+            invalid UTF-8 (``offset`` = line number).
     """
     lines = _lines(_as_text(data))
     if not lines:
         raise DecodeError("empty partition.metadata", 1, unit="line")
-    parts = _COLON_WS.split(lines[0])
-    if len(parts) != 2 or parts[0] != "version":
+    head = _colon_split(lines[0])
+    if len(head) != 2:
         raise DecodeError(f"malformed version line {lines[0][:80]!r}", 1, unit="line")
-    version = _java_int(parts[1], _INT32, "version", 1)
-    if version != PARTITION_METADATA_VERSION:
+    version = _java_int(head[1], _INT32, "version", 1)
+    if version < PARTITION_METADATA_VERSION:
         raise DecodeError(f"unrecognised partition.metadata version {version}", 1, unit="line")
     if len(lines) < 2:
         raise DecodeError("missing topic_id line", 2, unit="line")
-    parts = _COLON_WS.split(lines[1])
-    if len(parts) != 2 or parts[0] != "topic_id":
+    body = _colon_split(lines[1])
+    if len(body) != 2:
         raise DecodeError(f"malformed topic_id line {lines[1][:80]!r}", 2, unit="line")
-    topic_id = _check_uuid(parts[1], 2)
-    if len(lines) > 2 and any(line.strip() for line in lines[2:]):
-        raise DecodeError("unexpected content after topic_id", 3, unit="line")
-    return PartitionMetadata(version, topic_id)
+    topic_id = _check_uuid(body[1], 2)
+    notes = []
+    if version != PARTITION_METADATA_VERSION:
+        notes.append(f"version {version} (Kafka writes {PARTITION_METADATA_VERSION}, and reads any version >= 0)")
+    if (head[0], body[0]) != ("version", "topic_id"):
+        notes.append(f"keys {head[0][:40]!r}, {body[0][:40]!r} instead of 'version', 'topic_id' (Kafka reads the "
+                     "values by position)")
+    extra = sum(1 for line in lines[2:] if line.strip())
+    if extra:
+        notes.append(f"{extra} line{'s' if extra != 1 else ''} after the topic id (Kafka does not read "
+                     f"{'them' if extra != 1 else 'it'})")
+    return PartitionMetadata(version, topic_id, "; ".join(notes) or None)
 
 
 def _check_uuid(text: str, line: int) -> str:

@@ -122,8 +122,7 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
             {"type": "checkpoint_entry", "topic": t, "partition": part, "offset": off}
             for (t, part), off in checkpoint.parse_offset_checkpoint(d).entries.items()])
     elif kind == "partition-metadata":
-        yield from _text_file(data, lambda d: [
-            {"type": "partition_metadata", **_plain(checkpoint.parse_partition_metadata(d))}])
+        yield from _text_file(data, _partition_metadata)
     elif kind == "pcap":
         yield from _pcap(data, broker_ports)
     elif kind == "jsonl":
@@ -166,6 +165,13 @@ def _metadata_entries(items) -> Iterator[dict[str, Any]]:
         if r.raw is not None or r.note is not None:
             row.update(raw=r.raw, note=r.note)
         yield row
+
+
+def _partition_metadata(data: bytes) -> Iterator[dict[str, Any]]:
+    pm = checkpoint.parse_partition_metadata(data)
+    yield {"type": "partition_metadata", "version": pm.version, "topic_id": pm.topic_id}
+    if pm.note:  # what Kafka reads but never writes: accepted, said
+        yield _info("file", 0, pm.note)
 
 
 def _text_file(data: bytes, parse) -> Iterator[dict[str, Any]]:

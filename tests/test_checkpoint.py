@@ -112,21 +112,44 @@ def test_partition_metadata_roundtrip_is_byte_exact() -> None:
 
 @pytest.mark.parametrize(
     ("text", "line"),
-    [
+    [  # what Kafka's PartitionMetadataReadBuffer refuses too
         ("", 1),
-        ("version: 1\ntopic_id: " + TOPIC_ID, 1),
-        ("version:0\ntopic_id: " + TOPIC_ID, 1),
+        ("version:0\ntopic_id: " + TOPIC_ID, 1),  # no whitespace after ':': one field
+        ("version: 0: 1\ntopic_id: " + TOPIC_ID, 1),  # three fields
+        ("version: x\ntopic_id: " + TOPIC_ID, 1),
+        ("version: -1\ntopic_id: " + TOPIC_ID, 1),  # below CURRENT_VERSION
+        ("version: 2147483648\ntopic_id: " + TOPIC_ID, 1),  # not a Java int
         ("version: 0\n", 2),
-        ("version: 0\ntopic: " + TOPIC_ID, 2),
+        ("version: 0\ntopic_id:" + TOPIC_ID, 2),
         ("version: 0\ntopic_id: " + w.ZERO_UUID, 2),
         ("version: 0\ntopic_id: not-a-uuid", 2),
-        ("version: 0\ntopic_id: " + TOPIC_ID + "\nextra: 1", 3),
+        ("version: 0\ntopic_id: " + TOPIC_ID + " x", 2),
     ],
 )
 def test_partition_metadata_errors(text: str, line: int) -> None:
     with pytest.raises(DecodeError) as e:
         parse_partition_metadata(text)
     assert e.value.offset == line and e.value.unit == "line"
+
+
+@pytest.mark.parametrize(
+    ("text", "version", "note"),
+    [  # what Kafka reads (any version >= 0, two lines by position, keys never compared), with a note where it
+       # would never write it
+        (f"version: 0\ntopic_id: {TOPIC_ID}", 0, None),
+        (f"version: 1\ntopic_id: {TOPIC_ID}", 1, "version 1 (Kafka writes 0, and reads any version >= 0)"),
+        (f"version: +7\r\ntopic_id:\t{TOPIC_ID}\r\n", 7, "version 7"),
+        (f"version: 0\ntopic_id: {TOPIC_ID}\nextra: 1\n", 0, "1 line after the topic id (Kafka does not read it)"),
+        (f"version: 0\ntopic_id: {TOPIC_ID}\n\nnot: a: line\nx\n", 0, "2 lines after the topic id"),
+        (f"Version: 0\ntopicId: {TOPIC_ID}", 0, "keys 'Version', 'topicId' instead of 'version', 'topic_id'"),
+        (f": 0\n: {TOPIC_ID}", 0, "keys '', ''"),
+        (f"version: 0: \ntopic_id: {TOPIC_ID}:  ", 0, None),  # Java's split drops trailing empty fields
+    ],
+)
+def test_partition_metadata_is_read_as_kafka_reads_it(text: str, version: int, note: str | None) -> None:
+    pm = parse_partition_metadata(text)
+    assert (pm.version, pm.topic_id) == (version, TOPIC_ID)
+    assert pm.note == note if note is None else note in pm.note
 
 
 @pytest.mark.parametrize(
@@ -185,6 +208,7 @@ def test_every_real_checkpoint_file_parses(real_data: Path) -> None:
         data = p.read_bytes()
         md = parse_partition_metadata(data)
         assert format_partition_metadata(md.topic_id).encode() == data, p
+        assert md.version == 0 and md.note is None, p  # what Kafka writes: nothing to note
         # the directory holding it is a partition directory
         topic, partition, variant = parse_partition_dir_name(p.parent.name)
         assert partition >= 0 and variant is None and topic

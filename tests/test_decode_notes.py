@@ -108,3 +108,17 @@ def test_decode_shows_the_error_a_run_quarantines_a_capture_line_with(tmp_path: 
     quarantined = {r["position"]: r["reason"] for batch in side for r in batch
                    if r.get("row_kind") == "quarantine" or (r.get("reason") and r.get("unit") == "line")}
     assert quarantined == errors
+
+
+def test_partition_metadata_kafka_reads_but_never_writes_gives_its_topic_id_and_one_info_line(tmp_path: Path) -> None:
+    p = tmp_path / "t-0" / "partition.metadata"
+    p.parent.mkdir()
+    p.write_text("version: 1\ntopic_id: dGVzdHRvcGljdGVzdDAxMg\nextra: 1\n")
+    res = CliRunner().invoke(cli, ["decode", str(p)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in res.output.splitlines()]
+    assert rows[0] == {"type": "partition_metadata", "version": 1, "topic_id": "dGVzdHRvcGljdGVzdDAxMg"}
+    assert [r["type"] for r in rows] == ["partition_metadata", "info"]
+    assert "version 1" in rows[1]["reason"] and "1 line after the topic id" in rows[1]["reason"]
+    p.write_text("version: 0\ntopic_id: dGVzdHRvcGljdGVzdDAxMg")  # as Kafka writes it: no note
+    assert [r["type"] for r in decode_path(p)] == ["partition_metadata"]

@@ -163,3 +163,25 @@ def test_a_topic_starting_with_a_dot_gets_its_lineage_and_findings(spark, tmp_pa
             for r in _table(tmp_path, "epoch_lineage")] == [(".hidden", 0, TID, 300)]
     assert [(r["topic"], r["kind"]) for r in _table(tmp_path, "fencing_violations")] == [
         (".hidden", "lineage_not_monotonic")]
+
+
+# --- item 7: partition.metadata as Kafka reads it ------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_partition_metadata_kafka_reads_gives_the_topic_id_and_what_it_refuses_is_quarantined(spark, tmp_path):
+    """Kafka's PartitionMetadataReadBuffer reads any version >= 0 and two lines by position; a version 1, a third
+    line or other key names were quarantined and the replica's topic id lost."""
+    snap = tmp_path / "logdirs" / "broker=1" / SNAP
+    files = {"v1-0": f"version: 1\ntopic_id: {TID}", "extra-0": f"version: 0\ntopic_id: {TID}\nextra: 1\n",
+             "keys-0": f"Version: 0\ntopicId: {TID}", "neg-0": f"version: -1\ntopic_id: {TID}"}
+    for topic_dir, text in files.items():
+        _write(snap / topic_dir / "leader-epoch-checkpoint", "0\n1\n0 0\n")
+        _write(snap / topic_dir / "partition.metadata", text)
+    code, output, summary = _run(tmp_path, logdirs=tmp_path / "logdirs")
+    assert code == 0, output
+    assert sorted((r["topic"], r["topic_id"]) for r in _table(tmp_path, "epoch_lineage")) == [
+        ("extra", TID), ("keys", TID), ("neg", None), ("v1", TID)]
+    assert [(Path(r["source"]).parent.name, r["reason"]) for r in _table(tmp_path, "quarantine")] == [
+        ("neg-0", "partition.metadata: unrecognised partition.metadata version -1 at line 1")]
+    assert summary["sources"]["logdirs"]["units_quarantined"] == 1
