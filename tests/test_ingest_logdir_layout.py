@@ -9,17 +9,24 @@ on the shared ``local[1]`` session (its terminal summary, ``epoch_lineage``, ``q
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from epochlib import coordinator, records
 from jobs.cli import cli
 from jobs.ingest import discover as disc
 
 SNAP = "snapshot=20240304T120000Z"
 TID = "dGVzdHRvcGljdGVzdDAxMg"  # a topic id as Kafka prints it (22 characters of base64url)
+SEG = "00000000000000000000.log"
+T0 = 1_709_553_600_000  # 2024-03-04T12:00:00Z
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def _write(path: Path, text: str) -> Path:
@@ -185,3 +192,115 @@ def test_partition_metadata_kafka_reads_gives_the_topic_id_and_what_it_refuses_i
     assert [(Path(r["source"]).parent.name, r["reason"]) for r in _table(tmp_path, "quarantine")] == [
         ("neg-0", "partition.metadata: unrecognised partition.metadata version -1 at line 1")]
     assert summary["sources"]["logdirs"]["units_quarantined"] == 1
+
+
+# --- item 8: __consumer_offsets segments copied without their partition folder ---------------------------------
+
+
+def _segment(group: str, offsets: tuple[int, ...]) -> bytes:
+    """A __consumer_offsets segment holding ``group``'s commits to orders-0, one batch each."""
+    key = coordinator.encode_offset_commit_key(group, "orders", 0)
+    return b"".join(records.encode_batch([records.NewRecord(
+        key, coordinator.encode_offset_commit_value(off, leader_epoch=1, commit_timestamp=T0 + i), T0 + i)],
+        base_offset=i) for i, off in enumerate(offsets))
+
+
+def test_a_segment_outside_a_partition_folder_is_quarantined_not_ignored(tmp_path):
+    """`rsync -a data/__consumer_offsets-*/ offsets/broker=1/` (README's old command) copied every partition's files
+    into broker=1/ itself: the segments overwrote each other and the survivor was ignored as "another topic's"."""
+    root = tmp_path / "offsets"
+    (root / "broker=1").mkdir(parents=True)
+    (root / "broker=1" / SEG).write_bytes(b"x")  # flat: the partition folder is missing
+    (root / "broker=1" / "00000000000000000000.index").write_bytes(b"x")  # an index stays ignored
+    for folder in ("__consumer_offsets-3.0123456789abcdef0123456789abcdef-delete", "orders-0", "__consumer_offsets-4"):
+        (root / "broker=2" / folder).mkdir(parents=True)
+        (root / "broker=2" / folder / SEG).write_bytes(b"x")
+    inv = disc.discover(offsets=str(root))
+    assert [(f.broker, f.partition) for f in inv.files] == [("2", 4)]
+    assert [(u.source[len(str(root)) + 1:], u.reason) for u in inv.unrecognised] == [
+        (f"broker=1/{SEG}", disc.NO_PARTITION_DIR)]
+    assert len(inv.ignored) == 3  # the index, the -delete copy's and another topic's segment
+    for given in (root / "broker=1", root / "broker=1" / SEG):  # the same file as the root, or in the root
+        assert [u.reason for u in disc.discover(offsets=str(given)).unrecognised] == [disc.NO_PARTITION_DIR], given
+    snap = tmp_path / "logdirs" / "broker=1" / SNAP
+    snap.mkdir(parents=True)
+    (snap / SEG).write_bytes(b"x")  # a partition's segment at a log-dir snapshot's root
+    assert [u.reason for u in disc.discover(logdirs=str(tmp_path / "logdirs")).unrecognised] == [
+        disc.NO_PARTITION_DIR]
+
+
+def _readme_command(start: str) -> str:
+    """The backquoted command of README's input table that starts with ``start``."""
+    commands = re.findall(r"`([^`]*rsync [^`]*)`", README.read_text())
+    found = [c for c in commands if c.startswith(start)]
+    assert len(found) == 1, commands
+    return found[0]
+
+
+def _broker_data_dir(data: Path) -> None:
+    """A broker's /var/lib/kafka/data with two __consumer_offsets partitions and the copies Kafka keeps while it
+    deletes or moves one, and a topic."""
+    for folder, group in (("__consumer_offsets-0", "g0"), ("__consumer_offsets-12", "g12"),
+                          ("__consumer_offsets-3.0123456789abcdef0123456789abcdef-delete", "gone"),
+                          ("__consumer_offsets-5.0123456789abcdef0123456789abcdef-future", "moving"),
+                          ("__consumer_offsets-7.0123456789abcdef0123456789abcdef-stray", "stray"),
+                          ("orders-0", None)):
+        (data / folder).mkdir(parents=True)
+        if group:
+            (data / folder / SEG).write_bytes(_segment(group, (1, 2)))
+        (data / folder / "00000000000000000000.index").write_bytes(b"\0" * 8)
+        _write(data / folder / "leader-epoch-checkpoint", "0\n1\n0 0\n")
+        _write(data / folder / "partition.metadata", f"version: 0\ntopic_id: {TID}")
+    _write(data / "replication-offset-checkpoint", "0\n2\n__consumer_offsets 0 2\norders 0 0\n")
+    _write(data / "meta.properties", "node.id=1\n")
+
+
+@pytest.mark.skipif(shutil.which("rsync") is None or shutil.which("bash") is None, reason="needs rsync and bash")
+def test_the_readme_s_collect_commands_keep_the_partition_folders(tmp_path):
+    """The README's rsync commands, run as written on a broker's data directory (its path swapped for a local one),
+    give trees every file of which the run reads or knowingly ignores: the partition folders kept, the -delete,
+    -future and -stray copies left out."""
+    data = tmp_path / "data"
+    _broker_data_dir(data)
+    offsets_cmd = _readme_command("mkdir -p offsets/broker=1 && rsync")
+    remote = "'broker1:/var/lib/kafka/data/__consumer_offsets-*'"  # quoted: the broker's shell expands it
+    assert remote in offsets_cmd
+    subprocess.run(["bash", "-c", offsets_cmd.replace(remote, f"{data}/__consumer_offsets-*")], cwd=tmp_path,
+                   check=True)
+    copied = sorted(p.relative_to(tmp_path / "offsets").as_posix() for p in (tmp_path / "offsets").rglob("*")
+                    if p.is_file())
+    assert copied == [f"broker=1/__consumer_offsets-0/{SEG}", f"broker=1/__consumer_offsets-12/{SEG}"]
+    inv = disc.discover(offsets=str(tmp_path / "offsets"))
+    assert sorted(f.partition for f in inv.files) == [0, 12] and not inv.unrecognised
+    logdirs_cmd = _readme_command("ts=$(date -u +%Y%m%dT%H%M%SZ); mkdir -p logdirs/broker=$ID/snapshot=$ts && rsync")
+    subprocess.run(["bash", "-c", logdirs_cmd.replace("/var/lib/kafka/data/", f"{data}/")], cwd=tmp_path,
+                   check=True, env={"ID": "1", "PATH": "/usr/bin:/bin"})
+    inv = disc.discover(logdirs=str(tmp_path / "logdirs"))
+    assert not inv.unrecognised
+    assert sorted((f.broker, f.topic, f.partition) for f in inv.of("logdirs", disc.LEC)) == [
+        ("1", "__consumer_offsets", 0), ("1", "__consumer_offsets", 12), ("1", "orders", 0)]
+
+
+@pytest.mark.spark
+def test_a_flat_segment_is_quarantined_and_a_jbod_broker_s_log_dirs_keep_their_checkpoints(spark, tmp_path):
+    """A run on broker 2's flat copy said nothing of it (its segment ignored); now the run is partial and says
+    why. Broker 1's two log dirs, each in a snapshot folder of its own at the same time (README), keep each
+    its own root checkpoint."""
+    off = tmp_path / "offsets"
+    (off / "broker=1" / "__consumer_offsets-0").mkdir(parents=True)
+    (off / "broker=1" / "__consumer_offsets-0" / SEG).write_bytes(_segment("g-ok", (10, 20)))
+    (off / "broker=2").mkdir()
+    (off / "broker=2" / SEG).write_bytes(_segment("g-flat", (10, 20)))
+    logs = tmp_path / "logdirs"
+    for disk, partition in (("d1", 0), ("d2", 1)):
+        snap = logs / disk / "broker=1" / SNAP
+        _write(snap / f"orders-{partition}" / "leader-epoch-checkpoint", "0\n1\n1 0\n")
+        _write(snap / "replication-offset-checkpoint", f"0\n1\norders {partition} {100 + partition}\n")
+    code, output, summary = _run(tmp_path, offsets=off, logdirs=logs)
+    assert code == 0, output
+    assert summary["sources"]["offsets"]["status"] == "partial" and "Status: partial" in output, output
+    assert [(Path(r["source"]).parent.name, r["reason"]) for r in _table(tmp_path, "quarantine")] == [
+        ("broker=2", disc.NO_PARTITION_DIR)]
+    assert {r["group_id"] for r in _table(tmp_path, "offset_commits")} == {"g-ok"}
+    assert sorted((r["broker"], r["partition"], r["high_watermark"]) for r in _table(tmp_path, "epoch_lineage")) == [
+        (1, 0, 100), (1, 1, 101)]

@@ -17,7 +17,9 @@ Three outcomes per file: a typed :class:`InputFile` (decoded later), *ignored* (
 directory normally holds that carries no evidence this job uses: indexes, producer snapshots, other
 topics' segments under ``<offsets>``, ``meta.properties`` …, and hidden ``.``/``_`` files -- but not a
 topic's partition directory in a snapshot such as ``_schemas-0``, ``_confluent-metrics-3`` or ``.hidden-0``),
-or *unrecognised* — which becomes a ``quarantine`` row with unit ``file``, never an exception. Besides those, *empty*
+or *unrecognised* — which becomes a ``quarantine`` row with unit ``file``, never an exception (a segment outside
+any ``<topic>-<partition>`` folder is: its partition is unknown, and a copy that lost its partition folders has
+lost segments too, overwritten by same-named ones). Besides those, *empty*
 inputs (a zero-byte segment, JSONL or text dump, a directory named like an input file with nothing in
 it) are read with zero units, and *skipped* entries are not read at all, each with its reason
 (:class:`Skipped`). A skipped entry that may hold evidence (a broken link, a FIFO, an unreadable entry, a link
@@ -76,6 +78,11 @@ NOT_ALONE = {
                "broker=<id>/snapshot=<time>, or a folder above it)",
 }
 BASE_OFFSET_RANGE = "segment file name beyond Kafka's largest offset (2^63 - 1)"
+NO_PARTITION_DIR = ("segment file not in a <topic>-<partition> directory: its partition directory is missing (copy "
+                    "the partition folders themselves, e.g. rsync without a slash after __consumer_offsets-*, not "
+                    "their contents: the partitions' same-named segments overwrite each other)")
+#: A partition's directory, live (``<topic>-<partition>``) or not (``….<id>-delete|-future|-stray``).
+_ANY_PARTITION_DIR = re.compile(r"[A-Za-z0-9._-]+-[0-9]+(\.[0-9a-f]+-(delete|future|stray))?")
 PARTITION_RANGE = "partition number beyond Kafka's largest partition (2^31 - 1)"
 _BROKER = re.compile(r"broker=([^/]+)")
 _NODE_ID = re.compile(r"[0-9]{1,10}")
@@ -209,6 +216,11 @@ def is_kafka_aux(rel: str) -> bool:
     return bool(_KAFKA_AUX.fullmatch(parts[-1])) or REMOTE_INDEX_CACHE in parts[:-1]
 
 
+def _folder_of(source: str) -> str:
+    """The name of the folder holding ``source`` (for a file directly under a root: the root's own name)."""
+    return source.rstrip("/").rsplit("/", 2)[-2] if source.count("/") >= 1 else ""
+
+
 def is_node_id(text: str) -> bool:
     """``text`` is a Kafka node id as a ``broker=<id>`` folder names it: decimal digits, 0 to 2^31 - 1 (``node.id``
     and ``broker.id`` are Java ints that Kafka requires to be >= 0)."""
@@ -251,6 +263,8 @@ def classify_offsets(entries: list[FileEntry]) -> Inventory:
                 topic="__consumer_offsets", log_partition=int(number), partition=int(number),
                 base_offset=int(seg.group(1)), name=name,
             ))
+        elif seg and not _ANY_PARTITION_DIR.fullmatch(parent or _folder_of(e.source)):  # commits of which partition?
+            inv.unrecognised.append(Unrecognised("offsets", e.source, e.size, NO_PARTITION_DIR))
         elif seg or is_kafka_aux(e.rel):
             # another topic's segment, an index, a checkpoint: Kafka files, not commit evidence
             inv.ignored.append(("offsets", e.source))
@@ -302,7 +316,8 @@ def classify_logdirs(entries: list[FileEntry]) -> Inventory:
             elif _KAFKA_AUX.fullmatch(name):
                 inv.ignored.append(("logdirs", e.source))
             else:
-                inv.unrecognised.append(Unrecognised("logdirs", e.source, e.size,
+                inv.unrecognised.append(Unrecognised("logdirs", e.source, e.size, NO_PARTITION_DIR
+                                                     if _SEGMENT.fullmatch(name) else
                                                      "unrecognised file at the snapshot root"))
             continue
         if len(below) != 2:
