@@ -103,10 +103,11 @@ def _reference_row(batch_position: int, offset: int, timestamp: int, raft_epoch:
     return row
 
 
-def metadata_records_rows(buf: Buffer, *, base_position: int = 0) -> list[dict[str, Any]]:
+def metadata_records_rows(buf: Buffer, *, base_position: int = 0,
+                          segment_base_offset: int | None = None) -> list[dict[str, Any]]:
     """Reference for :func:`metadata_records_arrow`: one dict per record / bad batch, file order."""
     out = []
-    for b in iter_batches(buf, base_position=base_position):
+    for b in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset):
         if isinstance(b, BadBatch):
             row = dict.fromkeys(_NAMES)
             row.update(batch_position=b.position, error=b.reason, value=b.raw_slice)
@@ -128,10 +129,13 @@ def _b64url_uuids(u8: np.ndarray) -> np.ndarray:
     return chars.copy().view("S22").ravel()
 
 
-def metadata_records_arrow(buf: Buffer, *, base_position: int = 0) -> pa.RecordBatch:
+def metadata_records_arrow(buf: Buffer, *, base_position: int = 0,
+                           segment_base_offset: int | None = None) -> pa.RecordBatch:
     """Decode a metadata segment or snapshot into :data:`RECORD_SCHEMA` (equal to
-    :func:`metadata_records_rows`). Raises only DecodeError, for non-bytes input."""
-    ba = batches_arrow(buf, base_position=base_position)
+    :func:`metadata_records_rows`). ``segment_base_offset``: a segment's base offset (its file name's), so that a
+    batch outside the segment's offset range is a bad batch (:func:`epochlib.records.iter_batches`); not for
+    snapshots. Raises only DecodeError, for non-bytes input."""
+    ba = batches_arrow(buf, base_position=base_position, segment_base_offset=segment_base_offset)
     batches, recs = ba.batches, ba.records
     bad = batches.filter(pc.is_valid(batches.column("error")))
     n = recs.num_rows

@@ -229,13 +229,15 @@ def _control_key(control_type: int) -> bytes:
 # ------------------------------------------------------------------ log walking
 
 
-def iter_metadata_log(buf: Buffer, *, base_position: int = 0) -> Iterator[MetadataEntry | MetadataError]:
+def iter_metadata_log(buf: Buffer, *, base_position: int = 0,
+                      segment_base_offset: int | None = None) -> Iterator[MetadataEntry | MetadataError]:
     """Every record of a metadata segment or snapshot file, in file order.
 
-    Bad batches (CRC, framing, torn tail) and undecodable record values become
-    :class:`MetadataError` rows; walking goes on. Raises DecodeError only for non-bytes input.
+    Bad batches (CRC, framing, torn tail, offsets outside the segment's range when
+    ``segment_base_offset`` is given: :func:`epochlib.records.iter_batches`) and undecodable record values
+    become :class:`MetadataError` rows; walking goes on. Raises DecodeError only for non-bytes input.
     """
-    for b in iter_batches(buf, base_position=base_position):
+    for b in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset):
         if isinstance(b, BadBatch):
             yield MetadataError(b.position, "batch", b.reason, b.raw_slice)
             continue

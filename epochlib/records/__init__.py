@@ -8,7 +8,9 @@ modules below each hold one concern:
   :class:`~epochlib.errors.DecodeError`, incl. for a CRC mismatch), the test oracle;
 - :mod:`.segments` — :func:`iter_batches` (never raises for bad data: a corrupt entry becomes a
   :class:`BadBatch` and the walk resumes at the next entry when the size field is sane; a torn tail
-  ends with ``BadBatch("torn tail: N bytes")``), :func:`scan_batch_boundaries`, :func:`split_points`;
+  ends with ``BadBatch("torn tail: N bytes")``; given the segment's base offset, an entry outside its
+  offset range is a ``BadBatch`` too), :func:`segment_base_offset` (from the file name),
+  :func:`scan_batch_boundaries`, :func:`split_points`;
 - :mod:`.encode` — writers for round-trip tests, fixtures and the simulator;
 - :mod:`.arrow` / :mod:`.fastpath` — :func:`batches_arrow`, the columnar version Spark calls, and its
   numpy magic-2 fast path; it must agree with :func:`iter_batches` (tests enforce it);
@@ -32,7 +34,13 @@ from .arrow import (
 from .encode import encode_batch, encode_control_batch, encode_legacy_message_set
 from .fastpath import FastV2, decode_v2_fast
 from .reference import decode_batch
-from .segments import iter_batches, scan_batch_boundaries, split_points
+from .segments import (
+    SEGMENT_OFFSET_SPAN,
+    iter_batches,
+    scan_batch_boundaries,
+    segment_base_offset,
+    split_points,
+)
 from .values import (
     CONTROL_TYPE_NAMES,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -62,6 +70,7 @@ __all__ = [
     "LOG_OVERHEAD",
     "RAW_SLICE_MAX",
     "RECORD_SCHEMA",
+    "SEGMENT_OFFSET_SPAN",
     "NewRecord",
     "Record",
     "V2_HEADER_SIZE",
@@ -74,5 +83,6 @@ __all__ = [
     "iter_batches",
     "iter_batches_arrow",
     "scan_batch_boundaries",
+    "segment_base_offset",
     "split_points",
 ]

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from .._compression import CODEC_NAMES
 from .fastpath import FastV2, _gather_binary, decode_v2_fast
-from .segments import _entry_extent, _entry_or_bad, _raw
+from .segments import _entry_extent, _entry_or_bad, _offset_range, _raw
 from .values import (
     _ENTRY,
     _SIZE_MAGIC,
@@ -111,18 +111,21 @@ def _scan_entries(buf: Buffer) -> tuple[list[int], list[tuple[int, int, str | No
 
 
 def batches_arrow(
-    buf: Buffer, *, base_position: int = 0, with_records: bool = True, verify_crc: bool = True
+    buf: Buffer, *, base_position: int = 0, with_records: bool = True, verify_crc: bool = True,
+    segment_base_offset: int | None = None,
 ) -> BatchesArrow:
     """Decode a segment (or byte range) into Arrow: a batch-header table with one row per
     entry — bad ones included, with ``error`` and ``raw`` (≤ 4096 bytes) set and the decoded
     columns null — and, when ``with_records``, a records table in file order.
 
-    Agrees with :func:`iter_batches` (the reference) row for row. Raises only
+    ``segment_base_offset`` as for :func:`iter_batches` (entries outside the segment's offset range
+    are bad). Agrees with :func:`iter_batches` (the reference) row for row. Raises only
     :class:`~epochlib.errors.DecodeError`, and only for a non-bytes-like ``buf``.
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
-    return _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None)[0]
+    rng = _offset_range(segment_base_offset)
+    return _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]
 
 
 #: Decompressed bytes :func:`iter_batches_arrow` lets one piece hold (plus at most one batch, which the
@@ -132,7 +135,7 @@ DEFAULT_MAX_DECODED = 32 << 20
 
 def iter_batches_arrow(
     buf: Buffer, *, base_position: int = 0, with_records: bool = True, verify_crc: bool = True,
-    max_decoded: int = DEFAULT_MAX_DECODED, max_input: int | None = None,
+    max_decoded: int = DEFAULT_MAX_DECODED, max_input: int | None = None, segment_base_offset: int | None = None,
 ) -> Iterator[BatchesArrow]:
     """:func:`batches_arrow` in pieces that each hold at most about ``max_decoded`` decompressed bytes
     (plus one batch) and, with ``max_input``, entries starting within ``max_input`` bytes of the piece's
@@ -143,8 +146,9 @@ def iter_batches_arrow(
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
+    rng = _offset_range(segment_base_offset)
     if not with_records or (not fast_pos and not slow):
-        yield _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None)[0]
+        yield _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]
         return
     budget = max(1, int(max_decoded))
     while fast_pos or slow:
@@ -152,7 +156,7 @@ def iter_batches_arrow(
         limit = first + max(1, int(max_input)) if max_input is not None else len(buf) + 1
         fp = fast_pos[: bisect.bisect_left(fast_pos, limit)]
         sl = slow[: bisect.bisect_left([p for p, _, _ in slow], limit)]
-        out, stop = _decode(buf, fp, sl, base_position, with_records, verify_crc, budget)
+        out, stop = _decode(buf, fp, sl, base_position, with_records, verify_crc, budget, rng)
         yield out
         nxt = limit if stop is None else stop
         fast_pos = fast_pos[bisect.bisect_left(fast_pos, nxt):]
@@ -161,25 +165,27 @@ def iter_batches_arrow(
 
 def _decode(
     buf: Buffer, fast_pos: list[int], slow: list[tuple[int, int, str | None]], base_position: int,
-    with_records: bool, verify_crc: bool, max_decoded: int | None,
+    with_records: bool, verify_crc: bool, max_decoded: int | None, offset_range: tuple[int, int] | None,
 ) -> tuple[BatchesArrow, int | None]:
     """Decode the scanned entries; with ``max_decoded``, only those before the first magic-2 entry the
-    budget did not reach (returned as the second item; None when all were decoded)."""
-    fb = decode_v2_fast(buf, np.asarray(fast_pos, np.int64), verify_crc, with_records, max_decoded)
+    budget did not reach (returned as the second item; None when all were decoded). With ``offset_range``
+    the fast path leaves entries outside it to the reference, which reports them."""
+    fb = decode_v2_fast(buf, np.asarray(fast_pos, np.int64), verify_crc, with_records, max_decoded,
+                        offset_range=offset_range)
     stop = fast_pos[len(fb.positions)] if len(fb.positions) < len(fast_pos) else None
     slow_items: list[Batch | BadBatch] = []
     for pos, length, problem in slow:
         if stop is not None and pos >= stop:
             break
         if problem is None:
-            slow_items.append(_entry_or_bad(buf, pos, length, verify_crc, with_records, base_position))
+            slow_items.append(_entry_or_bad(buf, pos, length, verify_crc, with_records, base_position, offset_range))
         else:
             reason = f"torn tail: {length} bytes" if problem == "torn" else problem
             slow_items.append(BadBatch(base_position + pos, reason, _raw(buf, pos, length), length))
 
     for pos in fb.rejected:
         length = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1]
-        slow_items.append(_entry_or_bad(buf, pos, length, verify_crc, with_records, base_position))
+        slow_items.append(_entry_or_bad(buf, pos, length, verify_crc, with_records, base_position, offset_range))
 
     # -- batch table: fast rows (numpy) + slow rows (reference values), sorted by position
     h = fb.headers

@@ -200,9 +200,11 @@ class FastV2:
 
 
 def decode_v2_fast(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_records: bool,
-                   max_decoded: int | None = None) -> FastV2:
+                   max_decoded: int | None = None, *, offset_range: tuple[int, int] | None = None) -> FastV2:
     """Decode the magic-2 entries at ``positions`` (sizes already checked to fit ``buf``) column-wise;
-    entries failing any check the reference applies are left to the reference (``rejected``).
+    entries failing any check the reference applies are left to the reference (``rejected``), and so are
+    those whose base or last offset lies outside ``offset_range`` (``(lowest, highest)``, inclusive: the
+    segment's range, :func:`epochlib.records.iter_batches`).
 
     With ``max_decoded`` (and records), decompression stops once that many bytes are decompressed:
     only the first entries are decoded and ``positions`` of the result is that prefix (the caller
@@ -217,6 +219,11 @@ def decode_v2_fast(buf: Buffer, positions: np.ndarray, verify_crc: bool, with_re
     counts = h["count"].astype(np.int64)
     codec = attrs & 7
     ok = (codec <= CODEC_ZSTD) & (counts >= 0)  # codec ids above zstd are unknown
+    if offset_range is not None and nb:
+        lo, hi = offset_range
+        base = h["base_offset"].astype(np.int64)
+        last = base + h["lod"].astype(np.int64)  # int64 wrap-around, as the reference's (and Java's) lastOffset
+        ok &= (base >= lo) & (base <= hi) & (last >= lo) & (last <= hi)
     if verify_crc and nb:
         mv = memoryview(buf)
         crc = _crc32c

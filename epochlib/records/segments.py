@@ -7,6 +7,7 @@ entry headers, to plan byte ranges (spec/kafka-formats.md §3.1, §4.1).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 from ..errors import DecodeError
@@ -23,7 +24,40 @@ from .values import (
     _as_buffer,
 )
 
-__all__ = ["iter_batches", "scan_batch_boundaries", "split_points"]
+__all__ = ["SEGMENT_OFFSET_SPAN", "iter_batches", "scan_batch_boundaries", "segment_base_offset", "split_points"]
+
+#: A segment holds offsets ``base .. base + SEGMENT_OFFSET_SPAN``: its indexes store offsets relative to the base
+#: in 32 bits, and Kafka's recovery rejects a batch whose last offset does not fit (``LogSegment.recover`` ->
+#: ``ensureOffsetInRange``, ``LogSegmentOffsetOverflowException``).
+SEGMENT_OFFSET_SPAN = 0x7FFFFFFF
+_INT64_MAX = 0x7FFFFFFFFFFFFFFF
+_SEGMENT_NAME = re.compile(r"(\d{20})\.log")
+
+
+def segment_base_offset(name: str) -> int | None:
+    """The base offset a segment file's name gives (``00000000000000001234.log`` -> 1234; the last part of a
+    path is read), or None for any other name, and for one beyond Kafka's largest offset (2^63 - 1)."""
+    m = _SEGMENT_NAME.fullmatch(name.rsplit("/", 1)[-1])
+    if m is None:
+        return None
+    base = int(m.group(1))
+    return base if base <= _INT64_MAX else None
+
+
+def _offset_range(segment_base_offset: int | None) -> tuple[int, int] | None:
+    """``(lowest, highest)`` offset a segment with that base may hold; None when there is no base."""
+    if segment_base_offset is None:
+        return None
+    return segment_base_offset, min(segment_base_offset + SEGMENT_OFFSET_SPAN, _INT64_MAX)
+
+
+def _outside(b: Batch, offset_range: tuple[int, int]) -> str | None:
+    """Why ``b`` cannot be in its segment (its base or last offset outside the range), None when it can."""
+    lo, hi = offset_range
+    if lo <= b.base_offset <= hi and lo <= b.last_offset <= hi:
+        return None
+    return (f"offsets outside the segment's range [{lo}, {lo}+2^31-1]: base offset {b.base_offset}, "
+            f"last offset {b.last_offset}")
 
 
 def _raw(buf: Buffer, pos: int, length: int) -> bytes:
@@ -48,7 +82,8 @@ def _entry_extent(buf: Buffer, pos: int, n: int) -> tuple[int, str | None]:
 
 
 def iter_batches(
-    buf: Buffer, *, base_position: int = 0, verify_crc: bool = True, decode_records: bool = True
+    buf: Buffer, *, base_position: int = 0, verify_crc: bool = True, decode_records: bool = True,
+    segment_base_offset: int | None = None,
 ) -> Iterator[Batch | BadBatch]:
     """Iterate over the log entries of a segment (or a byte range of one), lazily.
 
@@ -58,30 +93,43 @@ def iter_batches(
     ``BadBatch`` with reason ``"torn tail: N bytes"``. Positions are
     ``base_position + offset in buf``.
 
+    With ``segment_base_offset`` (the base offset the segment's file name gives:
+    :func:`segment_base_offset`), an entry whose base or last offset lies outside
+    ``[base, base + 2^31 - 1]`` is a ``BadBatch`` too ("offsets outside the segment's range …"):
+    Kafka's recovery rejects it, and an offset field is outside the CRC, so a CRC-valid batch can
+    carry any value there.
+
     Raises:
         DecodeError: only when ``buf`` is not a bytes-like object.
     """
     buf = _as_buffer(buf)
     n = len(buf)
     pos = 0
+    offset_range = _offset_range(segment_base_offset)
     while pos < n:
         length, problem = _entry_extent(buf, pos, n)
         if problem is not None:
             reason = f"torn tail: {length} bytes" if problem == "torn" else problem
             yield BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
             return
-        yield _entry_or_bad(buf, pos, length, verify_crc, decode_records, base_position)
+        yield _entry_or_bad(buf, pos, length, verify_crc, decode_records, base_position, offset_range)
         pos += length
 
 
 def _entry_or_bad(
-    buf: Buffer, pos: int, length: int, verify_crc: bool, decode_records: bool, base_position: int
+    buf: Buffer, pos: int, length: int, verify_crc: bool, decode_records: bool, base_position: int,
+    offset_range: tuple[int, int] | None = None,
 ) -> Batch | BadBatch:
+    """The entry at ``pos`` decoded, or why not (the one place both walks turn an entry into an item)."""
     try:
         b = _decode_entry(buf, pos, verify_crc, decode_records)
     except DecodeError as e:
         reason = f"{e.reason} at byte {base_position + e.offset}"
         return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+    if offset_range is not None:
+        outside = _outside(b, offset_range)
+        if outside is not None:
+            return BadBatch(base_position + pos, outside, _raw(buf, pos, length), length)
     return _shift(b, base_position) if base_position else b
 
 
