@@ -78,15 +78,18 @@ class OffsetsLogRecord:
     error: str | None = None
 
 
-def replay_segment(buf: Buffer, *, base_position: int = 0) -> Iterator[OffsetsLogRecord | BadBatch]:
+def replay_segment(buf: Buffer, *, base_position: int = 0,
+                   segment_base_offset: int | None = None) -> Iterator[OffsetsLogRecord | BadBatch]:
     """Decode a ``__consumer_offsets`` segment (or byte range of one) with transaction markers applied.
 
-    Bad batches come out as :class:`~epochlib.records.BadBatch` where they occur; transactional records
-    come out when their marker is read (or at the end, as ``open``), so the order is the replay order.
+    Bad batches come out as :class:`~epochlib.records.BadBatch` where they occur (with ``segment_base_offset``,
+    the file name's, a batch outside the segment's offset range too: :func:`~epochlib.records.iter_batches`);
+    transactional records come out when their marker is read (or at the end, as ``open``), so the order is the
+    replay order.
     """
 
     def items() -> Iterator[Any]:
-        for batch in iter_batches(buf, base_position=base_position):
+        for batch in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset):
             if isinstance(batch, BadBatch):
                 yield batch
                 continue

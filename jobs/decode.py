@@ -112,7 +112,7 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
     if offsets_decoder is None:
         offsets_decoder = "__consumer_offsets" in str(p)
     if kind == "segment":
-        yield from _segment(data, offsets_decoder)
+        yield from _segment(data, offsets_decoder, records.segment_base_offset(p.name))
     elif kind == "leader-epoch-checkpoint":
         yield from _text_file(data, lambda d: [
             {"type": "lineage_entry", "epoch": e, "start_offset": s}
@@ -136,7 +136,8 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
             else:
                 yield {"type": "record", **item}
     elif kind == "metadata-log":
-        yield from _metadata_entries(kraft_codec.iter_metadata_log(data))
+        yield from _metadata_entries(kraft_codec.iter_metadata_log(
+            data, segment_base_offset=records.segment_base_offset(p.name)))
     elif kind == "metadata-snapshot":
         snap = kraft_snapshot.read_snapshot(data, name=p.name)
         yield {"type": "snapshot", "end_offset": snap.end_offset, "epoch": snap.epoch,
@@ -215,8 +216,9 @@ def _observation_notes(obs: list[dict[str, Any]], unit: str, position: Any) -> I
         yield _info(unit, position, f"{n} bytes after the complete MetadataResponse body (ignored, as clients do)")
 
 
-def _segment(data: bytes, offsets_decoder: bool) -> Iterator[dict[str, Any]]:
-    for item in records.iter_batches(data):
+def _segment(data: bytes, offsets_decoder: bool, base_offset: int | None) -> Iterator[dict[str, Any]]:
+    """A segment's batches and records; ``base_offset`` (its file name's) bounds the batches' offsets."""
+    for item in records.iter_batches(data, segment_base_offset=base_offset):
         if isinstance(item, records.BadBatch):
             yield {"type": "error", "unit": "batch", "position": item.position, "reason": item.reason,
                    "length": item.length}

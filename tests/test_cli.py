@@ -224,6 +224,23 @@ def test_decode_segment_prints_batches_records_and_errors(runner: CliRunner, tmp
     assert "torn" in rows[4]["reason"]
 
 
+def test_decode_checks_a_segments_batches_against_its_file_name(runner: CliRunner, tmp_path: Path) -> None:
+    """A batch whose baseOffset (outside the CRC) lies outside the 20-digit name's range [base, base+2^31-1] is an
+    error line, as Kafka's recovery rejects it; under any other name the same bytes decode as before."""
+    from test_records_segment_limits import LONG_MAX, kp_batch
+
+    data = kp_batch(7) + kp_batch(LONG_MAX)
+    (tmp_path / "00000000000000000007.log").write_bytes(data)
+    (tmp_path / "copy.log").write_bytes(data)
+    res = runner.invoke(cli, ["decode", str(tmp_path / "00000000000000000007.log")])
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    assert [r["type"] for r in rows] == ["batch", "record", "error"]
+    assert rows[2]["reason"] == f"offsets outside the segment's range [7, 7+2^31-1]: base offset {LONG_MAX}, " \
+                                f"last offset {LONG_MAX}"
+    res = runner.invoke(cli, ["decode", str(tmp_path / "copy.log")])
+    assert [json.loads(line)["type"] for line in res.output.splitlines()] == ["batch", "record", "batch", "record"]
+
+
 def test_decode_checkpoint_reports_line_of_a_bad_entry(runner: CliRunner, tmp_path: Path) -> None:
     p = tmp_path / "leader-epoch-checkpoint"
     p.write_text(format_leader_epoch_checkpoint([(0, 0), (2, 10)]).replace("2 10", "2 ten"))

@@ -361,3 +361,21 @@ def test_a_lost_leader_change_leaves_the_new_epoch_s_start_unknown(tmp_path: Pat
     assert any("hole at offsets 8..8" in r["reason"] for r in q) and max(r["metadata_offset"] for r in hist) == 7
     hist, q, _ = _replayed(tmp_path / "fill", {"n1": [b"".join(b[:6]) + lc], "n2": [b"".join(b[:6]) + bytes(bad) + rest]})
     assert not [r for r in q if "hole" in r["reason"]] and max(r["metadata_offset"] for r in hist) == 10
+
+
+def test_a_segment_batch_outside_the_file_names_offset_range_is_quarantined(tmp_path: Path) -> None:
+    """A metadata-log segment's batch whose baseOffset (outside the CRC) does not fit the 20-digit file name's
+    range is a bad batch, as Kafka's recovery rejects it; built with kafka-python."""
+    from test_records_segment_limits import LONG_MAX, NOOP, kp_batch
+
+    seg = tmp_path / "n1" / cm.DIR / "00000000000000000500.log"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(kp_batch(500, 2, key=None, value=NOOP) + kp_batch(LONG_MAX, key=None, value=NOOP)
+                    + kp_batch(502, key=None, value=NOOP))
+    rows = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(seg), seg.stat().st_size, name=seg.name)]).to_pylist()
+    q = [(r["unit"], r["reason"]) for r in rows if r["row_kind"] == "quarantine"]
+    assert q == [("batch", "metadata batch: offsets outside the segment's range [500, 500+2^31-1]: "
+                           f"base offset {LONG_MAX}, last offset {LONG_MAX}")]
+    stats = [(s["unit"], s["n_read"], s["n_bad"], s["n_out"]) for s in rows if s["row_kind"] == "stats"]
+    assert stats == [("batch", 3, 1, 3)]
+    assert [(r["offset"], r["end_offset"]) for r in rows if r["file_kind"] == cm.RANGE] == [(500, 502)]

@@ -173,6 +173,17 @@ def test_metadata_log_segments_are_checked_too():
     assert all(r["error"] is None for r in metadata_records_rows(seg))
 
 
+def test_the_offsets_replay_checks_the_range_too():
+    """replay_segment (the reference of the __consumer_offsets ingestion) passes the base offset to the walk."""
+    from epochlib.offsets_log import OffsetsLogRecord, replay_segment
+
+    seg = kp_batch(0, key=None) + kp_batch(LONG_MAX, key=None) + kp_batch(1, key=None)
+    out = list(replay_segment(seg, segment_base_offset=0))
+    assert [type(i).__name__ for i in out] == ["OffsetsLogRecord", "BadBatch", "OffsetsLogRecord"]
+    assert [i.offset for i in out if isinstance(i, OffsetsLogRecord)] == [0, 1]
+    assert all(isinstance(i, OffsetsLogRecord) for i in replay_segment(seg))  # without a base: as before
+
+
 _OFFSETS = st.one_of(st.sampled_from([-(1 << 63), -1, 0, 1, 99, 100, SPAN, SPAN + 100, LONG_MAX - 1, LONG_MAX]),
                      st.integers(-(1 << 63), LONG_MAX))
 

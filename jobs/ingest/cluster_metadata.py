@@ -60,6 +60,7 @@ from epochlib.kraft import (
 from epochlib.kraft.arrow import HISTORY_SCHEMA, NOOP_VALUE, history_arrow, metadata_records_arrow
 from epochlib.kraft.codec import encode_record
 from epochlib.kraft.dumptext import detect_metadata_dump, dump_files, iter_dump_entries
+from epochlib.records import segment_base_offset
 from jobs.fs import FileEntry, open_reader
 
 from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, side_row, stats_row
@@ -238,7 +239,8 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     if form == KDUMP:
         yield from _decode_dump(src, data)
         return
-    rb = metadata_records_arrow(data)
+    # a segment's batches must lie in its file name's offset range (a snapshot's start at 0 whatever its name)
+    rb = metadata_records_arrow(data, segment_base_offset=segment_base_offset(name) if form == KSEGMENT else None)
     is_kind = "snapshot" if form == KSNAPSHOT else "log"
     err = rb.column("error")
     bad_batch = pc.and_(pc.is_valid(err), pc.is_null(rb.column("offset")))

@@ -207,7 +207,9 @@ def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
                 out.add(stats_row(src, "file", 1, 1, 0))
                 yield out.flush()
                 continue
-            heads, _ = next(segment_tables(buf, start, with_records=False))  # headers only: one piece
+            # headers only: one piece
+            heads, _ = next(segment_tables(buf, start, with_records=False,
+                                           segment_base_offset=row.get("base_offset")))
             del buf
             heads = _date_checked(heads)
             err = pc.is_valid(heads.column("error"))
@@ -274,7 +276,9 @@ def lineage_frame(work: DataFrame) -> DataFrame:
         F.first(F.when(kind == "topic_id", F.col("topic_id")), ignorenulls=True).alias("topic_id"),
         *(F.max(F.when((kind == "offset") & (F.col("column") == name), F.col("offset"))).alias(name)
           for name in ROOT_CHECKPOINTS.values()),
-        (F.max(F.when(kind == "batch", F.col("last_offset"))) + 1).alias("log_end_offset"),
+        # null when the last offset is Long.MAX (a segment named near it can hold one): no log end fits a long
+        F.try_add(F.max(F.when(kind == "batch", F.col("last_offset"))), F.lit(1).cast("long"))
+        .alias("log_end_offset"),
     )
     j = lec.join(facts, keys, "left")
     return j.select(

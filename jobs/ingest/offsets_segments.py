@@ -72,7 +72,7 @@ def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
             pieces = records.split_points(lambda pos, n: r.read_at(start + pos, n), length, PIECE_BYTES)
             for s, e in pieces:
                 buf = r.read_at(start + s, e - s)
-                for heads, rec in segment_tables(buf, start + s):
+                for heads, rec in segment_tables(buf, start + s, segment_base_offset=row.get("base_offset")):
                     yield from _decode_piece(heads, rec, row, p, side, counts)
                     if len(side) >= 8192:
                         yield side.flush()

@@ -43,6 +43,8 @@ RANGE_SCHEMA = pa.schema([
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),
     pa.field("snapshot_ms", pa.int64()),
+    # the base offset the segment's file name gives: the codec checks each batch's offsets against its range
+    pa.field("base_offset", pa.int64()),
 ])
 
 
@@ -129,15 +131,18 @@ DECODED_BUDGET = 32 << 20
 PIECE_BYTES = 8 << 20
 
 
-def segment_tables(buf: bytes, base: int, *, with_records: bool = True,
-                   budget: int | None = None) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None]]:
+def segment_tables(buf: bytes, base: int, *, with_records: bool = True, budget: int | None = None,
+                   segment_base_offset: int | None = None,
+                   ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None]]:
     """Decode a byte range of a segment with the codec's Arrow batch function, in pieces of at most
     ``budget`` (default :data:`DECODED_BUDGET`) decompressed bytes and :data:`PIECE_BYTES` input bytes
     (:func:`epochlib.records.iter_batches_arrow`): per piece, (one row per log entry, bad ones with
     ``error``/``raw``; one row per record, ``control_type`` as the marker name ``COMMIT``/``ABORT``/…
-    for control records). Without records there is one piece."""
+    for control records). Without records there is one piece. ``segment_base_offset`` (the file name's,
+    :data:`RANGE_SCHEMA` ``base_offset``): a batch outside the segment's offset range is a bad row."""
     for out in records.iter_batches_arrow(buf, base_position=base, with_records=with_records,
-                                          max_decoded=budget or DECODED_BUDGET, max_input=PIECE_BYTES):
+                                          max_decoded=budget or DECODED_BUDGET, max_input=PIECE_BYTES,
+                                          segment_base_offset=segment_base_offset):
         rec = out.records
         if rec is not None and rec.num_rows:
             ct = rec.column("control_type")

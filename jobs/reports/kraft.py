@@ -248,7 +248,9 @@ def _bound_evidence(spark: SparkSession, config: Config, cluster: str, window: t
     batches = fr.ms_columns(fr.read_silver(spark, config, "record_batches", cluster, window, inputs),
                             ("max_timestamp",))
     b = batches.where(F.col("topic").isin(topics)).select(
-        "topic", "partition", F.col("max_timestamp").alias("ts"), (F.col("last_offset") + 1).alias("offset"),
+        "topic", "partition", F.col("max_timestamp").alias("ts"),
+        # null (left out of the bounds) when the last offset is Long.MAX: no next offset fits a long
+        F.try_add(F.col("last_offset"), F.lit(1).cast("long")).alias("offset"),
         # as BatchHeader.pointer writes it (the re-check commands parse one form)
         F.concat(F.lit("segment:"), F.coalesce(F.col("source"), F.lit("?")), F.lit("@byte "),
                  F.coalesce(F.col("position").cast("string"), F.lit("?")), F.lit(" offset "),

@@ -1,0 +1,98 @@
+"""Segments at Kafka's limits, end to end through ``epoch-audit run`` on the shared local[1] session: what the
+user sees (exit code, status, unit counts, quarantine rows, silver rows) for segments that Kafka's own
+recovery (``LogSegment.recover``) handles without an error.
+
+Inputs are built with kafka-python's batch builder and ``struct`` (never with our encoder), as the
+reviewer's reproduction trees were.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable
+from test_records_segment_limits import LONG_MAX, kp_batch
+
+from jobs.cli import cli
+
+pytestmark = pytest.mark.spark
+
+SNAP = "snapshot=20240304T120000Z"
+DAY = "2024-03-04"
+T = 1_709_550_000_000  # 2024-03-04T11:00:00Z
+
+
+def _s16(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def commit_batch(base_offset: int, group: str, committed: int) -> bytes:
+    """A __consumer_offsets batch of one OffsetCommit (key v1, value v3) built with struct + kafka-python."""
+    key = struct.pack(">h", 1) + _s16(group) + _s16("orders") + struct.pack(">i", 0)
+    value = struct.pack(">hqi", 3, committed, 5) + _s16("") + struct.pack(">q", T)
+    return kp_batch(base_offset, key=key, value=value, epoch=5)
+
+
+def _write(path: Path, data: bytes | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def _run(tmp: Path, **inputs: Path) -> tuple[int, str, dict]:
+    args = ["run", "--from", DAY, "--output-root", str(tmp / "out"), "--cluster", "seg", "-q",
+            "--summary-json", str(tmp / "s.json")]
+    for kind, path in inputs.items():
+        args += [f"--{kind}", str(path)]
+    res = CliRunner().invoke(cli, args)
+    return res.exit_code, res.output, json.loads((tmp / "s.json").read_text())
+
+
+def _table(tmp: Path, name: str) -> list[dict]:
+    return DeltaTable(str(tmp / "out" / name)).to_pyarrow_table().to_pylist()
+
+
+@pytest.fixture(scope="module")
+def out_of_range(spark, tmp_path_factory):
+    """The reviewer's tree 3 (a log-dir segment 0 holding one CRC-valid batch at baseOffset 2^63-1), the same in
+    a __consumer_offsets segment, and a segment whose name allows that offset (09223372036854775807.log)."""
+    tmp = tmp_path_factory.mktemp("out_of_range")
+    snap = tmp / "logdirs" / "broker=1" / SNAP
+    _write(snap / "h-0" / "leader-epoch-checkpoint", f"0\n1\n0 {LONG_MAX}\n")
+    _write(snap / "h-0" / "00000000000000000000.log", kp_batch(LONG_MAX))
+    _write(snap / "m-0" / "leader-epoch-checkpoint", f"0\n1\n0 {LONG_MAX}\n")
+    _write(snap / "m-0" / "09223372036854775807.log", kp_batch(LONG_MAX))
+    _write(snap / "replication-offset-checkpoint", f"0\n2\nh 0 {LONG_MAX}\nm 0 {LONG_MAX}\n")
+    seg = tmp / "offsets" / "broker=1" / "__consumer_offsets-0" / "00000000000000000000.log"
+    _write(seg, commit_batch(0, "g", 10) + commit_batch(LONG_MAX, "g", 11) + commit_batch(1, "g", 12))
+    code, output, summary = _run(tmp, logdirs=tmp / "logdirs", offsets=tmp / "offsets")
+    return tmp, code, output, summary
+
+
+def test_a_batch_outside_its_segments_range_is_one_quarantined_batch_not_a_failed_run(out_of_range):
+    tmp, code, output, summary = out_of_range
+    assert code == 0, output
+    assert summary["status"] == "partial" and summary["error"] is None
+    q = sorted((r["source_kind"], r["unit"], r["position"], r["reason"]) for r in _table(tmp, "quarantine"))
+    reason = f"offsets outside the segment's range [0, 0+2^31-1]: base offset {LONG_MAX}, last offset {LONG_MAX}"
+    first = len(commit_batch(0, "g", 10))
+    assert q == [("logdirs", "batch", 0, reason), ("offsets", "batch", first, reason)]
+    units = {(u["source_kind"], u["unit"]): (u["read"], u["quarantined"]) for u in summary["units"]}
+    assert units[("logdirs", "batch")] == (2, 1) and units[("offsets", "batch")] == (3, 1)
+    # the commits around it are read
+    assert sorted(r["committed_offset"] for r in _table(tmp, "offset_commits")) == [10, 12]
+
+
+def test_a_last_offset_of_long_max_gives_no_log_end_offset_instead_of_an_overflow(out_of_range):
+    """A segment named 09223372036854775807.log may hold a batch at 2^63-1: it is decoded, and the log end offset
+    (last offset + 1) does not fit a long: null, not ARITHMETIC_OVERFLOW failing the run (Spark's ANSI mode)."""
+    tmp, code, output, _ = out_of_range
+    assert code == 0, output
+    batches = [(r["topic"], r["base_offset"], r["last_offset"]) for r in _table(tmp, "record_batches")]
+    assert batches == [("m", LONG_MAX, LONG_MAX)]
+    lineage = {r["topic"]: (r["log_end_offset"], r["high_watermark"]) for r in _table(tmp, "epoch_lineage")}
+    assert lineage == {"h": (None, LONG_MAX), "m": (None, LONG_MAX)}
