@@ -24,12 +24,13 @@ from .coordinator import decode_offsets_arrow, decode_record
 from .errors import DecodeError
 from .lineage import LeaderEpochCache
 from .protocol import decode_metadata_response, decode_request_header, metadata_observations_arrow
-from .records import BadBatch, Batch, batches_arrow, decode_batch, iter_batches
+from .records import BadBatch, Batch, IncompleteTail, batches_arrow, decode_batch, iter_batches
 
 __all__ = [
     "BadBatch",
     "Batch",
     "DecodeError",
+    "IncompleteTail",
     "LeaderEpochCache",
     "batches_arrow",
     "decode_batch",

@@ -19,7 +19,7 @@ from typing import Any
 
 from .coordinator import CoordinatorRecord, decode_record
 from .errors import DecodeError
-from .records import BadBatch, Buffer, iter_batches
+from .records import BadBatch, Buffer, IncompleteTail, iter_batches
 
 __all__ = ["OffsetsLogRecord", "replay_segment", "resolve_txn_states"]
 
@@ -78,19 +78,22 @@ class OffsetsLogRecord:
     error: str | None = None
 
 
-def replay_segment(buf: Buffer, *, base_position: int = 0,
-                   segment_base_offset: int | None = None) -> Iterator[OffsetsLogRecord | BadBatch]:
+def replay_segment(
+    buf: Buffer, *, base_position: int = 0, segment_base_offset: int | None = None, ends_file: bool = False,
+) -> Iterator[OffsetsLogRecord | BadBatch | IncompleteTail]:
     """Decode a ``__consumer_offsets`` segment (or byte range of one) with transaction markers applied.
 
     Bad batches come out as :class:`~epochlib.records.BadBatch` where they occur (with ``segment_base_offset``,
-    the file name's, a batch outside the segment's offset range too: :func:`~epochlib.records.iter_batches`);
+    the file name's, a batch outside the segment's offset range too), and with ``ends_file`` an incomplete
+    final entry as an :class:`~epochlib.records.IncompleteTail` (:func:`~epochlib.records.iter_batches`);
     transactional records come out when their marker is read (or at the end, as ``open``), so the order is the
     replay order.
     """
 
     def items() -> Iterator[Any]:
-        for batch in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset):
-            if isinstance(batch, BadBatch):
+        for batch in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset,
+                                  ends_file=ends_file):
+            if isinstance(batch, BadBatch | IncompleteTail):
                 yield batch
                 continue
             for r in batch.records:
@@ -111,7 +114,7 @@ def replay_segment(buf: Buffer, *, base_position: int = 0,
                 yield item
 
     for item in resolve_txn_states(items()):
-        if isinstance(item, BadBatch):
+        if isinstance(item, BadBatch | IncompleteTail):
             yield item
             continue
         yield OffsetsLogRecord(

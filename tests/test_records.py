@@ -18,6 +18,7 @@ from epochlib.errors import DecodeError
 from epochlib.records import (
     BadBatch,
     Batch,
+    IncompleteTail,
     NewRecord,
     batches_arrow,
     decode_batch,
@@ -741,6 +742,15 @@ def _no_surprises(data: bytes) -> None:
         decode_batch(data)
     res = batches_arrow(data)
     assert res.batches.num_rows == len(list(iter_batches(data, decode_records=False)))
+    # a whole segment file named for offset 0: its end and its offset range are checked too
+    seg = {"ends_file": True, "segment_base_offset": 0}
+    items = list(iter_batches(data, **seg))
+    assert all(isinstance(i, Batch | BadBatch) for i in items[:-1])
+    tail = items[-1] if items and isinstance(items[-1], IncompleteTail) else None
+    res = batches_arrow(data, **seg)
+    assert res.tail == tail
+    assert res.batches.column("error").to_pylist() == [
+        i.reason if isinstance(i, BadBatch) else None for i in items if not isinstance(i, IncompleteTail)]
 
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -792,12 +802,23 @@ def test_fuzz_flipped_bytes_in_valid_segment(flips):
 
 
 def test_truncation_at_every_position():
+    ends = {p + n for p, n in scan_batch_boundaries(_SEG)}
+    starts = [p for p, _ in scan_batch_boundaries(_SEG)]
     for cut in range(len(_SEG) + 1):
         data = _SEG[:cut]
         _no_surprises(data)
         items = list(iter_batches(data))
-        if cut and cut not in {p + n for p, n in scan_batch_boundaries(_SEG)}:
+        if cut and cut not in ends:
             assert items[-1].reason.startswith("torn tail")
+        # at the end of a file: the cut entry is a tail (or, if only zero bytes of it are there, nothing)
+        items = list(iter_batches(data, ends_file=True))
+        assert all(isinstance(i, Batch) for i in items[:-1])
+        if cut and cut not in ends:
+            start = max(p for p in starts if p < cut)
+            if data[start:].strip(b"\0"):
+                assert items[-1] == IncompleteTail(start, cut - start, items[-1].announced)
+            else:
+                assert all(isinstance(i, Batch) for i in items)
 
 
 _MANY = _many_batches(40, lambda i: 1 + i % 4)

@@ -1,5 +1,7 @@
 """A segment's limits as Kafka's recovery (``LogSegment.recover``) knows them, in the codec's segment walk:
-the offset range its file name allows. Both walks — the per-entry reference
+the offset range its file name allows, and its end — a zero fill after the last entry (``log.preallocate``)
+and a final entry the file ends inside (a copy of the active segment) are the end of the log, not bad
+data (``FileLogInputStream.nextBatch`` returns null). Both walks — the per-entry reference
 (:func:`epochlib.records.iter_batches`) and the Arrow batch function (:func:`epochlib.records.batches_arrow`,
 its numpy fast path included) — and the KRaft metadata-log functions built on them must agree.
 
@@ -22,6 +24,7 @@ from epochlib.kraft.codec import MetadataError, iter_metadata_log
 from epochlib.records import (
     BadBatch,
     Batch,
+    IncompleteTail,
     batches_arrow,
     iter_batches,
     iter_batches_arrow,
@@ -55,40 +58,49 @@ def kp_legacy(offset: int, magic: int = 1) -> bytes:
     return bytes(raw)
 
 
-def reference(buf: bytes, **kw) -> tuple[list[tuple], list[tuple]]:
-    heads, recs = [], []
+def reference(buf: bytes, **kw) -> tuple[list[tuple], list[tuple], IncompleteTail | None]:
+    heads, recs, tail = [], [], None
     for b in iter_batches(buf, **kw):
+        assert tail is None  # an incomplete tail is the last item
+        if isinstance(b, IncompleteTail):
+            tail = b
+            continue
         if isinstance(b, BadBatch):
             heads.append((b.position, b.length, None, None, b.reason))
             continue
         heads.append((b.position, b.size, b.base_offset, b.last_offset, None))
         recs += [(b.position, r.offset, r.key, r.value) for r in b.records]
-    return heads, recs
+    return heads, recs, tail
 
 
-def arrow(buf: bytes, **kw) -> tuple[list[tuple], list[tuple]]:
+def arrow(buf: bytes, **kw) -> tuple[list[tuple], list[tuple], IncompleteTail | None]:
     res = batches_arrow(buf, **kw)
     t = res.batches.to_pydict()
     heads = list(zip(t["position"], t["size"], t["base_offset"], t["last_offset"], t["error"], strict=True))
     r = res.records.to_pydict()
-    return heads, list(zip(r["batch_position"], r["offset"], r["key"], r["value"], strict=True))
+    return heads, list(zip(r["batch_position"], r["offset"], r["key"], r["value"], strict=True)), res.tail
 
 
-def pieces(buf: bytes, **kw) -> tuple[list[tuple], list[tuple]]:
-    """:func:`iter_batches_arrow` with one-entry pieces, joined."""
-    heads, recs = [], []
+def pieces(buf: bytes, **kw) -> tuple[list[tuple], list[tuple], IncompleteTail | None]:
+    """:func:`iter_batches_arrow` with one-entry pieces, joined (the last piece carries the tail)."""
+    heads, recs, tails = [], [], []
     for res in iter_batches_arrow(buf, max_decoded=1, max_input=1, **kw):
         t = res.batches.to_pydict()
         heads += zip(t["position"], t["size"], t["base_offset"], t["last_offset"], t["error"], strict=True)
         r = res.records.to_pydict()
         recs += zip(r["batch_position"], r["offset"], r["key"], r["value"], strict=True)
-    return heads, recs
+        tails.append(res.tail)
+    assert all(t is None for t in tails[:-1])
+    return heads, recs, tails[-1] if tails else None
 
 
-def agree(buf: bytes, **kw) -> tuple[list[tuple], list[tuple]]:
+def agree(buf: bytes, **kw) -> tuple[list[tuple], list[tuple], IncompleteTail | None]:
     ref = reference(buf, **kw)
     assert arrow(buf, **kw) == ref
     assert pieces(buf, **kw) == ref
+    without_records = batches_arrow(buf, with_records=False, **kw)
+    assert (without_records.batches.column("error").to_pylist(), without_records.tail) == (
+        [h[4] for h in ref[0]], ref[2])
     return ref
 
 
@@ -107,7 +119,7 @@ def test_a_batch_at_long_max_in_segment_zero_is_bad_not_a_batch():
     """The reviewer's tree: one CRC-valid batch whose baseOffset (outside the CRC) is 2^63-1, in
     00000000000000000000.log. Kafka's recovery rejects it (LogSegmentOffsetOverflowException)."""
     seg = kp_batch(LONG_MAX)
-    heads, recs = agree(seg, segment_base_offset=0)
+    heads, recs, _ = agree(seg, segment_base_offset=0)
     assert recs == []
     assert heads == [(0, len(seg), None, None, "offsets outside the segment's range [0, 0+2^31-1]: "
                       f"base offset {LONG_MAX}, last offset {LONG_MAX}")]
@@ -130,7 +142,7 @@ def test_a_batch_at_long_max_in_segment_zero_is_bad_not_a_batch():
 def test_batches_outside_the_range_are_bad_both_walks_agree(seg_base, base, n, ok):
     before, after = kp_batch(seg_base), kp_batch(seg_base, value=b"after")
     seg = before + kp_batch(base, n) + after
-    heads, recs = agree(seg, segment_base_offset=seg_base)
+    heads, recs, _ = agree(seg, segment_base_offset=seg_base)
     assert [h[4] is None for h in heads] == [True, ok, True]
     if not ok:
         assert heads[1][4].startswith(f"offsets outside the segment's range [{seg_base}, {seg_base}+2^31-1]: "
@@ -142,7 +154,7 @@ def test_batches_outside_the_range_are_bad_both_walks_agree(seg_base, base, n, o
 
 def test_legacy_entries_are_checked_too():
     seg = kp_legacy(5) + kp_legacy(1 << 40) + kp_legacy(6, magic=0)
-    heads, _ = agree(seg, segment_base_offset=5)
+    heads, _, _ = agree(seg, segment_base_offset=5)
     assert [h[4] is None for h in heads] == [True, False, True]
     assert heads[1][4] == f"offsets outside the segment's range [5, 5+2^31-1]: base offset {1 << 40}, last offset {1 << 40}"
 
@@ -152,7 +164,7 @@ def test_the_vectorised_path_agrees_on_many_batches_with_some_outside():
     bases = [1000 + 3 * i for i in range(48)]
     bases[7], bases[30], bases[41] = 999, 1001 + SPAN, -1  # before, after, negative
     seg = b"".join(kp_batch(b, 1 + i % 3) for i, b in enumerate(bases))
-    heads, recs = agree(seg, segment_base_offset=1000)
+    heads, recs, _ = agree(seg, segment_base_offset=1000)
     assert [i for i, h in enumerate(heads) if h[4] is not None] == [7, 30, 41]
     assert len(recs) == sum(1 + i % 3 for i in range(48) if i not in (7, 30, 41))
 
@@ -195,6 +207,146 @@ def test_fuzz_any_offsets_both_walks_agree(seg_base, bases):
     """Any int64 in the offset fields (outside the CRC): the reference, the Arrow function and its pieces give
     the same rows, and every batch kept lies in the segment's range."""
     seg = b"".join(kp_batch(b, n) for b, n in bases)
-    heads, recs = agree(seg, segment_base_offset=seg_base)
+    heads, recs, _ = agree(seg, segment_base_offset=seg_base)
     for _pos, _size, base, last, err in heads:
         assert err is not None or seg_base <= base <= last <= min(seg_base + SPAN, LONG_MAX)
+
+
+# ------------------------------------------------------------------- the end of a segment file
+
+
+def data_segment() -> tuple[bytes, bytes]:
+    """The reviewer's tree 4: 20 records in two batches (epochs 0 and 1), and the batch that would come next."""
+    seg = kp_batch(0, 10, epoch=0) + kp_batch(10, 10, epoch=1)
+    return seg, kp_batch(20, 1, epoch=1)
+
+
+@pytest.mark.parametrize("zeros", [1, 7, 16, 17, 61, 4096])
+def test_a_zero_fill_after_the_last_entry_is_the_end_of_the_data(zeros):
+    """log.preallocate=true: the active segment is zero-filled after the data. At the end of the file that is
+    the end of the log — no bad batch, no tail — where it was quarantined as "invalid entry size 0 for magic 0"
+    (or a torn tail, under 17 bytes), which a walk not told it reaches the file's end still reports."""
+    seg, _ = data_segment()
+    heads, recs, tail = agree(seg + bytes(zeros), ends_file=True)
+    assert (heads, recs, tail) == reference(seg)
+    assert len(heads) == 2 and len(recs) == 20 and tail is None
+    (*_, last) = iter_batches(seg + bytes(zeros))
+    assert isinstance(last, BadBatch)
+    assert last.reason == ("invalid entry size 0 for magic 0" if zeros >= 17 else f"torn tail: {zeros} bytes")
+
+
+def test_a_zero_filled_file_holds_nothing():
+    assert agree(bytes(4096), ends_file=True) == ([], [], None)
+
+
+@pytest.mark.parametrize("cut", [8, 11, 12, 16, 17, 30, 60, 61, -1])
+def test_a_final_entry_the_file_ends_inside_is_a_tail_not_a_bad_batch(cut):
+    """A live copy of the active segment: the last batch half-copied. Kafka's reader ends the log before it; the
+    walk ends with an IncompleteTail (no row, nothing decoded from it), the batches before it whole."""
+    seg, nxt = data_segment()
+    part = nxt[:cut]
+    heads, recs, tail = agree(seg + part, ends_file=True)
+    assert (heads, recs) == reference(seg)[:2]
+    announced = len(nxt) if len(part) >= 17 else None
+    assert tail == IncompleteTail(len(seg), len(part), announced)
+    if announced is None:
+        assert tail.reason == f"incomplete entry at the end of the file: {len(part)} bytes, fewer than the " \
+                              "17-byte entry header"
+    else:
+        assert tail.reason == f"incomplete entry at the end of the file: {len(part)} of the {len(nxt)} bytes " \
+                              "its size field announces"
+    # positions are the file's: a range read from byte 1000 on
+    assert agree(seg + part, ends_file=True, base_position=1000)[2].position == 1000 + len(seg)
+    # a walk not told it reaches the end of the file: a torn tail, a bad batch, as before
+    assert reference(seg + part)[0][-1][4] == f"torn tail: {len(part)} bytes"
+
+
+def test_a_cut_in_the_leading_zeros_of_the_next_base_offset_looks_like_a_zero_fill():
+    """The first bytes of an entry are its baseOffset's high bytes, zero for any offset below 2^8: a copy cut
+    there leaves only zeros, which are the end of the data as well (nothing to count, nothing lost)."""
+    seg, nxt = data_segment()
+    assert nxt[:7] == bytes(7)
+    assert agree(seg + nxt[:7], ends_file=True) == reference(seg)
+
+
+def test_a_bad_entry_before_the_end_stays_a_bad_batch():
+    """Only the end of the file is a limit of the copy: damage before it stays quarantined, also with ends_file."""
+    seg, nxt = data_segment()
+    first = len(kp_batch(0, 10))
+    # a size field no entry can have, in the middle: the walk stops there (the rest cannot be framed)
+    insane = bytearray(seg + nxt)
+    struct.pack_into(">i", insane, first + 8, -5)
+    heads, _, tail = agree(bytes(insane), ends_file=True)
+    assert [h[4] for h in heads] == [None, "invalid entry size -5"] and tail is None
+    # a CRC failure in the middle: one bad batch, the next one read
+    crc = bytearray(seg + nxt)
+    crc[first + 70] ^= 0xFF
+    heads, recs, tail = agree(bytes(crc), ends_file=True)
+    assert [h[4] is None for h in heads] == [True, False, True] and "crc" in heads[1][4].lower()
+    assert tail is None and len(recs) == 11
+    # zeros in the middle, then data: not a fill to the end
+    heads, _, tail = agree(seg + bytes(100) + nxt, ends_file=True)
+    assert [h[4] for h in heads][2:] == ["invalid entry size 0 for magic 0"] and tail is None
+    # the last whole batch broken, then the fill: the batch is bad, the fill is still the end of the data
+    broken = bytearray(seg)
+    broken[-1] ^= 0xFF
+    heads, _, tail = agree(bytes(broken) + bytes(512), ends_file=True)
+    assert [h[4] is None for h in heads] == [True, False] and tail is None
+
+
+def test_metadata_log_segments_end_the_same_way():
+    seg = kp_batch(0, 2, key=None, value=NOOP) + kp_batch(2, key=None, value=NOOP)
+    nxt = kp_batch(3, key=None, value=NOOP)
+    for data, tail in ((seg + nxt[:30], IncompleteTail(len(seg), 30, len(nxt))), (seg + bytes(4096), None)):
+        rows = metadata_records_rows(data, segment_base_offset=0, ends_file=True)
+        assert metadata_records_arrow(data, segment_base_offset=0, ends_file=True).to_pylist() == rows
+        assert [r["offset"] for r in rows] == [0, 1, 2] + ([None] if tail else [])
+        assert all(r["error"] is None and r["tail"] is None for r in rows[:3])
+        if tail is not None:
+            assert rows[3]["tail"] is True and rows[3]["error"] == tail.reason
+            assert rows[3]["batch_position"] == len(seg) and rows[3]["value"] is None
+        items = list(iter_metadata_log(data, segment_base_offset=0, ends_file=True))
+        assert [type(i).__name__ for i in items] == ["MetadataEntry"] * 3 + (["IncompleteTail"] if tail else [])
+        assert (items[3] if tail else None) == tail
+    # a snapshot (written whole; not ends_file): a cut one is bad, as before
+    rows = metadata_records_rows(seg + nxt[:30])
+    assert metadata_records_arrow(seg + nxt[:30]).to_pylist() == rows
+    assert rows[-1]["error"] == "torn tail: 30 bytes" and rows[-1]["tail"] is None
+
+
+def test_the_offsets_replay_ends_the_same_way():
+    from epochlib.offsets_log import OffsetsLogRecord, replay_segment
+
+    seg, nxt = data_segment()
+    out = list(replay_segment(seg + nxt[:40], ends_file=True))
+    assert [type(i).__name__ for i in out] == ["OffsetsLogRecord"] * 20 + ["IncompleteTail"]
+    assert all(isinstance(i, OffsetsLogRecord) for i in replay_segment(seg + bytes(100), ends_file=True))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 40), cut=st.integers(0, 200), zeros=st.integers(0, 300),
+       flips=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 255)), max_size=3),
+       seg_base=st.sampled_from([None, 0, 5]))
+def test_fuzz_cut_padded_and_flipped_segment_ends_agree(n, cut, zeros, flips, seg_base):
+    """A segment of n batches cut anywhere in a further one, zero-filled or not, bytes flipped or not: the
+    reference, the Arrow function and its pieces agree (tail included). Without flips every batch before the
+    cut is read, and the cut one is a tail — or, when the fill completes the length it announces, a bad entry
+    (its CRC fails), as a crash while writing a preallocated segment leaves it."""
+    whole = b"".join(kp_batch(i * 3, 1 + i % 3) for i in range(n))
+    nxt = kp_batch(n * 3, 2)
+    part = nxt[: cut % len(nxt)]
+    data = bytearray(whole + part + bytes(zeros))
+    for pos, x in flips:
+        data[pos % len(data)] ^= x
+    heads, recs, tail = agree(bytes(data), ends_file=True, segment_base_offset=seg_base)
+    if flips or seg_base == 5:  # 5: the batches at 0..4 are outside the range
+        return
+    assert [h[4] for h in heads[:n]] == [None] * n and len(recs) == sum(1 + i % 3 for i in range(n))
+    extra = heads[n:]
+    if not part.strip(b"\0"):  # nothing but the zero high bytes of its base offset: a fill like the rest
+        assert (extra, tail) == ([], None)
+    elif not zeros:
+        assert extra == [] and tail == IncompleteTail(len(whole), len(part), len(nxt) if len(part) >= 17 else None)
+    else:
+        assert (len(extra), tail is None) in ((1, True), (0, False))
+        assert tail is None or (tail.position, tail.length) == (len(whole), len(part) + zeros)

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from .._wire import Buffer, uuid_to_str
 from ..errors import DecodeError
-from ..records import BadBatch, batches_arrow, iter_batches
+from ..records import BadBatch, IncompleteTail, batches_arrow, iter_batches
 from .codec import decode_control_value, decode_record_value
 from .replay import HistoryRow
 
@@ -51,6 +51,9 @@ RECORD_SCHEMA = pa.schema([
     ("data_json", pa.string()),
     ("value", pa.binary()),
     ("error", pa.string()),
+    # True on the row of the incomplete entry a segment file ends in (``ends_file``): a limit of the copy
+    # (Kafka's reader ends the log there), not bad data; ``error`` says what it is
+    ("tail", pa.bool_()),
 ])
 _NAMES = RECORD_SCHEMA.names
 NOOP_VALUE = b"\x01\x14\x00\x00"
@@ -103,11 +106,21 @@ def _reference_row(batch_position: int, offset: int, timestamp: int, raft_epoch:
     return row
 
 
-def metadata_records_rows(buf: Buffer, *, base_position: int = 0,
-                          segment_base_offset: int | None = None) -> list[dict[str, Any]]:
+def _tail_row(t: IncompleteTail) -> dict[str, Any]:
+    row = dict.fromkeys(_NAMES)
+    row.update(batch_position=t.position, error=t.reason, tail=True)
+    return row
+
+
+def metadata_records_rows(buf: Buffer, *, base_position: int = 0, segment_base_offset: int | None = None,
+                          ends_file: bool = False) -> list[dict[str, Any]]:
     """Reference for :func:`metadata_records_arrow`: one dict per record / bad batch, file order."""
     out = []
-    for b in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset):
+    for b in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset,
+                          ends_file=ends_file):
+        if isinstance(b, IncompleteTail):
+            out.append(_tail_row(b))
+            continue
         if isinstance(b, BadBatch):
             row = dict.fromkeys(_NAMES)
             row.update(batch_position=b.position, error=b.reason, value=b.raw_slice)
@@ -129,13 +142,15 @@ def _b64url_uuids(u8: np.ndarray) -> np.ndarray:
     return chars.copy().view("S22").ravel()
 
 
-def metadata_records_arrow(buf: Buffer, *, base_position: int = 0,
-                           segment_base_offset: int | None = None) -> pa.RecordBatch:
+def metadata_records_arrow(buf: Buffer, *, base_position: int = 0, segment_base_offset: int | None = None,
+                           ends_file: bool = False) -> pa.RecordBatch:
     """Decode a metadata segment or snapshot into :data:`RECORD_SCHEMA` (equal to
-    :func:`metadata_records_rows`). ``segment_base_offset``: a segment's base offset (its file name's), so that a
-    batch outside the segment's offset range is a bad batch (:func:`epochlib.records.iter_batches`); not for
-    snapshots. Raises only DecodeError, for non-bytes input."""
-    ba = batches_arrow(buf, base_position=base_position, segment_base_offset=segment_base_offset)
+    :func:`metadata_records_rows`). For a segment (not a snapshot, which is written whole): its base offset (its
+    file name's), so that a batch outside the segment's offset range is a bad batch, and ``ends_file`` when
+    ``buf`` is the whole file, so that a zero fill after the last batch is no row and an incomplete final entry
+    one ``tail`` row (:func:`epochlib.records.iter_batches`). Raises only DecodeError, for non-bytes input."""
+    ba = batches_arrow(buf, base_position=base_position, segment_base_offset=segment_base_offset,
+                       ends_file=ends_file)
     batches, recs = ba.batches, ba.records
     bad = batches.filter(pc.is_valid(batches.column("error")))
     n = recs.num_rows
@@ -188,7 +203,7 @@ def metadata_records_arrow(buf: Buffer, *, base_position: int = 0,
         "is_control": is_control, "control_type": recs.column("control_type"),
         "api_key": (api_key, fast), "record_type": rtype, "version": (version, fast),
         "topic_id": topic_id, "partition_id": (partition_id, pcr), "leader": (leader, pcr),
-        "data_json": data_json, "error": np.full(n, None, object),
+        "data_json": data_json, "error": np.full(n, None, object), "tail": np.full(n, None, object),
     }
     value_keep = ~noop
     ref = []
@@ -231,11 +246,12 @@ def metadata_records_arrow(buf: Buffer, *, base_position: int = 0,
         else:
             arrays.append(pa.array(c.astype(f.type.to_pandas_dtype(), copy=False), f.type))
     table = pa.RecordBatch.from_arrays(arrays, schema=RECORD_SCHEMA)
-    if bad.num_rows:
+    if bad.num_rows or ba.tail is not None:
         extra = pa.RecordBatch.from_pylist(
             [{"batch_position": p, "error": e, "value": raw} for p, e, raw in zip(
                 bad.column("position").to_pylist(), bad.column("error").to_pylist(),
-                bad.column("raw").to_pylist(), strict=True)], schema=RECORD_SCHEMA)
+                bad.column("raw").to_pylist(), strict=True)]
+            + ([_tail_row(ba.tail)] if ba.tail is not None else []), schema=RECORD_SCHEMA)
         t = pa.Table.from_batches([table, extra]).combine_chunks()
         order = np.argsort(t.column("batch_position").to_numpy(), kind="stable")
         table = t.take(pa.array(order)).combine_chunks().to_batches()[0]

@@ -35,7 +35,7 @@ from .. import _wire as w
 from .._schema import decode, encode
 from .._wire import Buffer
 from ..errors import DecodeError
-from ..records import BadBatch, NewRecord, encode_batch, iter_batches
+from ..records import BadBatch, IncompleteTail, NewRecord, encode_batch, iter_batches
 from .schemas import CONTROL_NAMES, CONTROL_SPECS, RECORD_NAMES, RECORD_SPECS
 
 __all__ = [
@@ -229,15 +229,23 @@ def _control_key(control_type: int) -> bytes:
 # ------------------------------------------------------------------ log walking
 
 
-def iter_metadata_log(buf: Buffer, *, base_position: int = 0,
-                      segment_base_offset: int | None = None) -> Iterator[MetadataEntry | MetadataError]:
+def iter_metadata_log(
+    buf: Buffer, *, base_position: int = 0, segment_base_offset: int | None = None, ends_file: bool = False,
+) -> Iterator[MetadataEntry | MetadataError | IncompleteTail]:
     """Every record of a metadata segment or snapshot file, in file order.
 
     Bad batches (CRC, framing, torn tail, offsets outside the segment's range when
     ``segment_base_offset`` is given: :func:`epochlib.records.iter_batches`) and undecodable record values
-    become :class:`MetadataError` rows; walking goes on. Raises DecodeError only for non-bytes input.
+    become :class:`MetadataError` rows; walking goes on. With ``ends_file`` (a whole segment file) a zero
+    fill after the last batch ends the walk, and a final entry the file ends inside comes out as the codec's
+    :class:`~epochlib.records.IncompleteTail` (a limit of the copy, not an error). Raises DecodeError only
+    for non-bytes input.
     """
-    for b in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset):
+    for b in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset,
+                          ends_file=ends_file):
+        if isinstance(b, IncompleteTail):
+            yield b
+            continue
         if isinstance(b, BadBatch):
             yield MetadataError(b.position, "batch", b.reason, b.raw_slice)
             continue

@@ -3,13 +3,15 @@ the Arrow batch function (spec/kafka-formats.md §3, §4.1). This module is the 
 modules below each hold one concern:
 
 - :mod:`.values` — the value types (:class:`Record`, :class:`Batch`, :class:`BadBatch`,
-  :class:`NewRecord`), wire constants and the entry layout;
+  :class:`IncompleteTail`, :class:`NewRecord`), wire constants and the entry layout;
 - :mod:`.reference` — :func:`decode_batch`, the strict per-entry reference decoder (raises
   :class:`~epochlib.errors.DecodeError`, incl. for a CRC mismatch), the test oracle;
 - :mod:`.segments` — :func:`iter_batches` (never raises for bad data: a corrupt entry becomes a
   :class:`BadBatch` and the walk resumes at the next entry when the size field is sane; a torn tail
-  ends with ``BadBatch("torn tail: N bytes")``; given the segment's base offset, an entry outside its
-  offset range is a ``BadBatch`` too), :func:`segment_base_offset` (from the file name),
+  ends with ``BadBatch("torn tail: N bytes")``, but at the end of a file, as in Kafka's reader, a zero
+  fill ends the walk silently and an incomplete final entry with an :class:`IncompleteTail`; given the
+  segment's base offset, an entry outside its offset range is a ``BadBatch`` too),
+  :func:`segment_base_offset` (from the file name),
   :func:`scan_batch_boundaries`, :func:`split_points`;
 - :mod:`.encode` — writers for round-trip tests, fixtures and the simulator;
 - :mod:`.arrow` / :mod:`.fastpath` — :func:`batches_arrow`, the columnar version Spark calls, and its
@@ -50,6 +52,7 @@ from .values import (
     BadBatch,
     Batch,
     Buffer,
+    IncompleteTail,
     NewRecord,
     Record,
 )
@@ -67,6 +70,7 @@ __all__ = [
     "DEFAULT_MAX_DECODED",
     "FastV2",
     "HEADER_SIZE_UP_TO_MAGIC",
+    "IncompleteTail",
     "LOG_OVERHEAD",
     "RAW_SLICE_MAX",
     "RECORD_SCHEMA",

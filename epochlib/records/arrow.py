@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from .._compression import CODEC_NAMES
 from .fastpath import FastV2, _gather_binary, decode_v2_fast
-from .segments import _entry_extent, _entry_or_bad, _offset_range, _raw
+from .segments import _entry_extent, _entry_or_bad, _offset_range, _raw, _stop
 from .values import (
     _ENTRY,
     _SIZE_MAGIC,
@@ -27,6 +27,7 @@ from .values import (
     BadBatch,
     Batch,
     Buffer,
+    IncompleteTail,
     Record,
     _as_buffer,
 )
@@ -78,10 +79,12 @@ RECORD_SCHEMA = pa.schema(
 
 
 class BatchesArrow(NamedTuple):
-    """Result of :func:`batches_arrow`: one row per log entry, and one row per record."""
+    """Result of :func:`batches_arrow`: one row per log entry, and one row per record; ``tail`` the incomplete
+    entry the file ends in (only with ``ends_file``; no row: not an entry, not bad data)."""
 
     batches: pa.RecordBatch
     records: pa.RecordBatch | None
+    tail: IncompleteTail | None = None
 
 _CODEC_NAME_ARRAY = np.array([CODEC_NAMES[i] for i in range(len(CODEC_NAMES))], dtype=object)
 
@@ -110,22 +113,38 @@ def _scan_entries(buf: Buffer) -> tuple[list[int], list[tuple[int, int, str | No
     return fast, slow
 
 
+def _split_tail(
+    buf: Buffer, slow: list[tuple[int, int, str | None]], base_position: int, ends_file: bool
+) -> tuple[list[tuple[int, int, str | None]], IncompleteTail | None]:
+    """The scanned entries without where the walk stopped when that is the end of the data (a zero fill: dropped)
+    or an incomplete final entry (returned apart), as :func:`.segments.iter_batches` does with ``ends_file``."""
+    if not ends_file or not slow or slow[-1][2] is None:
+        return slow, None
+    pos, length, problem = slow[-1]
+    last = _stop(buf, pos, length, problem, base_position, ends_file)
+    if isinstance(last, BadBatch):
+        return slow, None
+    return slow[:-1], last
+
+
 def batches_arrow(
     buf: Buffer, *, base_position: int = 0, with_records: bool = True, verify_crc: bool = True,
-    segment_base_offset: int | None = None,
+    segment_base_offset: int | None = None, ends_file: bool = False,
 ) -> BatchesArrow:
     """Decode a segment (or byte range) into Arrow: a batch-header table with one row per
     entry — bad ones included, with ``error`` and ``raw`` (≤ 4096 bytes) set and the decoded
     columns null — and, when ``with_records``, a records table in file order.
 
-    ``segment_base_offset`` as for :func:`iter_batches` (entries outside the segment's offset range
-    are bad). Agrees with :func:`iter_batches` (the reference) row for row. Raises only
+    ``segment_base_offset`` and ``ends_file`` as for :func:`iter_batches` (entries outside the segment's
+    offset range are bad; at the end of the file a zero fill is no row, and an incomplete final entry is
+    ``tail``, no row). Agrees with :func:`iter_batches` (the reference) row for row. Raises only
     :class:`~epochlib.errors.DecodeError`, and only for a non-bytes-like ``buf``.
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
+    slow, tail = _split_tail(buf, slow, base_position, ends_file)
     rng = _offset_range(segment_base_offset)
-    return _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]
+    return _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]._replace(tail=tail)
 
 
 #: Decompressed bytes :func:`iter_batches_arrow` lets one piece hold (plus at most one batch, which the
@@ -136,19 +155,22 @@ DEFAULT_MAX_DECODED = 32 << 20
 def iter_batches_arrow(
     buf: Buffer, *, base_position: int = 0, with_records: bool = True, verify_crc: bool = True,
     max_decoded: int = DEFAULT_MAX_DECODED, max_input: int | None = None, segment_base_offset: int | None = None,
+    ends_file: bool = False,
 ) -> Iterator[BatchesArrow]:
     """:func:`batches_arrow` in pieces that each hold at most about ``max_decoded`` decompressed bytes
     (plus one batch) and, with ``max_input``, entries starting within ``max_input`` bytes of the piece's
     first: the per-batch decompression cap alone lets a run of small batches that each inflate to just
     under it (32 batches of 2 KB) hold gigabytes at once, and the decoded columns of a whole 64 MiB range
     take ~13x its size. Entries are in file order across pieces; the pieces together are exactly
-    :func:`batches_arrow`'s rows. Without records nothing is decompressed and there is one piece.
+    :func:`batches_arrow`'s rows. Without records nothing is decompressed and there is one piece. The last
+    piece carries the ``tail`` (with ``ends_file``).
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
+    slow, tail = _split_tail(buf, slow, base_position, ends_file)
     rng = _offset_range(segment_base_offset)
     if not with_records or (not fast_pos and not slow):
-        yield _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]
+        yield _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]._replace(tail=tail)
         return
     budget = max(1, int(max_decoded))
     while fast_pos or slow:
@@ -157,10 +179,10 @@ def iter_batches_arrow(
         fp = fast_pos[: bisect.bisect_left(fast_pos, limit)]
         sl = slow[: bisect.bisect_left([p for p, _, _ in slow], limit)]
         out, stop = _decode(buf, fp, sl, base_position, with_records, verify_crc, budget, rng)
-        yield out
         nxt = limit if stop is None else stop
         fast_pos = fast_pos[bisect.bisect_left(fast_pos, nxt):]
         slow = slow[bisect.bisect_left([p for p, _, _ in slow], nxt):]
+        yield out if fast_pos or slow else out._replace(tail=tail)
 
 
 def _decode(
@@ -179,7 +201,7 @@ def _decode(
             break
         if problem is None:
             slow_items.append(_entry_or_bad(buf, pos, length, verify_crc, with_records, base_position, offset_range))
-        else:
+        else:  # where the walk stopped, and it is bad (:func:`_split_tail` took out what is not)
             reason = f"torn tail: {length} bytes" if problem == "torn" else problem
             slow_items.append(BadBatch(base_position + pos, reason, _raw(buf, pos, length), length))
 

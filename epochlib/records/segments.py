@@ -1,14 +1,19 @@
 """Walking a segment (or a byte range of one): :func:`iter_batches` never raises for bad data — a
 corrupt entry becomes a :class:`~.values.BadBatch` and the walk resumes at the next entry when the
 size field is sane (bad CRC recovery); a torn tail ends the walk with a final
-``BadBatch("torn tail: N bytes")``. :func:`scan_batch_boundaries` and :func:`split_points` read only
-entry headers, to plan byte ranges (spec/kafka-formats.md §3.1, §4.1).
+``BadBatch("torn tail: N bytes")`` — unless the bytes run to the end of the file (``ends_file``), where
+the walk ends as Kafka's reader does: at zero bytes after the last entry (a preallocated segment's fill),
+silently, and at an incomplete final entry with an :class:`~.values.IncompleteTail`.
+:func:`scan_batch_boundaries` and :func:`split_points` read only entry headers, to plan byte ranges
+(spec/kafka-formats.md §3.1, §4.1).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+
+import numpy as np
 
 from ..errors import DecodeError
 from .reference import _decode_entry
@@ -21,6 +26,7 @@ from .values import (
     BadBatch,
     Batch,
     Buffer,
+    IncompleteTail,
     _as_buffer,
 )
 
@@ -81,10 +87,35 @@ def _entry_extent(buf: Buffer, pos: int, n: int) -> tuple[int, str | None]:
     return length, None
 
 
+def _zero_fill(buf: Buffer, pos: int) -> bool:
+    """True when every byte from ``pos`` on is zero (a preallocated segment's fill after the data)."""
+    return not np.frombuffer(buf, np.uint8)[pos:].any()
+
+
+def _stop(
+    buf: Buffer, pos: int, length: int, problem: str, base_position: int, ends_file: bool
+) -> BadBatch | IncompleteTail | None:
+    """What a walk gives where it stops at an entry it cannot frame (``problem``: "torn" or a reason).
+
+    At the end of a file (``ends_file``) zero bytes from an entry boundary on are the end of the data (None:
+    nothing), and an entry the file ends inside is an :class:`IncompleteTail`, as Kafka's reader takes both;
+    anything else is a :class:`BadBatch`.
+    """
+    if ends_file:
+        if _zero_fill(buf, pos):
+            return None
+        if problem == "torn":
+            whole = length >= HEADER_SIZE_UP_TO_MAGIC  # the header is there: its size field announces the length
+            announced = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1] if whole else None
+            return IncompleteTail(base_position + pos, length, announced)
+    reason = f"torn tail: {length} bytes" if problem == "torn" else problem
+    return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+
+
 def iter_batches(
     buf: Buffer, *, base_position: int = 0, verify_crc: bool = True, decode_records: bool = True,
-    segment_base_offset: int | None = None,
-) -> Iterator[Batch | BadBatch]:
+    segment_base_offset: int | None = None, ends_file: bool = False,
+) -> Iterator[Batch | BadBatch | IncompleteTail]:
     """Iterate over the log entries of a segment (or a byte range of one), lazily.
 
     Yields a :class:`Batch` per good entry and a :class:`BadBatch` for a CRC mismatch or an
@@ -99,6 +130,13 @@ def iter_batches(
     Kafka's recovery rejects it, and an offset field is outside the CRC, so a CRC-valid batch can
     carry any value there.
 
+    With ``ends_file`` (``buf`` runs to the end of its segment file) the walk ends where Kafka's reader
+    ends it without an error: zero bytes from an entry boundary to the end (``log.preallocate``'s fill)
+    yield nothing, and a final entry cut short (fewer bytes left than announced, or than the 17-byte
+    header; e.g. a copy of the active segment) yields an :class:`IncompleteTail` instead of the torn
+    tail's ``BadBatch``. A bad entry before the end (a size no entry can have, a CRC failure) stays a
+    ``BadBatch``.
+
     Raises:
         DecodeError: only when ``buf`` is not a bytes-like object.
     """
@@ -109,8 +147,9 @@ def iter_batches(
     while pos < n:
         length, problem = _entry_extent(buf, pos, n)
         if problem is not None:
-            reason = f"torn tail: {length} bytes" if problem == "torn" else problem
-            yield BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+            last = _stop(buf, pos, length, problem, base_position, ends_file)
+            if last is not None:
+                yield last
             return
         yield _entry_or_bad(buf, pos, length, verify_crc, decode_records, base_position, offset_range)
         pos += length

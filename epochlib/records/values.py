@@ -31,6 +31,7 @@ __all__ = [
     "Buffer",
     "CONTROL_TYPE_NAMES",
     "HEADER_SIZE_UP_TO_MAGIC",
+    "IncompleteTail",
     "LOG_OVERHEAD",
     "NewRecord",
     "RAW_SLICE_MAX",
@@ -147,6 +148,32 @@ class BadBatch:
     reason: str
     raw_slice: bytes
     length: int
+
+
+@dataclass(frozen=True, slots=True)
+class IncompleteTail:
+    """Where a segment file ends inside an entry: fewer bytes are left than its size field announces, or than
+    the 17-byte entry header. Kafka's reader takes that as the end of the log, without an error
+    (``FileLogInputStream.nextBatch`` returns null), and recovery truncates the file there: in a copy of the
+    active segment taken while the broker wrote it, the last batch is half-copied. A limit of the copy, not
+    bad data (yielded only when the walk is told the bytes run to the file's end).
+
+    ``length`` bytes are present from ``position``; ``announced`` is the entry's length by its size field, or
+    None when fewer than 17 bytes are left.
+    """
+
+    position: int
+    length: int
+    announced: int | None
+
+    @property
+    def reason(self) -> str:
+        """What a note says of it."""
+        if self.announced is None:
+            return (f"incomplete entry at the end of the file: {self.length} bytes, fewer than the "
+                    f"{HEADER_SIZE_UP_TO_MAGIC}-byte entry header")
+        return (f"incomplete entry at the end of the file: {self.length} of the {self.announced} bytes its size "
+                "field announces")
 
 
 class NewRecord(NamedTuple):
