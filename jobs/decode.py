@@ -9,7 +9,9 @@ batch / record / entry / observation; anything undecodable is an ``{"type": "err
 line with its position, and decoding goes on. What is decoded but worth knowing — bytes after a
 complete MetadataResponse body or ``__consumer_offsets`` key/value (ignored, as Kafka's clients and
 tools do), or a value version above the newest known one (read with the newest layout) — gets an
-``{"type": "info", "unit", "position", "reason"}`` line right after the unit it concerns.
+``{"type": "info", "unit", "position", "reason"}`` line right after the unit it concerns; so does a
+segment's final entry that the file ends inside (the end of the log, as Kafka reads it: a copy of the
+active segment), while zero bytes after a segment's last entry (a preallocated segment) are no line.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
                 yield {"type": "record", **item}
     elif kind == "metadata-log":
         yield from _metadata_entries(kraft_codec.iter_metadata_log(
-            data, segment_base_offset=records.segment_base_offset(p.name)))
+            data, segment_base_offset=records.segment_base_offset(p.name), ends_file=True))
     elif kind == "metadata-snapshot":
         snap = kraft_snapshot.read_snapshot(data, name=p.name)
         yield {"type": "snapshot", "end_offset": snap.end_offset, "epoch": snap.epoch,
@@ -151,6 +153,9 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
 
 def _metadata_entries(items) -> Iterator[dict[str, Any]]:
     for e in items:
+        if isinstance(e, records.IncompleteTail):
+            yield _tail_info(e)
+            continue
         if isinstance(e, kraft_codec.MetadataError):
             yield {"type": "error", "unit": e.unit, "position": e.position, "offset": e.offset, "reason": e.reason}
             continue
@@ -216,9 +221,20 @@ def _observation_notes(obs: list[dict[str, Any]], unit: str, position: Any) -> I
         yield _info(unit, position, f"{n} bytes after the complete MetadataResponse body (ignored, as clients do)")
 
 
+def _tail_info(t: records.IncompleteTail) -> dict[str, Any]:
+    """The note for a final entry the file ends inside: not decoded, not an error (Kafka's reader ends the log
+    there; a copy of the active segment taken while the broker wrote it ends so)."""
+    return _info("batch", t.position, f"{t.reason}: the end of the log, as Kafka reads it (a copy of the active "
+                                      "segment ends so); not decoded")
+
+
 def _segment(data: bytes, offsets_decoder: bool, base_offset: int | None) -> Iterator[dict[str, Any]]:
-    """A segment's batches and records; ``base_offset`` (its file name's) bounds the batches' offsets."""
-    for item in records.iter_batches(data, segment_base_offset=base_offset):
+    """A segment file's batches and records; ``base_offset`` (its file name's) bounds the batches' offsets, and
+    its end is read as Kafka reads it (a zero fill: nothing; a final entry cut short: an info line)."""
+    for item in records.iter_batches(data, segment_base_offset=base_offset, ends_file=True):
+        if isinstance(item, records.IncompleteTail):
+            yield _tail_info(item)
+            continue
         if isinstance(item, records.BadBatch):
             yield {"type": "error", "unit": "batch", "position": item.position, "reason": item.reason,
                    "length": item.length}

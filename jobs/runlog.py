@@ -242,7 +242,8 @@ class SourceCounts:
     units_read: int | None = None
     """Defaults to ``units_decoded + units_quarantined``; when given, it must equal that sum."""
     units_unpaired: int | None = None
-    """Capture frames that are limits of the capture (unpaired, partial), counted apart from units_read."""
+    """Limits of the input counted apart from units_read: capture frames (unpaired, partial), segment files that
+    end inside a batch (a copy of the active segment)."""
 
     def __post_init__(self) -> None:
         _check("source_kind", self.source_kind, SOURCE_KINDS)

@@ -41,6 +41,7 @@ class Expect:
     record_batches: int = 0
     observations: int = 0
     quarantine: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, unit) -> n
+    unpaired: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, unit) -> limits of the input
 
 
 def commit_kv(group: str, topic: str, partition: int, offset: int, epoch: int, ts: int) -> tuple[bytes, bytes]:
@@ -109,7 +110,8 @@ def write_offsets_segments(root: Path, ex: Expect) -> None:
     ex.commits_day1 += 3
     _seg_path(root, 1, 1).write_bytes(legacy)
 
-    # bad units: a CRC mismatch, an undecodable key, a torn tail
+    # bad units: a CRC mismatch, an undecodable key; and a final batch cut short by the end of the file (a copy of
+    # the active segment: Kafka's reader ends the log there), which is no unit but a limit of the copy
     good = records.encode_batch([NewRecord(*commit_kv("g-bad", "orders", 0, 1, 5, T1), T1)], base_offset=0,
                                 partition_leader_epoch=5)
     bad_crc = bytearray(records.encode_batch([NewRecord(*commit_kv("g-bad", "orders", 0, 2, 5, T1), T1)],
@@ -121,8 +123,9 @@ def write_offsets_segments(root: Path, ex: Expect) -> None:
                                 partition_leader_epoch=5)[:40]
     _seg_path(root, 1, 2).write_bytes(good + bytes(bad_crc) + bad_key + tail)
     ex.commits_day1 += 1
-    ex.quarantine[("offsets", "batch")] = ex.quarantine.get(("offsets", "batch"), 0) + 2
+    ex.quarantine[("offsets", "batch")] = ex.quarantine.get(("offsets", "batch"), 0) + 1
     ex.quarantine[("offsets", "record")] = ex.quarantine.get(("offsets", "record"), 0) + 1
+    ex.unpaired[("offsets", "batch")] = ex.unpaired.get(("offsets", "batch"), 0) + 1
 
 
 def write_offsets_dumps(root: Path, ex: Expect) -> None:

@@ -204,7 +204,7 @@ def _segment(tmp_path: Path) -> Path:
     bad = bytearray(good)
     bad[-1] ^= 0xFF  # breaks the CRC of the second copy
     p = d / "00000000000000000010.log"
-    p.write_bytes(good + bytes(bad) + good[:30])  # + a torn tail
+    p.write_bytes(good + bytes(bad) + good[:30])  # + a final batch cut short (a copy of the active segment)
     return p
 
 
@@ -213,15 +213,16 @@ def test_decode_segment_prints_batches_records_and_errors(runner: CliRunner, tmp
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.output.splitlines()]
     kinds = [r["type"] for r in rows]
-    assert kinds == ["batch", "record", "record", "error", "error"]
+    assert kinds == ["batch", "record", "record", "error", "info"]
     assert rows[0]["partition_leader_epoch"] == 5 and rows[0]["compression"] == "zstd"
     assert rows[1]["key"]["topic"] == "orders" and rows[1]["value"]["offset"] == 42
     assert rows[1]["value"]["leader_epoch"] == 5
     assert rows[2]["is_tombstone"] is True
     batch_len = rows[0]["size"]
     assert "crc" in rows[3]["reason"].lower() and rows[3]["position"] == batch_len
-    assert rows[4]["position"] == 2 * batch_len
-    assert "torn" in rows[4]["reason"]
+    # the end of the file inside a batch: the end of the log as Kafka reads it, a note, not an error
+    assert rows[4]["position"] == 2 * batch_len and rows[4]["unit"] == "batch"
+    assert rows[4]["reason"].startswith(f"incomplete entry at the end of the file: 30 of the {batch_len} bytes")
 
 
 def test_decode_checks_a_segments_batches_against_its_file_name(runner: CliRunner, tmp_path: Path) -> None:
@@ -239,6 +240,26 @@ def test_decode_checks_a_segments_batches_against_its_file_name(runner: CliRunne
                                 f"last offset {LONG_MAX}"
     res = runner.invoke(cli, ["decode", str(tmp_path / "copy.log")])
     assert [json.loads(line)["type"] for line in res.output.splitlines()] == ["batch", "record", "batch", "record"]
+
+
+def test_decode_reads_a_segments_end_as_kafka_does(runner: CliRunner, tmp_path: Path) -> None:
+    """A zero fill after the last batch (log.preallocate) is no line; a metadata-log segment that ends inside a
+    batch gets an info line, not an error (kafka-python-built bytes)."""
+    from test_records_segment_limits import NOOP, kp_batch
+
+    p = tmp_path / "orders-0" / "00000000000000000000.log"
+    p.parent.mkdir()
+    p.write_bytes(kp_batch(0, 2) + bytes(4096))
+    res = runner.invoke(cli, ["decode", str(p)])
+    assert [json.loads(line)["type"] for line in res.output.splitlines()] == ["batch", "record", "record"]
+    m = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
+    m.parent.mkdir()
+    whole = kp_batch(0, key=None, value=NOOP)
+    m.write_bytes(whole + kp_batch(1, key=None, value=NOOP)[:20])
+    rows = [json.loads(line) for line in runner.invoke(cli, ["decode", str(m)]).output.splitlines()]
+    assert [r["type"] for r in rows] == ["metadata_record", "info"]
+    assert rows[1]["position"] == len(whole) and rows[1]["reason"].startswith(
+        f"incomplete entry at the end of the file: 20 of the {len(whole)} bytes its size field announces")
 
 
 def test_decode_checkpoint_reports_line_of_a_bad_entry(runner: CliRunner, tmp_path: Path) -> None:

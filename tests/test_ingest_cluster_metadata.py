@@ -10,6 +10,7 @@ import pytest
 from fixtures_kraft import TID, T, metadata_log
 
 from epochlib.kraft.dumptext import format_dump
+from epochlib.records import scan_batch_boundaries
 from jobs.fs import list_files
 from jobs.ingest import cluster_metadata as cm
 from jobs.ingest.discover import InputFile, Inventory
@@ -57,15 +58,20 @@ def test_binary_and_dump_text_give_the_same_history_and_bad_batches_are_quaranti
     log = metadata_log(3)
     seg = tmp_path / "a" / "__cluster_metadata-0" / "00000000000000000000.log"
     seg.parent.mkdir(parents=True)
-    seg.write_bytes(log + b"\x00" * 7 + log[12:40])  # a torn tail after the good batches
+    broken = bytearray(log[scan_batch_boundaries(log)[-1][0]:])  # a copy of the last batch, its CRC failing
+    broken[-1] ^= 0xFF
+    # after the good batches: a bad batch, then a batch cut short by the end of the file (a live copy)
+    seg.write_bytes(log + bytes(broken) + b"\x00" * 7 + log[12:40])
     dump = tmp_path / "dump.txt"
     dump.write_text(format_dump(log, "/x/__cluster_metadata-0/00000000000000000000.log"))
     bin_work = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(seg), seg.stat().st_size,
                                 name=seg.name)])
     q = [r for r in bin_work.to_pylist() if r["row_kind"] == "quarantine"]
     stats = [r for r in bin_work.to_pylist() if r["row_kind"] == "stats"]
-    assert len(q) == 1 and q[0]["unit"] == "batch"
-    assert [(s["unit"], s["n_read"], s["n_bad"], s["n_out"]) for s in stats] == [("batch", 9, 1, 11)]  # 8 batches + the torn tail; 11 records
+    assert len(q) == 1 and q[0]["unit"] == "batch" and "crc" in q[0]["reason"].lower()
+    # 8 batches + the bad one; 11 records; the cut final batch is no unit, but counted as a limit of the copy
+    assert [(s["unit"], s["n_read"], s["n_bad"], s["n_out"], s["n_unpaired"]) for s in stats] == [
+        ("batch", 9, 1, 11, 1)]
     text_work = _work([InputFile("cluster_metadata", cm.KDUMP, str(dump), dump.stat().st_size, name=dump.name)])
     assert [r["unit"] for r in text_work.to_pylist() if r["row_kind"] == "stats"] == ["line"]
 
@@ -105,17 +111,22 @@ def test_history_evidence_names_the_segment_file_of_each_record(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("form", ["binary", "dump"])
+@pytest.mark.parametrize("form", ["binary", "dump", "live copy"])
 def test_noop_heartbeats_after_the_last_change_extend_the_log_end(tmp_path: Path, form: str) -> None:
     """A quiet cluster: only NoOps after the last change. They are dropped, but the last one dates the log's end,
     read from the segment or from kafka-dump-log's text of it alike (the text lost it: M2 and K1 then judged
-    captures and snapshots after the last change as beyond the log)."""
+    captures and snapshots after the last change as beyond the log) — and from a copy of the active segment that
+    ends inside the next heartbeat's batch (the cut batch is no record: the last whole NoOp still dates the end)."""
+    from test_records_segment_limits import NOOP, kp_batch
+
     from epochlib.kraft.codec import encode_metadata_batch
 
     noops = b"".join(encode_metadata_batch([(20, 0, {})], base_offset=11 + i, raft_epoch=1,
                                            timestamp=T + 300_000 + 500 * i) for i in range(5))
     seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
     seg.parent.mkdir()
-    seg.write_bytes(metadata_log(3) + noops)
+    cut = kp_batch(16, key=None, value=NOOP, epoch=1)[:40] if form == "live copy" else b""
+    seg.write_bytes(metadata_log(3) + noops + cut)
     if form == "dump":
         dump = tmp_path / "dump.txt"
         dump.write_text(format_dump(seg.read_bytes(), str(seg)))
@@ -127,6 +138,9 @@ def test_noop_heartbeats_after_the_last_change_extend_the_log_end(tmp_path: Path
     assert [(r["offset"], r["end_offset"]) for r in recs if r["file_kind"] == cm.RANGE] == [(0, 15)]  # no hole
     end = [r for r in _replay(work).to_pylist() if r["row_kind"] == "history"][-1]
     assert (end["change"], end["metadata_offset"], end["controller_ts"]) == ("log_end", 15, T + 302_000)
+    assert [r for r in work.to_pylist() if r["row_kind"] == "quarantine"] == []
+    stats = [(r["unit"], r["n_unpaired"]) for r in work.to_pylist() if r["row_kind"] == "stats"]
+    assert stats == ([("batch", 1)] if form == "live copy" else [("batch", 0)] if form == "binary" else [("line", None)])
 
 
 def test_not_a_dump_is_quarantined_as_a_file(tmp_path: Path) -> None:

@@ -195,9 +195,9 @@ def _kp_batch(base_offset: int, ts: int) -> bytearray:
 
 
 def test_a_bad_batch_between_good_ones_is_dated_so_that_its_day_counts_it() -> None:
-    """A CRC-bad batch (the header intact) is dated by its own max timestamp; a torn tail and a batch whose header
-    time is corrupt too fall back to the good batch before them: a run of that day counts them (a day-split
-    review found such a batch undated: the day's run said ok with commits of its own unread)."""
+    """A CRC-bad batch (the header intact) is dated by its own max timestamp; an entry whose size no batch can have
+    and a batch whose header time is corrupt too fall back to the good batch before them: a run of that day counts
+    them (a day-split review found such a batch undated: the day's run said ok with commits of its own unread)."""
     import struct as _struct
 
     from jobs.ingest.offsets_segments import _bad_batch_ms
@@ -206,14 +206,17 @@ def test_a_bad_batch_between_good_ones_is_dated_so_that_its_day_counts_it() -> N
     day1, day2 = 1_719_792_000_000, 1_719_878_400_000  # 2024-07-01, 2024-07-02 (UTC midnight)
     a, bad, c = _kp_batch(0, day1 + 5), _kp_batch(1, day2 + 10), _kp_batch(2, day2 + 20)
     bad[-1] ^= 0xFF  # in the record: the CRC fails, the header (and its timestamps) stands
-    (heads, _), = segment_tables(bytes(a + bad + c), 0)
+    (heads, _, _), = segment_tables(bytes(a + bad + c), 0)
     assert heads.column("error").is_valid().to_pylist() == [False, True, False]
     assert _bad_batch_ms(heads) == [day2 + 10]
     # its header's time corrupt as well (after the next good batch): the previous good batch's time
     wild = bytearray(bad)
     _struct.pack_into(">q", wild, 35, day2 + 10**9)
-    (heads, _), = segment_tables(bytes(a + wild + c), 0)
+    (heads, _, _), = segment_tables(bytes(a + wild + c), 0)
     assert _bad_batch_ms(heads) == [day1 + 5]
-    # a torn tail after a good batch
-    (heads, _), = segment_tables(bytes(a + c[:30]), 0)
+    # an entry with a size no batch can have after a good batch (a final batch cut short by the end of the file is
+    # no bad batch: it is counted apart, test_segment_limits_spark)
+    insane = bytearray(c)
+    _struct.pack_into(">i", insane, 8, -5)
+    (heads, _, _), = segment_tables(bytes(a + insane[:30]), 0, ends_file=True)  # no timestamps in its 30 bytes
     assert heads.column("error").is_valid().to_pylist() == [False, True] and _bad_batch_ms(heads) == [day1 + 5]

@@ -1,6 +1,8 @@
 """Segments at Kafka's limits, end to end through ``epoch-audit run`` on the shared local[1] session: what the
 user sees (exit code, status, unit counts, quarantine rows, silver rows) for segments that Kafka's own
-recovery (``LogSegment.recover``) handles without an error.
+recovery (``LogSegment.recover``) handles: a batch outside the segment's offset range (rejected: one
+quarantined batch, not a failed run), and a segment that ends in a zero fill or inside a batch (the end of the
+log: not quarantined; the cut batch counted in ``audit_runs.units_unpaired``).
 
 Inputs are built with kafka-python's batch builder and ``struct`` (never with our encoder), as the
 reviewer's reproduction trees were.
@@ -43,9 +45,9 @@ def _write(path: Path, data: bytes | str) -> None:
     path.write_bytes(data if isinstance(data, bytes) else data.encode())
 
 
-def _run(tmp: Path, **inputs: Path) -> tuple[int, str, dict]:
-    args = ["run", "--from", DAY, "--output-root", str(tmp / "out"), "--cluster", "seg", "-q",
-            "--summary-json", str(tmp / "s.json")]
+def _run(tmp: Path, quiet: bool = True, **inputs: Path) -> tuple[int, str, dict]:
+    args = ["run", "--from", DAY, "--output-root", str(tmp / "out"), "--cluster", "seg",
+            "--summary-json", str(tmp / "s.json"), *(["-q"] if quiet else [])]
     for kind, path in inputs.items():
         args += [f"--{kind}", str(path)]
     res = CliRunner().invoke(cli, args)
@@ -96,3 +98,51 @@ def test_a_last_offset_of_long_max_gives_no_log_end_offset_instead_of_an_overflo
     assert batches == [("m", LONG_MAX, LONG_MAX)]
     lineage = {r["topic"]: (r["log_end_offset"], r["high_watermark"]) for r in _table(tmp, "epoch_lineage")}
     assert lineage == {"h": (None, LONG_MAX), "m": (None, LONG_MAX)}
+
+
+@pytest.fixture(scope="module")
+def live_copies(spark, tmp_path_factory):
+    """The reviewer's tree 4 — a log-dir segment copied while the broker wrote it (its last batch half-copied),
+    and a preallocated one (zero-filled after the data) — and the same two endings in __consumer_offsets
+    segments."""
+    tmp = tmp_path_factory.mktemp("live_copies")
+    snap = tmp / "logdirs" / "broker=1" / SNAP
+    seg = kp_batch(0, 10, epoch=0) + kp_batch(10, 10, epoch=1)
+    nxt = kp_batch(20, 1, epoch=1)
+    for topic, data in (("a", seg + nxt[: len(nxt) // 2]), ("b", seg + bytes(4096))):
+        _write(snap / f"{topic}-0" / "leader-epoch-checkpoint", "0\n2\n0 0\n1 10\n")
+        _write(snap / f"{topic}-0" / "00000000000000000000.log", data)
+    offs = tmp / "offsets" / "broker=1"
+    commits = commit_batch(0, "g", 10) + commit_batch(1, "g", 11)
+    cut = commit_batch(2, "g", 12)
+    _write(offs / "__consumer_offsets-0" / "00000000000000000000.log", commits + cut[:40])
+    _write(offs / "__consumer_offsets-1" / "00000000000000000000.log", commits + bytes(1 << 16))
+    code, output, summary = _run(tmp, quiet=False, logdirs=tmp / "logdirs", offsets=tmp / "offsets")
+    return tmp, code, output, summary
+
+
+def test_a_live_or_preallocated_segments_end_is_not_quarantined(live_copies):
+    """Was: status partial, "torn tail: 35 bytes" and "invalid entry size 0 for magic 0" quarantined (logdirs), and
+    the same for the offsets segments. Now the run is ok and every batch before the end is read."""
+    tmp, code, output, summary = live_copies
+    assert code == 0, output
+    assert summary["status"] == "ok", output
+    assert _table(tmp, "quarantine") == []
+    units = {(u["source_kind"], u["unit"]): (u["read"], u["quarantined"]) for u in summary["units"]}
+    assert units[("logdirs", "batch")] == (4, 0) and units[("offsets", "batch")] == (4, 0)
+    assert sorted(r["committed_offset"] for r in _table(tmp, "offset_commits")) == [10, 10, 11, 11]
+    assert len(_table(tmp, "record_batches")) == 4
+
+
+def test_the_cut_batch_is_counted_as_a_limit_of_the_copy(live_copies):
+    """The half-copied batch is neither read nor quarantined: audit_runs.units_unpaired counts it (the zero fill is
+    no data and counts nowhere), and the run's notes say what that count is."""
+    tmp, code, output, _ = live_copies
+    assert code == 0, output
+    unpaired = {(r["source_kind"], r["unit"]): r["units_unpaired"] for r in _table(tmp, "audit_runs")}
+    assert unpaired[("logdirs", "batch")] == 1 and unpaired[("offsets", "batch")] == 1
+    assert "logdirs: 1 segment file ends inside a batch" in output
+    assert "offsets: 1 segment file ends inside a batch" in output
+    # the log end offset of both replicas is that of the data: the batches read
+    lineage = {r["topic"]: r["log_end_offset"] for r in _table(tmp, "epoch_lineage")}
+    assert lineage == {"a": 20, "b": 20}

@@ -123,10 +123,17 @@ class IngestResult:
                     n = sum(by.values())
                     why = "; ".join(f"{c} {r}" for r, c in sorted(by.items()))
                     out.append(f"{kind}: {n} entr{'y' if n == 1 else 'ies'} {label} ({why})")
-        unpaired = sum(c.units_unpaired or 0 for c in self.counts)
-        if unpaired:
-            out.append(f"metadata: {unpaired} capture frames unpaired or cut by the capture (counted in "
-                       "audit_runs.units_unpaired, not quarantined)")
+        for c in self.counts:
+            n = c.units_unpaired or 0
+            if not n:
+                continue
+            if c.unit == "frame":
+                out.append(f"{c.source_kind}: {n} capture frames unpaired or cut by the capture (counted in "
+                           "audit_runs.units_unpaired, not quarantined)")
+            else:  # segment batches
+                out.append(f"{c.source_kind}: {n} segment file{'s' if n != 1 else ''} end{'' if n != 1 else 's'} "
+                           "inside a batch, as a copy of the active segment taken while the broker wrote it does "
+                           "(Kafka reads the log up to there): counted in audit_runs.units_unpaired, not quarantined")
         return out + list(self.infos)
 
     def count(self, source_kind: str, unit: str) -> SourceCounts | None:

@@ -7,8 +7,9 @@ columns of that kind plus the side columns below, and a ``row_kind`` saying what
 - ``quarantine``: one undecodable unit (``unit``, ``reason``, ``raw`` ≤ 4 KiB, ``q_ms`` its own time
   when known);
 - ``stats``: per work item and unit, how many units were read (``n_read``), quarantined (``n_bad``)
-  and how many silver rows came out (``n_out``), plus, for captures, the frames that are limits of the
-  capture (``n_unpaired``, not units). Spark sums these; the driver never loops over data;
+  and how many silver rows came out (``n_out``), plus what is a limit of the input, not a unit
+  (``n_unpaired``): for captures, frames unpaired or cut by the capture; for segments, a final batch cut
+  short by the end of the file. Spark sums these; the driver never loops over data;
 - ``info``: a line for the run's notes (``reason``), e.g. TLS handshakes to a port that is not a broker
   port.
 
@@ -143,8 +144,9 @@ def side_row(source: str, position: int | None, unit: str, reason: str, raw: byt
 
 def stats_row(source: str, unit: str, n_read: int, n_bad: int, n_out: int,
               n_unpaired: int | None = None) -> dict[str, Any]:
-    """A ``stats`` work row: units read / quarantined, silver rows produced (and, for captures, frames
-    that are limits of the capture rather than units: unpaired or partial)."""
+    """A ``stats`` work row: units read / quarantined, silver rows produced (and what is a limit of the input
+    rather than a unit: for captures, frames unpaired or partial; for segments, a final batch the file ends
+    inside)."""
     return {"row_kind": "stats", "source": source, "unit": unit, "n_read": n_read, "n_bad": n_bad,
             "n_out": n_out, "n_unpaired": n_unpaired}
 

@@ -13,7 +13,8 @@ Two steps, both on the executors:
    :func:`epochlib.kraft.dumptext.iter_dump_entries`). NoOpRecords — ~98 % of a quiet cluster's log,
    the controller's 500 ms heartbeat — are counted and dropped here; undecodable batches and records
    become quarantine rows (unit ``batch``; ``line`` for dump text). A batch holding an undecodable record
-   counts as quarantined.
+   counts as quarantined. A segment's final batch cut short by the end of the file (a copy of the active
+   segment) is no unit but counted in ``n_unpaired``; a zero fill after its last batch is nothing.
 2. :func:`replay_records` (``mapInArrow`` over a single partition): the merge of the copies
    (:func:`epochlib.kraft.merge_copies`) and the replay (:func:`epochlib.kraft.replay`) must see the
    whole log in offset order — transactions span batches, a PartitionChangeRecord needs the state its
@@ -239,11 +240,16 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     if form == KDUMP:
         yield from _decode_dump(src, data)
         return
-    # a segment's batches must lie in its file name's offset range (a snapshot's start at 0 whatever its name)
-    rb = metadata_records_arrow(data, segment_base_offset=segment_base_offset(name) if form == KSEGMENT else None)
+    # a segment's batches must lie in its file name's offset range (a snapshot's start at 0 whatever its name), and
+    # it may end in a zero fill or a batch cut short (a copy of the active segment): the end of the log, as Kafka
+    # reads it; a snapshot is written whole, so a cut one is damaged
+    seg = form == KSEGMENT
+    rb = metadata_records_arrow(data, segment_base_offset=segment_base_offset(name) if seg else None, ends_file=seg)
     is_kind = "snapshot" if form == KSNAPSHOT else "log"
     err = rb.column("error")
-    bad_batch = pc.and_(pc.is_valid(err), pc.is_null(rb.column("offset")))
+    tail = rb.column("tail").fill_null(False)  # the incomplete final entry: no unit, counted apart
+    n_tail = int(pc.sum(tail.cast(pa.int64())).as_py() or 0)
+    bad_batch = pc.and_(pc.and_(pc.is_valid(err), pc.is_null(rb.column("offset"))), pc.invert(tail))
     bad_rec = pc.and_(pc.is_valid(err), pc.is_valid(rb.column("offset")))
     pos = rb.column("batch_position")
     for p, e, raw in zip(pos.filter(bad_batch).to_pylist(), err.filter(bad_batch).to_pylist(),
@@ -268,13 +274,15 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         if n_bad:  # the replay does not start from a partial image (:func:`replay_records`)
             side.add(_damaged(src, name))
     n_good_records = int(pc.sum(pc.is_null(err).cast(pa.int64())).as_py() or 0)
-    side.add(stats_row(src, "batch", n_read, n_bad, n_good_records))
+    side.add(stats_row(src, "batch", n_read, n_bad, n_good_records, n_tail))
     noop = pc.equal(pc.fill_null(rb.column("api_key"), -1), NOOP_KEY)
     # NoOps carry no state: dropped, except the file's first and last records, which tell the replay where
     # the log starts (the gap check and the snapshot choice need the true first offset) and how far in time
     # it reaches (the ``log_end`` row: a quiet cluster's last change may be days before its last heartbeat)
+    # (the first and last decoded ones: a bad batch or an incomplete entry at the end holds no record)
+    decoded = [i for i, ok in enumerate(pc.is_null(err).to_pylist()) if ok]
     idx = pa.array(range(rb.num_rows), pa.int64())
-    edge = pc.or_(pc.equal(idx, 0), pc.equal(idx, rb.num_rows - 1))
+    edge = pc.or_(pc.equal(idx, decoded[0] if decoded else -1), pc.equal(idx, decoded[-1] if decoded else -1))
     keep = pc.and_(pc.is_null(err), pc.or_(pc.or_(rb.column("is_control"), pc.invert(noop)), edge))
     t = pa.Table.from_batches([rb]).filter(keep)
     values = pc.if_else(pc.and_(noop.filter(keep), pc.is_null(t.column("value"))), pa.scalar(NOOP_VALUE),

@@ -9,7 +9,9 @@ replication-offset (high watermark) and recovery-point checkpoints at the snapsh
   chunk, not a Spark row, a pickled driver tuple and a stats row each.
 - :func:`decode_logdir_files` parses them (one ``file`` unit each; a malformed one is
   quarantined with the failing line as ``position`` and the job goes on — rule L1 reads quarantine).
-- :func:`decode_logdir_segments` reads the batch *headers* of the segments (unit ``batch``).
+- :func:`decode_logdir_segments` reads the batch *headers* of the segments (unit ``batch``; a final batch
+  cut short by the end of the file, as in a copy of the active segment, is no unit but ``n_unpaired``, and a
+  zero fill after the last batch is nothing).
 - :func:`lineage_frame` joins them in Spark: one row per replica snapshot (per parsed
   leader-epoch-checkpoint), with the topic id, the root checkpoints' offsets for that partition and the
   log end offset (last offset + 1 of the segments present).
@@ -207,9 +209,10 @@ def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
                 out.add(stats_row(src, "file", 1, 1, 0))
                 yield out.flush()
                 continue
-            # headers only: one piece
-            heads, _ = next(segment_tables(buf, start, with_records=False,
-                                           segment_base_offset=row.get("base_offset")))
+            # headers only: one piece; the last range of a file runs to its end (a live copy's cut batch, a zero fill)
+            heads, _, tail = next(segment_tables(buf, start, with_records=False,
+                                                 segment_base_offset=row.get("base_offset"),
+                                                 ends_file=row["end"] == row["size"]))
             del buf
             heads = _date_checked(heads)
             err = pc.is_valid(heads.column("error"))
@@ -227,7 +230,8 @@ def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
                              "topic": pa.array([row["topic"]] * m, pa.string()),
                              "partition": pa.array([row["partition"]] * m, pa.int32())})
                 yield make_batch(WORK, cols, m)
-            out.add(stats_row(src, "batch", heads.num_rows, bad.num_rows, m))
+            # an incomplete final entry is a limit of the copy: no unit (not read, not quarantined), counted apart
+            out.add(stats_row(src, "batch", heads.num_rows, bad.num_rows, m, int(tail is not None)))
             yield out.flush()
 
 

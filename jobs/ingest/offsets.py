@@ -13,9 +13,9 @@ DataFrames, and :func:`commits_frame` / :func:`groups_frame` shape the silver ta
 commits get their ``txn_state`` from the next COMMIT/ABORT marker of the same producer in the same log
 partition (a window, not a driver loop).
 
-Units: segment batches (``batch``; a bad CRC or a torn tail is one quarantined batch), records inside good
-batches whose key/value cannot be decoded (``record``), Parquet rows (``record``), JSONL and text lines
-(``line``).
+Units: segment batches (``batch``; a bad CRC is one quarantined batch; a final batch the file ends inside, as
+in a copy of the active segment, is no unit but counted in ``n_unpaired``), records inside good batches whose
+key/value cannot be decoded (``record``), Parquet rows (``record``), JSONL and text lines (``line``).
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 Ranges come from :mod:`.ranges` (on batch boundaries). Each is read in pieces of about
 :data:`.ranges.PIECE_BYTES` (cut on batch boundaries) and decoded with :func:`.ranges.segment_tables`, whose
-own pieces bound the decompressed bytes held, so a task's memory does not grow with the range; a bad CRC or a torn tail is one quarantined ``batch``, a record of a good
-batch whose key/value cannot be decoded one quarantined ``record`` (:func:`._kv.decode_kv`). COMMIT/ABORT
-control records become ``marker`` rows for the ``txn_state`` window.
+own pieces bound the decompressed bytes held, so a task's memory does not grow with the range; a bad CRC is one
+quarantined ``batch``, a record of a good batch whose key/value cannot be decoded one quarantined ``record``
+(:func:`._kv.decode_kv`). At the end of the file a final batch cut short (a copy of the active segment) is no
+unit but counted in ``n_unpaired``, and a zero fill after the last batch (``log.preallocate``) is nothing, as
+Kafka's reader takes them. COMMIT/ABORT control records become ``marker`` rows for the ``txn_state`` window.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
     source, start = row["source"], row["start"]
     broker, log_partition = row["broker"], row["log_partition"]
     side = RowBuffer(OFFSETS_WORK)
-    counts = [0, 0, 0, 0, 0]  # batches read, batches bad, records read, records bad, rows out
+    counts = [0, 0, 0, 0, 0, 0]  # batches read, batches bad, records read, records bad, rows out, incomplete tails
     try:
         with open_reader(source) as r:
             # the range is read piece by piece (cut on batch boundaries, headers only), so a task holds one
@@ -72,7 +74,10 @@ def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
             pieces = records.split_points(lambda pos, n: r.read_at(start + pos, n), length, PIECE_BYTES)
             for s, e in pieces:
                 buf = r.read_at(start + s, e - s)
-                for heads, rec in segment_tables(buf, start + s, segment_base_offset=row.get("base_offset")):
+                at_end = start + e == row["size"]  # the file's last piece: where a live copy's last batch is cut
+                for heads, rec, tail in segment_tables(buf, start + s, segment_base_offset=row.get("base_offset"),
+                                                       ends_file=at_end):
+                    counts[5] += tail is not None
                     yield from _decode_piece(heads, rec, row, p, side, counts)
                     if len(side) >= 8192:
                         yield side.flush()
@@ -83,8 +88,8 @@ def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
                               log_partition=log_partition))
             side.add(stats_row(source, "file", 1, 1, 0))
     if p.side:
-        n_heads, n_bad, n_rec, n_rec_bad, n_out = counts
-        side.add(stats_row(source, "batch", n_heads, n_bad, 0))
+        n_heads, n_bad, n_rec, n_rec_bad, n_out, n_tail = counts
+        side.add(stats_row(source, "batch", n_heads, n_bad, 0, n_tail))
         side.add(stats_row(source, "record", n_rec, n_rec_bad, n_out))
         yield side.flush()
 

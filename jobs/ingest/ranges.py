@@ -132,17 +132,20 @@ PIECE_BYTES = 8 << 20
 
 
 def segment_tables(buf: bytes, base: int, *, with_records: bool = True, budget: int | None = None,
-                   segment_base_offset: int | None = None,
-                   ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None]]:
+                   segment_base_offset: int | None = None, ends_file: bool = False,
+                   ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None, records.IncompleteTail | None]]:
     """Decode a byte range of a segment with the codec's Arrow batch function, in pieces of at most
     ``budget`` (default :data:`DECODED_BUDGET`) decompressed bytes and :data:`PIECE_BYTES` input bytes
     (:func:`epochlib.records.iter_batches_arrow`): per piece, (one row per log entry, bad ones with
     ``error``/``raw``; one row per record, ``control_type`` as the marker name ``COMMIT``/``ABORT``/…
-    for control records). Without records there is one piece. ``segment_base_offset`` (the file name's,
-    :data:`RANGE_SCHEMA` ``base_offset``): a batch outside the segment's offset range is a bad row."""
+    for control records; the incomplete entry the file ends in, or None). Without records there is one piece.
+    ``segment_base_offset`` (the file name's, :data:`RANGE_SCHEMA` ``base_offset``): a batch outside the
+    segment's offset range is a bad row. ``ends_file`` (the range runs to the file's end): a zero fill after
+    the last entry is no row, and an incomplete final entry is the last piece's third item, not a row (a limit
+    of the copy, counted apart: :func:`epochlib.records.iter_batches`)."""
     for out in records.iter_batches_arrow(buf, base_position=base, with_records=with_records,
                                           max_decoded=budget or DECODED_BUDGET, max_input=PIECE_BYTES,
-                                          segment_base_offset=segment_base_offset):
+                                          segment_base_offset=segment_base_offset, ends_file=ends_file):
         rec = out.records
         if rec is not None and rec.num_rows:
             ct = rec.column("control_type")
@@ -150,5 +153,5 @@ def segment_tables(buf: bytes, base: int, *, with_records: bool = True, budget: 
             valid = pc.and_(pc.greater_equal(ct, 0), pc.less(ct, 7)).fill_null(False)
             named = null_where(pc.take(names, pc.if_else(valid, ct, 0).cast(pa.int32())), pc.invert(valid))
             rec = rec.set_column(rec.schema.get_field_index("control_type"), "control_type", named)
-        yield out.batches, rec
+        yield out.batches, rec, out.tail
         del out, rec
