@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fixtures_segments import LONG_MAX, NOOP, kp_batch
 
 from epochlib import coordinator, records
 from epochlib.checkpoint import format_leader_epoch_checkpoint
@@ -228,8 +229,6 @@ def test_decode_segment_prints_batches_records_and_errors(runner: CliRunner, tmp
 def test_decode_checks_a_segments_batches_against_its_file_name(runner: CliRunner, tmp_path: Path) -> None:
     """A batch whose baseOffset (outside the CRC) lies outside the 20-digit name's range [base, base+2^31-1] is an
     error line, as Kafka's recovery rejects it; under any other name the same bytes decode as before."""
-    from test_records_segment_limits import LONG_MAX, kp_batch
-
     data = kp_batch(7) + kp_batch(LONG_MAX)
     (tmp_path / "00000000000000000007.log").write_bytes(data)
     (tmp_path / "copy.log").write_bytes(data)
@@ -245,8 +244,6 @@ def test_decode_checks_a_segments_batches_against_its_file_name(runner: CliRunne
 def test_decode_reads_a_segments_end_as_kafka_does(runner: CliRunner, tmp_path: Path) -> None:
     """A zero fill after the last batch (log.preallocate) is no line; a metadata-log segment that ends inside a
     batch gets an info line, not an error (kafka-python-built bytes)."""
-    from test_records_segment_limits import NOOP, kp_batch
-
     p = tmp_path / "orders-0" / "00000000000000000000.log"
     p.parent.mkdir()
     p.write_bytes(kp_batch(0, 2) + bytes(4096))

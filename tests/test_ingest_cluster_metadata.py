@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from fixtures_kraft import TID, T, metadata_log
+from fixtures_segments import LONG_MAX, NOOP, kp_batch
 
 from epochlib.kraft.dumptext import format_dump
 from epochlib.records import scan_batch_boundaries
@@ -117,8 +118,6 @@ def test_noop_heartbeats_after_the_last_change_extend_the_log_end(tmp_path: Path
     read from the segment or from kafka-dump-log's text of it alike (the text lost it: M2 and K1 then judged
     captures and snapshots after the last change as beyond the log) — and from a copy of the active segment that
     ends inside the next heartbeat's batch (the cut batch is no record: the last whole NoOp still dates the end)."""
-    from test_records_segment_limits import NOOP, kp_batch
-
     from epochlib.kraft.codec import encode_metadata_batch
 
     noops = b"".join(encode_metadata_batch([(20, 0, {})], base_offset=11 + i, raft_epoch=1,
@@ -380,8 +379,6 @@ def test_a_lost_leader_change_leaves_the_new_epoch_s_start_unknown(tmp_path: Pat
 def test_a_segment_batch_outside_the_file_names_offset_range_is_quarantined(tmp_path: Path) -> None:
     """A metadata-log segment's batch whose baseOffset (outside the CRC) does not fit the 20-digit file name's
     range is a bad batch, as Kafka's recovery rejects it; built with kafka-python."""
-    from test_records_segment_limits import LONG_MAX, NOOP, kp_batch
-
     seg = tmp_path / "n1" / cm.DIR / "00000000000000000500.log"
     seg.parent.mkdir(parents=True)
     seg.write_bytes(kp_batch(500, 2, key=None, value=NOOP) + kp_batch(LONG_MAX, key=None, value=NOOP)

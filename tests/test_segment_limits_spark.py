@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
-from test_records_segment_limits import LONG_MAX, kp_batch
+from fixtures_segments import LONG_MAX, kp_batch
 
 from jobs.cli import cli
 
