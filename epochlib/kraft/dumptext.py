@@ -202,7 +202,9 @@ def _walk(text: str) -> Iterator[tuple[str, Any]]:
                          "ts": _int(p, "CreateTime", _int(p, "LogAppendTime", -1)), "control": p.get("isControl") == "true",
                          "index": 0, "valid": p.get("isvalid") != "false"}
                 continue
-            if _TORN.match(s):  # the tool's word for bytes it could not read: a bad unit, as in the binary file
+            # the tool's word for bytes it could not read: a bad unit here (the binary reader, which sees where a
+            # segment file ends, counts a final batch the file ends inside apart, as a limit of the copy)
+            if _TORN.match(s):
                 yield "entry", MetadataError(n, "line", s, line.encode()[:4096])
                 continue
             if not (s.startswith("|") or s.startswith("payload:") or s.startswith("offset:")):
