@@ -111,7 +111,6 @@ def test_history_evidence_names_the_segment_file_of_each_record(tmp_path: Path) 
                if r["source"] == str(first))
 
 
-@pytest.mark.parametrize("form", ["binary", "dump"])
 @pytest.mark.parametrize("form", ["binary", "dump", "live copy"])
 def test_noop_heartbeats_after_the_last_change_extend_the_log_end(tmp_path: Path, form: str) -> None:
     """A quiet cluster: only NoOps after the last change. They are dropped, but the last one dates the log's end,
