@@ -63,3 +63,16 @@ def test_run_commit_pass_folds_kip848_member_records_of_the_side_table() -> None
     rows = cp.run_commit_pass(_table(commits, COMMIT_SCHEMA), _table(side, side_schema), tolerance_ms=TOL)
     s = [(r["kind"], r["severity"], r["group_clients"]) for r in rows if r["rule"].startswith("S")]
     assert s == [("spurious_rewind", "error", ["cb"])]
+
+
+def test_run_commit_pass_hands_the_topic_ids_creation_times_to_the_pass() -> None:
+    """The Spark glue passes the metadata log's creation times on: commits before the creation of the only
+    rounds' topic id (their own incarnation's snapshots missing) are not judged by its lineage."""
+    lineage = [dict(topic="t", partition=0, _k=0, broker=str(b), snapshot_ts=T0 + 6 * 3_600_000, topic_id="B",
+                    entries=[{"epoch": 0, "start_offset": 0}], log_end_offset=60, log_start_offset=0,
+                    source=f"broker={b}/snapshot=x/t-0/leader-epoch-checkpoint") for b in (1, 2)]  # fmt: skip
+    commits = [dict(topic="t", partition=0, group_id="g", committed_offset=1000 + j, leader_epoch=5, ts=T0 + j * 60_000,
+                    is_tombstone=False, log_offset=j, source="/o/c.log", position=j) for j in range(10)]  # fmt: skip
+    args = (_table(commits, COMMIT_SCHEMA), _table(lineage, SIDE_SCHEMA))
+    assert {r["kind"] for r in cp.run_commit_pass(*args, tolerance_ms=TOL)} == {"commit_unknown_epoch"}
+    assert cp.run_commit_pass(*args, tolerance_ms=TOL, topic_created={"B": T0 + 3_600_000}) == []

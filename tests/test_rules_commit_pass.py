@@ -145,7 +145,8 @@ def _snaps_and_states(side: list[dict]) -> tuple[list[ReplicaSnapshot], dict[str
     return snaps, states
 
 
-def _reference(commits: list[dict], side: list[dict], fencing: bool, resets: bool) -> list[tuple]:
+def _reference(commits: list[dict], side: list[dict], fencing: bool, resets: bool,
+               topic_created: dict[str, int] | None = None) -> list[tuple]:
     snaps, states = _snaps_and_states(side)
     snaps.sort(key=lambda s: (s.snapshot_ts, s.broker, s.source or ""))
     for v in states.values():  # ties in time: the later log offset wins, as the report's as-of join did
@@ -156,7 +157,7 @@ def _reference(commits: list[dict], side: list[dict], fencing: bool, resets: boo
             Commit(str(r["group_id"]), "t", 0, r["committed_offset"], r["leader_epoch"], None, r["ts"],
                    r["is_tombstone"], "none", None, r["log_offset"], None, None, r["source"], r["position"])  # fmt: skip
         )
-    lookup = make_lineage_lookup(snaps, TOL) if snaps else None
+    lookup = make_lineage_lookup(snaps, TOL, topic_created) if snaps else None
     seen = OffsetsSeen.from_commits(c for seq in seqs.values() for c in seq)
     rows = []
     for gid in sorted(seqs):
@@ -164,7 +165,8 @@ def _reference(commits: list[dict], side: list[dict], fencing: bool, resets: boo
         if fencing:
             rows += [(f, None) for f in check_commit_fencing(seq, lookup)]
         if resets:
-            ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), offsets_seen=seen, tolerance_ms=TOL)
+            ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), offsets_seen=seen, tolerance_ms=TOL,
+                               topic_created=topic_created)
             for f in check_offset_resets(seq, ctx):
                 g = ctx.group_state_at(f.event_ts)
                 rows.append((f, g.client_ids if g is not None else None))
@@ -180,17 +182,19 @@ def _key(found: list[tuple[Finding, tuple[str, ...] | None]]) -> list[tuple]:
                    None if clients is None else tuple(clients)) for f, clients in found)  # fmt: skip
 
 
-def _check(commits: list[dict], side: list[dict], fencing: bool = True, resets: bool = True) -> int:
+def _check(commits: list[dict], side: list[dict], fencing: bool = True, resets: bool = True,
+           topic_created: dict[str, int] | None = None) -> int:
     rng = random.Random(len(commits))
     shuffled = commits[:]
     rng.shuffle(shuffled)  # the cogroup hands rows over in any order
     snaps, states = _snaps_and_states(side)
     snaps.reverse()  # any order
     table = _table(shuffled, COMMIT_SCHEMA)
-    want = _reference(commits, side, fencing, resets)
+    want = _reference(commits, side, fencing, resets, topic_created)
     # as the Spark cogroup hands them over (plain strings), and as the spill's bucket files hold them
     for form in (table, _dictionary_encoded(table)):
-        got = check_partition_commits(form, snaps, states, tolerance_ms=TOL, fencing=fencing, resets=resets)
+        got = check_partition_commits(form, snaps, states, tolerance_ms=TOL, fencing=fencing, resets=resets,
+                                      topic_created=topic_created)
         assert _key(got) == _key(want)
     return len(want)
 
@@ -411,6 +415,30 @@ def test_a_re_created_topic_in_the_pass() -> None:
     assert _check(early, side, resets=False) == sum(c["committed_offset"] > 1280 for c in early)
 
 
+def test_commits_before_the_creation_of_the_only_round_s_topic_id_in_the_pass() -> None:
+    """No round of the old topic id (its snapshots are missing): commits before the creation time of the only
+    rounds' topic id (B, from the metadata log) are not judged, in the columnar F2 and S1/S2 as in the rules; a
+    commit after it still is. Without the creation time they are judged by B's lineage, as before."""
+    side = [r for r in _sweep_side(("A", "A", "B"), [(0, 0), (1, 1000)]) if r["topic_id"] == "B"]  # T0 + 6 h
+    commits = _epoch6_commits()  # T0 + 1 min .. T0 + 20 min, epoch 6: unknown to B's lineage
+    commits += [dict(commits[0], group_id="h", committed_offset=o, leader_epoch=0, ts=T0 + 30 * 60_000 + j * 60_000,
+                     log_offset=100 + j, position=100 + j)
+                for j, o in enumerate([1100, 1050, 1060, 1070, 1080, 1090, 1095, 1099, 1100])]  # a rewind in epoch 0
+    born = {"B": T0 + 3 * 3_600_000}
+
+    def kinds(rows: list[dict], created: dict[str, int] | None) -> list[str]:
+        _check(rows, side, topic_created=created)  # the pass gives the rules' findings
+        return sorted(f.kind for f, _ in _reference(rows, side, True, True, created))
+
+    blind = kinds(commits, None)  # every epoch-6 commit an F2, the rewind a truncation by B's lineage
+    assert blind.count("commit_unknown_epoch") == 39 and "truncation" in blind
+    judged = kinds(commits, born)  # every rewind is an S1 finding, but not a truncation by B's lineage
+    assert len(judged) == 1 and judged[0] not in ("truncation", "commit_unknown_epoch")
+    after = [dict(c, ts=c["ts"] + 3 * 3_600_000) for c in commits]  # the same commits after B's creation
+    assert kinds(after, born) == kinds(after, None) == blind
+    assert kinds(commits, {"A": T0 + 3 * 3_600_000}) == blind  # another id's creation time changes nothing
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_commit_pass_matches_the_rules_with_topic_ids_changing(seed: int) -> None:
     """The random sequences above, with each snapshot round's topic id drawn from two ids and none."""
@@ -427,4 +455,8 @@ def test_commit_pass_matches_the_rules_with_topic_ids_changing(seed: int) -> Non
         for r in side:
             rnd = r["source"].split("snapshot=")[1].split("/")[0]
             r["topic_id"] = ids.setdefault(rnd, rng.choice(["T", "U", None]))
-        _check(commits, side + _groups(rng, gids))
+        groups = _groups(rng, gids)
+        _check(commits, side + groups)
+        # with the metadata log's creation times of the ids (a commit before its round's id was created: no leader)
+        born = {t: T0 + rng.randrange(0, 12) * 3_600_000 for t in rng.sample(["T", "U"], rng.randrange(1, 3))}
+        _check(commits, side + groups, topic_created=born)

@@ -8,7 +8,9 @@ from epochlib.lineage import EpochEntry
 from epochlib.rules import (
     Commit,
     ReplicaSnapshot,
+    ResetContext,
     check_commit_fencing,
+    check_offset_resets,
     fence_check,
     leader_snapshot_at,
     make_lineage_lookup,
@@ -180,6 +182,32 @@ def test_f2_a_truncation_before_a_re_creation_is_still_found():
     (f,) = check_commit_fencing(seq, lookup)  # 09:00 lies between the A round at 08:45 and the B one: not judged
     assert (f.kind, f.numbers["committed_offset"], f.numbers["end_offset"]) == ("commit_beyond_epoch_end", 1180, 1150)
     assert f.topic_id == "A" and f.numbers["snapshot_ts"] == 8 * H + 45 * MIN
+
+
+def test_commits_before_the_creation_of_the_only_round_s_topic_id_are_not_judged():
+    """The old incarnation's snapshots are missing (a day without log-dir snapshots): the only round is the new
+    topic id's. With that id's creation time (the metadata log's), a commit before it has no leader lineage: no F2,
+    and no S1 ``truncation`` by it; a commit after it is judged as before. Without the time: as before."""
+    only_b = [s for s in _recreated() if s.topic_id == "B"]  # the 12:00 round, epoch 0 only (LEO 60)
+    born = {"B": 9 * H + 30 * MIN}
+    old = [commit(1100, 5, 8 * H, log_offset=1), commit(1180, 5, 9 * H, log_offset=2)]
+    late = [commit(80, 0, 10 * H, log_offset=6)]  # after the creation: beyond the new topic's log end (60)
+    blind = make_lineage_lookup(only_b, 300_000)
+    assert [f.kind for f in check_commit_fencing(old, blind)] == ["commit_unknown_epoch"] * 2
+    lookup = make_lineage_lookup(only_b, 300_000, born)
+    assert lookup(8 * H) is None and lookup(9 * H + 30 * MIN).topic_id == "B"
+    assert leader_snapshot_at(only_b, 9 * H, 300_000, born) is None
+    assert check_commit_fencing(old, lookup) == []
+    (f,) = check_commit_fencing(late, lookup)
+    assert (f.kind, f.numbers["end_offset"], f.topic_id) == ("commit_beyond_epoch_end", 60, "B")
+    # S1: a rewind 50 -> 45 in epoch 0 of the old topic, judged by a new round whose epoch 0 ends at 30 (epoch 1
+    # from there): "truncation" by the new topic's lineage, unless its creation time is known
+    newer = [replace(s, entries=(EpochEntry(0, 0), EpochEntry(1, 30))) for s in only_b]
+    seq = [commit(50, 0, 8 * H, log_offset=1), commit(45, 0, 8 * H + 10 * MIN, log_offset=2)]
+    (blind_s1,) = check_offset_resets(seq, ResetContext(snapshots=newer, tolerance_ms=300_000))
+    assert blind_s1.kind == "truncation"
+    (s1,) = check_offset_resets(seq, ResetContext(snapshots=newer, tolerance_ms=300_000, topic_created=born))
+    assert s1.kind != "truncation"
 
 
 # --- F2 --------------------------------------------------------------------------------------------

@@ -141,6 +141,15 @@ def test_k1_nearest_negatives_and_edges() -> None:
     assert len(check_checkpoint_epochs(snap([(5, 40)], tid=None), view)) == 1
 
 
+def test_the_view_knows_each_topic_id_s_creation_time() -> None:
+    """What F2/S1 read (a commit before its round's topic id was created is not judged): the topic record's
+    controller time, for a re-created name too; none for an id first met in a metadata snapshot."""
+    recreated = [*history(), row(50, 5_000, None, "topic_deleted"), row(60, 6_000, None, "topic_recreated", tid=T2),
+                 row(60, 6_000, 0, "created", 0, tid=T2)]  # fmt: skip
+    assert LogView.build(recreated).created == {T1: 1_000, T2: 6_000}
+    assert LogView.build([row(100, 1_000, None, "snapshot"), row(100, 1_000, 0, "snapshot", 7)]).created == {}
+
+
 def test_k1_on_a_replayed_log_with_recreation() -> None:
     """Built through the codec: a re-created topic restarts at epoch 0; the old incarnation's epochs are not
     the new one's."""

@@ -341,6 +341,7 @@ def check_partition_commits(
     tolerance_ms: int = 0,
     fencing: bool = True,
     resets: bool = True,
+    topic_created: Mapping[str, int] | None = None,
 ) -> list[CommitFinding]:
     """F2/F4 (``fencing``) and S1/S2 (``resets``) findings of one (topic, partition)'s commits.
 
@@ -352,6 +353,8 @@ def check_partition_commits(
     time go to the later log offset). The result equals ``check_commit_fencing(seq, lookup)`` and
     ``check_offset_resets(seq, ResetContext(snapshots, the group's records, OffsetsSeen of every group's
     commits, tolerance_ms))`` on every group's sequence, groups in id order, F before S per group.
+    ``topic_created``: topic id -> creation time (the metadata log's), given to the rounds (and so to both
+    rule families): a commit before the creation of the topic id of the round that would judge it has no leader.
     """
     if commits.num_rows == 0:
         return []
@@ -359,7 +362,7 @@ def check_partition_commits(
     partition = int(commits.column("partition")[0].as_py())
     snaps = sorted(snapshots, key=lambda s: (s.snapshot_ts, s.broker, s.source or ""))
     cm = _Commits(commits, topic, partition)
-    rounds = SnapshotRounds(snaps, tolerance_ms)
+    rounds = SnapshotRounds(snaps, tolerance_ms, topic_created)
     ra = _RoundArrays(rounds)
     out: list[CommitFinding] = []
     if fencing:
@@ -378,7 +381,8 @@ def check_partition_commits(
         for a, b in cm.bounds:
             gid = cm.group_id(a)
             ctx = ResetContext(snapshots=snaps, group_states=states.get(gid, ()), offsets_seen=seen,
-                               tolerance_ms=tolerance_ms, snapshot_rounds=rounds)  # fmt: skip
+                               tolerance_ms=tolerance_ms, topic_created=topic_created,
+                               snapshot_rounds=rounds)  # fmt: skip
             for f in _resets(cm, a, b, gid, ctx, ra, est_ts, est_off):
                 g = ctx.group_state_at(f.event_ts)
                 out.append(CommitFinding(f, tuple(g.client_ids) if g is not None else None))

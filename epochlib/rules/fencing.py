@@ -4,12 +4,13 @@ The leader lineage at a commit's time is :meth:`SnapshotRounds.leader_at
 <epochlib.rules.rounds.SnapshotRounds.leader_at>`: the first snapshot round taken at or after the commit
 (the newest round when none is later), and in it the replica whose lineage holds the highest epoch; a
 round of lagging followers is replaced by one holding the leader, and a commit between rounds of two
-topic ids (a re-created topic) has none (:mod:`epochlib.rules.rounds`).
+topic ids (a re-created topic), or before the creation of the round's topic id (when the metadata log
+gives it), has none (:mod:`epochlib.rules.rounds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ._model import Commit, Finding, ReplicaSnapshot
@@ -28,19 +29,21 @@ LineageLookup = Callable[[int], "ReplicaSnapshot | None"]
 
 
 def leader_snapshot_at(
-    snapshots: Sequence[ReplicaSnapshot], ts: int, tolerance_ms: int = 0
+    snapshots: Sequence[ReplicaSnapshot], ts: int, tolerance_ms: int = 0, topic_created: Mapping[str, int] | None = None
 ) -> ReplicaSnapshot | None:
     """The leader's snapshot for an event at ``ts``: :meth:`SnapshotRounds.leader_at
     <epochlib.rules.rounds.SnapshotRounds.leader_at>` (the first round at or after ``ts``, else the
     newest; in it the replica with the highest epoch; see there for the exceptions). None when there are
-    no snapshots, or no leader at ``ts``."""
-    return SnapshotRounds(snapshots, tolerance_ms).leader_at(ts)
+    no snapshots, or no leader at ``ts`` (``topic_created``: topic id -> creation time, from the metadata log)."""
+    return SnapshotRounds(snapshots, tolerance_ms, topic_created).leader_at(ts)
 
 
-def make_lineage_lookup(snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0) -> LineageLookup:
+def make_lineage_lookup(snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0,
+                        topic_created: Mapping[str, int] | None = None) -> LineageLookup:
     """A ``lineage_lookup(ts)`` over a fixed set of snapshots of one partition (the rounds are built
-    once, :class:`~epochlib.rules.rounds.SnapshotRounds`; each lookup is a bisection)."""
-    return SnapshotRounds(snapshots, tolerance_ms).leader_at
+    once, :class:`~epochlib.rules.rounds.SnapshotRounds`; each lookup is a bisection). ``topic_created``:
+    topic id -> creation time where the metadata log knows it (no leader for a commit before it)."""
+    return SnapshotRounds(snapshots, tolerance_ms, topic_created).leader_at
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,6 +139,9 @@ class LogView:
     last_ts: int | None = None
     names_known: bool = True
     """Whether the history knows every topic name's ids (it starts from a snapshot or from offset 0)."""
+    created: dict[str, int] = field(default_factory=dict)
+    """Topic id -> creation time (its topic record's controller time); ids first met in a metadata snapshot have
+    none (created before the retained log). F2/S1 judge no commit before its round's id was created."""
 
     @classmethod
     def build(cls, rows: Iterable[HistoryChange]) -> LogView:
@@ -179,6 +182,7 @@ class LogView:
         # first id in it may follow an older one, so no response is given an id by its name (the id-keyed rules
         # would take the older incarnation's responses for the newer's); rows older than ``log_start`` lack the mark
         view.names_known = from_snapshot or not starts or min(starts) <= 0
+        view.created = {tid: ts for tid, (ts, _) in born.items() if ts >= 0}
         for tid, (ts, name) in born.items() if view.names_known else ():
             end = deleted.get(tid)
             view.incarnations.setdefault(name, []).append((ts, None if end is None else end[1], tid))

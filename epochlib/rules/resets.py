@@ -197,6 +197,9 @@ class ResetContext:
     lineage_lookup: LineageLookup | None = None
     tolerance_ms: int = 0
     skip_pace_factor: float = 10.0
+    topic_created: Mapping[str, int] | None = field(default=None, compare=False)
+    """Topic id -> creation time (epoch ms) where the metadata log knows it: a commit before the creation of
+    the topic id of the round that would judge it has no leader lineage (not ``truncation`` by it)."""
     snapshot_rounds: SnapshotRounds | None = field(default=None, repr=False, compare=False)
     """The rounds of ``snapshots`` within ``tolerance_ms`` when the caller built them already (shared by
     the groups of a partition); built on first use otherwise."""
@@ -209,7 +212,7 @@ class ResetContext:
         if self.snapshot_rounds is not None:
             return self.snapshot_rounds
         if "rounds" not in self._cache:
-            self._cache["rounds"] = SnapshotRounds(self.snapshots, self.tolerance_ms)
+            self._cache["rounds"] = SnapshotRounds(self.snapshots, self.tolerance_ms, self.topic_created)
         return self._cache["rounds"]
 
     def leader_at(self, ts: int) -> ReplicaSnapshot | None:

@@ -26,12 +26,17 @@ on its own.
     round before ``ts`` (both known). The event may belong to either incarnation, so neither round's
     lineage can judge it: there is no leader at ``ts`` (F2 skips the commit: a new topic id is a new
     baseline, KAFKA-12257).
+  - an event **before the creation** of the topic id of the round chosen (``created``: topic id -> creation
+    time, from the metadata log's replay; only where that time is known). The round's lineage is a later
+    incarnation's, the event belongs to an older one (or to none): there is no leader at ``ts``. This is the
+    re-creation above when no round of the older id was taken (its snapshots are missing, or it was
+    re-created before the first snapshot).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +52,9 @@ __all__ = [
     "log_end_of",
     "log_start_of",
 ]
+
+
+_NO_BIRTH = np.iinfo(np.int64).min  # "creation time unknown" in ``SnapshotRounds._born``
 
 
 def _broker_order(b: str) -> tuple:
@@ -168,9 +176,12 @@ class SnapshotRounds:
     ``ends`` (numpy, int64) and ``leaders`` are aligned with ``rounds``; the ``indices_*`` methods answer
     many times at once (the columnar commit pass)."""
 
-    __slots__ = ("ends", "lead", "leaders", "rounds", "tolerance_ms", "_ends_list", "_ids")
+    __slots__ = ("ends", "lead", "leaders", "rounds", "tolerance_ms", "_born", "_ends_list", "_ids")
 
-    def __init__(self, snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0) -> None:
+    def __init__(self, snapshots: Iterable[ReplicaSnapshot], tolerance_ms: int = 0,
+                 created: Mapping[str, int] | None = None) -> None:
+        """``created``: topic id -> creation time (epoch ms) where the metadata log knows it; an event before
+        the creation of the round's topic id has no leader (see the module docstring)."""
         ordered = sorted(snapshots, key=lambda s: (s.snapshot_ts, s.broker))
         groups: list[list[ReplicaSnapshot]] = []
         for s in ordered:
@@ -195,6 +206,12 @@ class SnapshotRounds:
             dtype=np.int64,
         )
         """Per round, its leader's topic id as a small integer; -1 when unknown."""
+        born = created or {}
+        self._born = np.array(
+            [_NO_BIRTH if s.topic_id is None else int(born.get(s.topic_id, _NO_BIRTH)) for s in self.leaders],
+            dtype=np.int64,
+        )
+        """Per round, the creation time of its leader's topic id; the int64 minimum when unknown."""
 
     def __len__(self) -> int:
         return len(self.rounds)
@@ -217,13 +234,16 @@ class SnapshotRounds:
 
     def leader_index_at(self, ts: int) -> int | None:
         """Index of the round whose leader judges an event at ``ts``: the round at ``ts``, or the round
-        standing for it when it has no leader; None without rounds, and when the topic was re-created
-        between the round before ``ts`` and that round (see the module docstring)."""
+        standing for it when it has no leader; None without rounds, when the topic was re-created
+        between the round before ``ts`` and that round, and when ``ts`` is before that round's topic id was
+        created (see the module docstring)."""
         i = self.index_at(ts)
         if i is None:
             return None
         j, b = int(self.lead[i]), self.index_before(ts)
         if b is not None and self._ids[j] >= 0 and self._ids[b] >= 0 and self._ids[j] != self._ids[b]:
+            return None
+        if ts < self._born[j]:
             return None
         return j
 
@@ -251,7 +271,8 @@ class SnapshotRounds:
         """:meth:`leader_index_at` for every element of ``ts`` (needs at least one round); -1 where None."""
         j, b = self.lead[self.indices_at(ts)], self.indices_before(ts)
         idj, idb = self._ids[j], self._ids[np.maximum(b, 0)]
-        return np.where((b >= 0) & (idj >= 0) & (idb >= 0) & (idj != idb), -1, j)
+        other = (b >= 0) & (idj >= 0) & (idb >= 0) & (idj != idb)
+        return np.where(other | (ts < self._born[j]), -1, j)
 
     # -- log bounds -------------------------------------------------------------------------------
 

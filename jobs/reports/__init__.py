@@ -325,13 +325,17 @@ def run_reports(
                 lin = commit_lineage()
                 groups = resets.group_records(spark, config, cluster, window, inputs) if want_s else None
                 # one pass over the commits for F2/F4 and S1/S2 (the findings, few, are kept for both reports)
+                # each topic id's creation time (the metadata log's): a commit before the creation of the topic id of
+                # the round that would judge it is not judged (no round of the older incarnation may be there)
+                created = load_log.get().view.created or None
                 spill = CommitSpill.plan(spark, config, cluster, window, inputs)
                 if spill is not None:  # a large run on the delta-rs sink: the pass without Spark's row shuffle
                     spills.append(spill)
-                    found = spill.findings(lin, groups, tolerance_ms=tol, fencing=want_f, resets=want_s)
+                    found = spill.findings(lin, groups, tolerance_ms=tol, fencing=want_f, resets=want_s,
+                                           topic_created=created)
                 else:
                     found = commit_pass.commit_findings(commits.get(), lin, groups, tolerance_ms=tol, fencing=want_f,
-                                                        resets=want_s)
+                                                        resets=want_s, topic_created=created)
                 # planning (and a spill's jobs): the pass itself runs with the first step that reads it (in a narrow
                 # run, when it is kept here)
                 result.seconds["commit_pass"] = time.perf_counter() - t0

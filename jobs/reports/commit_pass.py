@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -73,17 +74,20 @@ def _states(side: pa.Table) -> dict[str, list[GroupState]]:
 
 
 def run_commit_pass(
-    commit_table: pa.Table, side_table: pa.Table, *, tolerance_ms: int, fencing: bool = True, resets: bool = True
+    commit_table: pa.Table, side_table: pa.Table, *, tolerance_ms: int, fencing: bool = True, resets: bool = True,
+    topic_created: Mapping[str, int] | None = None,
 ) -> list[Any]:
     """F2/F4 and S1/S2 finding rows (:data:`~jobs.reports._frames.FINDINGS_ARROW`, with ``group_clients``)
-    of one (topic, partition): the cogroup's two Arrow tables in, :func:`check_partition_commits` on them."""
+    of one (topic, partition): the cogroup's two Arrow tables in, :func:`check_partition_commits` on them.
+    ``topic_created``: topic id -> creation time from the replayed metadata log (shipped in the closure; None
+    without a log)."""
     if commit_table.num_rows == 0:
         return []
     lin = side_table.filter(pc.equal(side_table.column("_k"), 0)) if "_k" in side_table.column_names else side_table
     snaps = fr.snapshots_from_arrow(lin.select([c for c in lin.column_names if c in _SNAPSHOT_FIELDS]))
     found = check_partition_commits(
         commit_table, snaps, _states(side_table) if resets else None, tolerance_ms=tolerance_ms, fencing=fencing,
-        resets=resets,
+        resets=resets, topic_created=topic_created,
     )  # fmt: skip
     return [fr.finding_row(f, group_clients=clients) for f, clients in found]
 
@@ -157,9 +161,11 @@ def commit_findings(
     tolerance_ms: int,
     fencing: bool = True,
     resets: bool = True,
+    topic_created: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """F2/F4 and S1/S2 findings (FINDINGS schema, uncorrelated, in range or not) in one cogroup of the
-    commits with the lineage (and, for the resets, the group records of the partition's groups)."""
+    commits with the lineage (and, for the resets, the group records of the partition's groups);
+    ``topic_created``: topic id -> creation time (the metadata log's), for the rounds."""
     from functools import partial
 
     from pyspark.sql import functions as F
@@ -170,7 +176,8 @@ def commit_findings(
         pairs = rows.select("group_id", "topic", "partition").distinct()
         recs = pairs.join(group_records(groups), "group_id").withColumn("_k", F.lit(1))
         side = side.unionByName(recs, allowMissingColumns=True)
-    fn = partial(run_commit_pass, tolerance_ms=tolerance_ms, fencing=fencing, resets=resets)
+    fn = partial(run_commit_pass, tolerance_ms=tolerance_ms, fencing=fencing, resets=resets,
+                 topic_created=dict(topic_created) if topic_created else None)
     return (
         rows.groupBy("topic", "partition")
         .cogroup(side.groupBy("topic", "partition"))

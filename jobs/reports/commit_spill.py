@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -305,7 +305,8 @@ def _read_ipc(fs: Any, base: str, paths: Iterable[str]) -> pa.Table | None:
 
 
 def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], side: dict[int, list[str]],
-               side_schema: pa.Schema, *, tolerance_ms: int, fencing: bool, resets: bool):  # noqa: ANN202
+               side_schema: pa.Schema, *, tolerance_ms: int, fencing: bool, resets: bool,
+               topic_created: Mapping[str, int] | None = None):  # noqa: ANN202
     """``mapInArrow`` over ``spark.range`` ids: the findings of bucket ``buckets[id]``'s (topic, partition)s."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -328,7 +329,8 @@ def _bucket_fn(scratch: str, buckets: list[int], rows: dict[int, list[str]], sid
                     part = commits.slice(lo, hi - lo)  # strings still dictionary-encoded: the pass ranks them
                     tp = (part.column("topic")[0].as_py(), part.column("partition")[0].as_py())
                     right = sides.take(pa.array(by_key.get(tp, []), pa.int64()))
-                    found += run_commit_pass(part, right, tolerance_ms=tolerance_ms, fencing=fencing, resets=resets)
+                    found += run_commit_pass(part, right, tolerance_ms=tolerance_ms, fencing=fencing, resets=resets,
+                                             topic_created=topic_created)
                 yield from fr.findings_table(found).to_batches()
 
     return run
@@ -371,9 +373,9 @@ class CommitSpill:
         return cls(spark, scratch, root, [f.path for f in files], spark_rows, buckets, [f.rows for f in files])
 
     def findings(self, lineage_df: DataFrame, groups: DataFrame | None, *, tolerance_ms: int, fencing: bool = True,
-                 resets: bool = True) -> DataFrame:
+                 resets: bool = True, topic_created: Mapping[str, int] | None = None) -> DataFrame:
         """F2/F4 and S1/S2 findings, as :func:`.commit_pass.commit_findings` (runs the spill now; the
-        bucket pass runs when the frame is)."""
+        bucket pass runs when the frame is; ``topic_created`` goes to the bucket tasks in their closure)."""
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -407,7 +409,7 @@ class CommitSpill:
         rows, sides = _by_bucket(written), _by_bucket(side_written)
         wanted = sorted(rows)
         fn = _bucket_fn(self.scratch, wanted, rows, sides, to_arrow_schema(side.schema), tolerance_ms=tolerance_ms,
-                        fencing=fencing, resets=resets)  # fmt: skip
+                        fencing=fencing, resets=resets, topic_created=topic_created)  # fmt: skip
         # a task per bucket, without a shuffle (spark.range's slices; AQE would merge a small shuffle's)
         return (self.spark.range(len(wanted), numPartitions=max(1, len(wanted)))
                 .mapInArrow(fn, fr.findings_spark_schema()))

@@ -34,7 +34,7 @@ L1/L2/L5/D1/D2, the batch's max timestamp for L3, the commit's time for F2/F4).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -209,6 +209,7 @@ def fencing_findings(
     commit_findings_df: DataFrame | None = None,
     state: fr.InputState | None = None,
     lineage_ahead: DataFrame | None = None,
+    topic_created: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """Every fencing finding (FINDINGS schema) over the window's evidence, in range or not.
 
@@ -217,7 +218,8 @@ def fencing_findings(
     had the batches but not that snapshot's lineage, the next day's run had both but the finding out of range).
 
     F2/F4 come from the commit pass (:mod:`.commit_pass`): ``commit_findings_df`` when the caller ran it
-    for the resets too (only its F rows are taken), else a fencing-only pass over ``commits_df``."""
+    for the resets too (only its F rows are taken), else a fencing-only pass over ``commits_df`` (with
+    ``topic_created``, the metadata log's creation time of each topic id)."""
     from pyspark.sql import functions as F
 
     from ..session import one_partition
@@ -257,7 +259,8 @@ def fencing_findings(
         f24 = commit_findings_df.where(F.col("rule").startswith("F"))
     else:
         com = commits_df if commits_df is not None else commit_pass.read_commits(spark, config, cluster, window, state)
-        f24 = commit_pass.commit_findings(com, lin, None, tolerance_ms=tol, fencing=True, resets=False)
+        f24 = commit_pass.commit_findings(com, lin, None, tolerance_ms=tol, fencing=True, resets=False,
+                                          topic_created=topic_created)
     return l1.unionByName(l2).unionByName(l5_d12).unionByName(l3).unionByName(f24)
 
 
