@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 from .config import Config, parse_date_range
 from .errors import InputError, one_line
 from .runlog import RunContext, SourceStatus
-from .schemas import SILVER_BY_SOURCE
+from .schemas import COVERAGE_BY_SOURCE, SILVER_BY_SOURCE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["AuditResult", "SILVER_BY_SOURCE", "SparkProgress", "rows_per_day", "run_audit"]
+__all__ = ["AuditResult", "SILVER_BY_SOURCE", "SparkProgress", "covered_days", "rows_per_day", "rows_per_table",
+           "run_audit"]
 
 
 Progress = Callable[[str], None]
@@ -212,7 +213,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
     counts: tuple[SourceCounts, ...] = ()
     with SparkProgress(spark, say, progress_interval) as tracker, ThreadPoolExecutor(
             1, thread_name_prefix="epoch-audit-completeness") as aside:
-        per_day: Future[dict[dt.date, dict[str, int]]] | None = None
+        per_day: Future[dict[dt.date, dict[str, int]]] | None = None  # day -> table -> rows
         if ingest:
             tracker.step("ingest")
             say("ingest: decoding inputs into silver tables")
@@ -233,7 +234,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             # the completeness counts read only the silver tables just written: counted while the reports run
             tracker.step("completeness")
             per_day = aside.submit(named_step(spark, "rows per day", functools.partial(
-                rows_per_day, spark, config, start, end, configured)))
+                rows_per_table, spark, config, start, end, configured)))
         if wanted:
             t1 = time.perf_counter()
             tracker.step("reports")
@@ -258,14 +259,14 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
                 warn(line)
         if ingest and configured:
             tracker.step("completeness")
-            result.rows_per_day = (per_day.result() if per_day is not None
-                                   else rows_per_day(spark, config, start, end, configured))
+            tables = (per_day.result() if per_day is not None
+                      else rows_per_table(spark, config, start, end, configured))
+            result.rows_per_day = by_source(tables)
             met = {c.source_kind for c in counts}
             # a configured source with no input unit at all still gets its audit_runs row (no_input)
             counts = counts + tuple(SourceCounts(k, "file", 0, 0, 0) for k in configured if k not in met)
             result.sources = {
-                k: source_status(k, counts, [d for d, kinds in result.rows_per_day.items() if kinds.get(k)],
-                                 (start, end))
+                k: source_status(k, counts, covered_days(tables, k), (start, end))
                 for k in configured
             }
         elif not ingest:
@@ -274,10 +275,11 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             kinds = [k for k in configured if k in reread] or list(reread)
             if "logdirs" in configured and "cluster_metadata" in reread and "cluster_metadata" not in kinds:
                 kinds.append("cluster_metadata")
-            result.rows_per_day = rows_per_day(spark, config, start, end, kinds)
+            tables = rows_per_table(spark, config, start, end, kinds)
+            result.rows_per_day = by_source(tables)
             bad = quarantined_per_source(spark, config, start, end)
-            result.sources = {k: silver_status(k, [d for d, got in result.rows_per_day.items() if got.get(k)],
-                                               (start, end), quarantined=bad.get(k, 0)) for k in kinds}
+            result.sources = {k: silver_status(k, covered_days(tables, k), (start, end), quarantined=bad.get(k, 0))
+                              for k in kinds}
             result.sources.update({k: silver_status(k, (), (start, end), present=False)
                                    for k in configured if k not in reread})
         if result.sources:
@@ -348,9 +350,36 @@ def quarantined_per_source(spark: SparkSession, config: Config, start: dt.date, 
 
 def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.date,
                  source_kinds: Sequence[str]) -> dict[dt.date, dict[str, int]]:
-    """Silver rows per day and source kind in ``[start, end]`` for ``config.cluster`` (a table not written yet
-    counts as no rows): from the Delta log's record counts where delta-rs reads the table's log and it has them
-    (no Spark job: Spark's count of the 10 M-commit bench run's tables was ~3 JVM CPU-s), else one Spark job."""
+    """Silver rows per day and source kind in ``[start, end]`` for ``config.cluster`` (:func:`rows_per_table`
+    summed per source kind)."""
+    return by_source(rows_per_table(spark, config, start, end, source_kinds))
+
+
+def by_source(per_table: dict[dt.date, dict[str, int]],
+              tables_of: dict[str, tuple[str, ...]] = SILVER_BY_SOURCE) -> dict[dt.date, dict[str, int]]:
+    """Day -> table -> rows summed per source kind (``tables_of``: each kind's tables); only days and kinds
+    with rows."""
+    out: dict[dt.date, dict[str, int]] = {}
+    for day, counts in per_table.items():
+        kinds = {k: n for k, tables in tables_of.items() if (n := sum(counts.get(t, 0) for t in tables))}
+        if kinds:
+            out[day] = kinds
+    return out
+
+
+def covered_days(per_table: dict[dt.date, dict[str, int]], source_kind: str) -> list[dt.date]:
+    """The days a source covered (:data:`~jobs.schemas.COVERAGE_BY_SOURCE`): for log dirs the days a snapshot
+    was taken on, not the days the batches in a later snapshot's segments are dated on."""
+    tables = COVERAGE_BY_SOURCE[source_kind]
+    return [d for d, counts in sorted(per_table.items()) if any(counts.get(t) for t in tables)]
+
+
+def rows_per_table(spark: SparkSession, config: Config, start: dt.date, end: dt.date,
+                   source_kinds: Sequence[str]) -> dict[dt.date, dict[str, int]]:
+    """Silver rows per day and table of ``source_kinds`` in ``[start, end]`` for ``config.cluster`` (a table not
+    written yet counts as no rows): from the Delta log's record counts where delta-rs reads the table's log and it
+    has them (no Spark job: Spark's count of the 10 M-commit bench run's tables was ~3 JVM CPU-s), else one Spark
+    job."""
     from pyspark.sql import functions as F
 
     from .errors import NoTableError, SinkError
@@ -372,7 +401,7 @@ def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.da
                 for f in listed.files:
                     if f.rows:
                         day = out.setdefault(f.values["event_date"], {})
-                        day[kind] = day.get(kind, 0) + f.rows
+                        day[table] = day.get(table, 0) + f.rows
                 continue
             try:
                 df = read_table(spark, table, config, cluster=config.cluster, date_range=(start, end))
@@ -380,9 +409,9 @@ def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.da
                 if not isinstance(exc, SinkError) and "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
                     raise
                 continue
-            parts.append(df.select(F.lit(kind).alias("source_kind"), F.col("event_date")))
+            parts.append(df.select(F.lit(table).alias("_table"), F.col("event_date")))
     if parts:
-        for r in union_all(parts).groupBy("event_date", "source_kind").count().collect():
+        for r in union_all(parts).groupBy("event_date", "_table").count().collect():
             day = out.setdefault(r["event_date"], {})
-            day[r["source_kind"]] = day.get(r["source_kind"], 0) + int(r["count"])
+            day[r["_table"]] = day.get(r["_table"], 0) + int(r["count"])
     return dict(sorted(out.items()))

@@ -308,7 +308,8 @@ def source_status(
         if quarantined:
             parts.append(f"{quarantined} of {read} units quarantined")
         if missing:
-            parts.append("no rows on " + ", ".join(d.isoformat() for d in missing))
+            what = "no snapshots taken on " if source_kind == "logdirs" else "no rows on "
+            parts.append(what + ", ".join(d.isoformat() for d in missing))
         status, reason = "partial", "; ".join(parts)
     else:
         status, reason = "ok", ""

@@ -394,6 +394,12 @@ SILVER_BY_SOURCE: dict[str, tuple[str, ...]] = {
     "metadata": ("metadata_observations",),
     "cluster_metadata": ("partition_history",),
 }
+#: The silver tables whose rows tell the days a source *covered* (``days_without_input``), where that is not every
+#: table it feeds: a log-dir snapshot's segments hold record batches of earlier days (``record_batches`` dated by
+#: their batch timestamps), which are no snapshot of those days; a day of log dirs is covered by the snapshots
+#: taken on it (``epoch_lineage``, dated by the snapshot time). A day with batches but no snapshot read as covered
+#: once, and the rules judged its commits by the next day's rounds (hundreds of false F2 errors).
+COVERAGE_BY_SOURCE: dict[str, tuple[str, ...]] = {**SILVER_BY_SOURCE, "logdirs": ("epoch_lineage",)}
 SILVER_TABLES: dict[str, tuple[Column, ...]] = {
     "offset_commits": OFFSET_COMMITS,
     "group_metadata": GROUP_METADATA,

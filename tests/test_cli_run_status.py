@@ -127,6 +127,37 @@ def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Pa
     assert gap.exit_code == EXIT_NO_INPUT and "--fail-on-no-input" in gap.stderr, gap.output
 
 
+def test_a_day_without_log_dir_snapshots_is_missing_input_though_a_later_snapshot_holds_its_batches(
+        spark, tmp_path: Path) -> None:
+    """Log dirs cover a day by the snapshots taken on it, not by the record batches a later snapshot's segments
+    hold of it (dated by their batch timestamps): the day was reported covered (``days_without_input`` []), and
+    the rules judged its commits by the next day's rounds (hundreds of false F2 errors)."""
+    from test_notebook import T0
+
+    from epochlib import records
+    from epochlib.records import NewRecord
+
+    inputs = write_tiny_inputs(tmp_path / "in")  # offsets on 2024-03-01, snapshots at 2024-03-01 06:00
+    for broker in (1, 2):  # the snapshots taken on 03-02 instead, their segment holding a batch of 03-01
+        b = Path(inputs["logdirs"]) / f"broker={broker}"
+        (b / "snapshot=20240301T060000Z").rename(b / "snapshot=20240302T060000Z")
+        batch = records.encode_batch([NewRecord(b"k", b"v", T0)], base_offset=10, partition_leader_epoch=2)
+        (b / "snapshot=20240302T060000Z" / "orders-0" / "00000000000000000010.log").write_bytes(batch)
+    out = tmp_path / "tables"
+    res = CliRunner().invoke(cli, [
+        "run", "--from", "2024-03-01", "--to", "2024-03-02", "--offsets", inputs["offsets"], "--logdirs",
+        inputs["logdirs"], "--output-root", str(out), "--cluster", "tiny", "-q",
+        "--summary-json", str(tmp_path / "s.json"), "--fail-on-no-input"])
+    assert res.exit_code == EXIT_NO_INPUT, res.output
+    assert "input logdirs: partial (no snapshots taken on 2024-03-01)" in res.stdout
+    days = {r["source_kind"]: r["days_without_input"] for r in _runs(out)}
+    assert [str(d) for d in days["logdirs"]] == ["2024-03-01"]
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["sources"]["logdirs"]["days_without_input"] == ["2024-03-01"]
+    assert doc["days"]["2024-03-01"]["rows"]["logdirs"] == 2  # the batch (in both replicas), dated on 03-01
+    assert doc["days"]["2024-03-02"]["rows"]["logdirs"] == 2  # the two snapshots
+
+
 def test_the_metadata_log_has_its_own_status_and_a_quiet_day_is_ok(spark, tmp_path: Path) -> None:
     """cluster_metadata gets a per-source status like the three inputs, judged by its units: the log's only
     changes are two months after the range (a quiet range), which is no missing input."""
