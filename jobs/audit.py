@@ -333,7 +333,8 @@ def silver_status(source_kind: str, days_with_rows: Sequence[dt.date], date_rang
     elif missing or quarantined:
         parts = [f"{quarantined} input units in quarantine for the range"] if quarantined else []
         if missing:
-            parts.append("no silver rows on " + ", ".join(d.isoformat() for d in missing))
+            what = "no snapshots (epoch_lineage rows) on " if source_kind == "logdirs" else "no silver rows on "
+            parts.append(what + ", ".join(d.isoformat() for d in missing))
         status, reason = "partial", "; ".join(parts)
     else:
         status, reason = "ok", ""

@@ -297,6 +297,10 @@ AUDIT_RUNS = (
        "end or a gap; for segments (unit batch), files that end inside a batch, as a copy of the active segment "
        "taken while the broker wrote it does (Kafka reads the log up to there); null for other units and rows "
        "written before the column"),
+    _c("days_without_input", pa.list_(pa.date32()), "days of the range for which this source yielded no rows (log dirs: no snapshot taken that day)"),
+    _c("units_unpaired", I64, "capture frames that are limits of the capture, not bad input (not in units_read): "
+       "requests or responses whose other half was not captured, frames cut by the capture's start, end or a "
+       "gap; null for other units and rows written before the column"),
     _c("input_root", STR, "this source's input root as the run was given it: what the re-check commands' $OFFSETS, "
        "$LOGDIRS, … stand for when `report` runs without the inputs; null for rows written before the column"),
 )
