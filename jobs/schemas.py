@@ -291,16 +291,13 @@ AUDIT_RUNS = (
     _c("findings", pa.map_(STR, I64), "report table -> number of findings written by the run"),
     _c("error", STR, "why the run failed (the one-line error), null otherwise"),
     _c("source_status", STR, "this source's status: ok | partial | no_input (null on a failed run's row)"),
-    _c("days_without_input", pa.list_(pa.date32()), "days of the range for which this source yielded no rows"),
+    _c("days_without_input", pa.list_(pa.date32()), "days of the range for which this source yielded no rows (log "
+       "dirs: no snapshot taken that day)"),
     _c("units_unpaired", I64, "what is a limit of the input, not bad input (not in units_read): for captures "
        "(unit frame), requests or responses whose other half was not captured, frames cut by the capture's start, "
        "end or a gap; for segments (unit batch), files that end inside a batch, as a copy of the active segment "
        "taken while the broker wrote it does (Kafka reads the log up to there); null for other units and rows "
        "written before the column"),
-    _c("days_without_input", pa.list_(pa.date32()), "days of the range for which this source yielded no rows (log dirs: no snapshot taken that day)"),
-    _c("units_unpaired", I64, "capture frames that are limits of the capture, not bad input (not in units_read): "
-       "requests or responses whose other half was not captured, frames cut by the capture's start, end or a "
-       "gap; null for other units and rows written before the column"),
     _c("input_root", STR, "this source's input root as the run was given it: what the re-check commands' $OFFSETS, "
        "$LOGDIRS, … stand for when `report` runs without the inputs; null for rows written before the column"),
 )
