@@ -52,7 +52,7 @@ from epochlib.rules import ReplicaSnapshot, SnapshotRounds, epoch_disagreements,
 from .config import Config, parse_date_range
 from .errors import SinkError
 from .fs import replace_text
-from .summary import REPORT_TABLES, SEVERITIES, input_roots, report_rows
+from .summary import REPORT_TABLES, SEVERITIES, Coverage, input_roots, report_rows, run_coverage, spans
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -166,7 +166,7 @@ def render_html_report(
         _stale_rate_section(config, tables["stale_metadata_rates"], days),
         _resets_section(config, tables["spurious_offset_resets"], days),
         _fencing_section(config, tables["fencing_violations"]),
-        _summary_section(config, tables),
+        _summary_section(config, tables, run_coverage(config, date_from, date_to)),
         _top_findings_section(tables, incident_of, roots),
     ]
     if len(auto) > MAX_AUTO_LINEAGE:
@@ -383,7 +383,9 @@ def _fencing_section(config: Config, fencing: pa.Table | None) -> str:
     return _section(sid, title, intro, chart)
 
 
-def _summary_section(config: Config, tables: Mapping[str, pa.Table | None]) -> str:
+def _summary_section(config: Config, tables: Mapping[str, pa.Table | None], coverage: Coverage | None = None) -> str:
+    """The findings counted by report, rule, kind and severity, and what ``audit_runs`` says of the range
+    (``coverage``: days no run audited are not "no findings")."""
     counts: Counter = Counter()
     missing = []
     for report in REPORT_TABLES:
@@ -407,6 +409,14 @@ def _summary_section(config: Config, tables: Mapping[str, pa.Table | None]) -> s
     if missing:
         content += ('<p class="note">No table yet (not run for this output): '
                     + ", ".join(f"<code>{_e(m)}</code>" for m in missing) + "</p>")
+    if coverage is not None:
+        lines = [f"Status of the runs that last covered the range (<code>audit_runs</code>): "
+                 f"<strong>{_e(coverage.status or 'not audited')}</strong>."]
+        if coverage.not_audited:
+            lines.append(f"Not audited (no finished run covers them, so no findings is no verdict): "
+                         f"{_e(spans(coverage.not_audited))}.")
+        lines += [_e(n) + "." for n in coverage.notes]
+        content += "".join(f'<p class="note">{line}</p>' for line in lines)
     return _section("summary", "Summary", "Every finding in the range, counted.", content)
 
 

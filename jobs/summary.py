@@ -41,6 +41,7 @@ __all__ = [
     "load_findings",
     "report_rows",
     "run_coverage",
+    "spans",
     "summarise",
 ]
 
@@ -217,7 +218,7 @@ class Coverage:
     notes: list[str] = field(default_factory=list)
 
 
-def _spans(days: Iterable[dt.date]) -> str:
+def spans(days: Iterable[dt.date]) -> str:
     """``2024-06-29, 2024-07-02 .. 2024-07-05``: consecutive days as one span."""
     out: list[list[dt.date]] = []
     for d in sorted(days):
@@ -274,7 +275,7 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
                                                         f"run {run}")
     for kind in sorted(set(gaps) | set(quarantined)):
         if gaps.get(kind):
-            cov.notes.append(f"input {kind}: no rows on {_spans(gaps[kind])}")
+            cov.notes.append(f"input {kind}: no rows on {spans(gaps[kind])}")
         if quarantined.get(kind):
             cov.notes.append(f"input {kind}: quarantined " + "; ".join(quarantined[kind]) + " (the quarantine table)")
     return cov
@@ -284,7 +285,7 @@ def format_coverage(cov: Coverage) -> str:
     """The lines ``report`` prints after the summary: the runs' status, days not audited, inputs missing."""
     lines = [f"  Status: {cov.status or 'not audited'} (audit_runs: {cov.runs} run(s) last covered the range)"]
     if cov.not_audited:
-        lines.append(f"  not audited (no finished run covers them): {_spans(cov.not_audited)}")
+        lines.append(f"  not audited (no finished run covers them): {spans(cov.not_audited)}")
     lines += [f"  {n}" for n in cov.notes]
     return "\n".join(map(printable, lines))
 
