@@ -149,15 +149,42 @@ def _config(conf: str | None, command: str, **flags: Any) -> Any:
     return config_from_flags(command=command, **flags)
 
 
-def _check_inputs(config: Any) -> None:
-    """Fail fast, before Spark starts, on a configured local input that does not exist."""
+def _check_inputs(config: Any, flags: dict[str, Any] | None = None) -> None:
+    """Fail fast, before Spark starts, on a configured local input that does not exist or cannot be read (a
+    folder that cannot be listed, a file that cannot be opened): exit 3, not a run that reads nothing and says
+    so only in its status. ``flags``: the input flags given on the command line, so that the message names where
+    the path came from (``--logdirs`` or ``[inputs] logdirs`` of the config file)."""
     for name, value in zip(config.inputs.LOCATIONS, config.inputs.roots, strict=True):
         if value is None or "://" in value or value.startswith("dbfs:"):
             continue
-        if not Path(value).exists():
-            raise InputError(f"--{name.replace('_', '-')} input path does not exist: {value}")
+        if (flags or {}).get(name) is not None or config.source is None:
+            origin = f"--{name.replace('_', '-')}"
+        else:
+            origin = f"[inputs] {name} in {config.source}"
+        path = Path(value)
+        if not path.exists():
+            raise InputError(f"{origin}: input path does not exist: {value}")
+        problem = _unreadable(path)
+        if problem:
+            raise InputError(f"{origin}: input path cannot be read ({problem}): {value}")
     if not any(config.inputs.roots):
         raise ConfigError("no inputs configured: set [inputs] offsets/logdirs/metadata or pass --offsets etc.")
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why the input root ``path`` cannot be read (a folder that cannot be listed, a file that cannot be
+    opened), or None. Tried for real, not with ``os.access``: a process running as root passes every access
+    check and still meets what it cannot read (a mount, a capability-less root)."""
+    try:
+        if path.is_dir():
+            with os.scandir(path) as entries:
+                next(entries, None)
+        else:
+            with open(path, "rb") as f:
+                f.read(1)
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 def _session(config: Any, *, ingest: bool = False) -> Any:
@@ -220,7 +247,8 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
                      cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster, reports=reports)
     if not reports_only:
-        _check_inputs(config)
+        _check_inputs(config, dict(offsets=offsets, logdirs=logdirs, metadata=metadata,
+                                   cluster_metadata=cluster_metadata))
     _check_output_files(summary_json=summary_json, metrics_file=metrics_file)
     t0 = time.monotonic()
     say = _say(quiet, t0)

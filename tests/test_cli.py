@@ -76,6 +76,52 @@ def test_run_missing_input_path_exit_3(runner: CliRunner, tmp_path: Path) -> Non
     assert "does not exist" in res.output and "missing" in res.output
 
 
+def test_a_missing_path_of_the_config_file_is_named_by_its_key_not_a_flag(runner: CliRunner, tmp_path: Path) -> None:
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path / "missing", root=tmp_path / "out"))
+    res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04"])
+    assert res.exit_code == EXIT_INPUT
+    assert f"[inputs] offsets in {conf.resolve()}: input path does not exist" in res.output
+    assert "--offsets" not in res.output
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_an_unreadable_input_root_is_exit_3_before_spark(runner: CliRunner, tmp_path: Path, monkeypatch,
+                                                         kind: str) -> None:
+    """A root the run cannot list (a folder) or open (a file) was read as "nothing decoded": status partial,
+    exit 0. Root reads anything, so the listing or the open is made to refuse as it does for another user."""
+    import builtins
+    import os
+
+    import jobs.session
+
+    root = tmp_path / "offsets"
+    root.mkdir()
+    target = root
+    if kind == "file":
+        target = root / "commits.jsonl"
+        target.write_text("{}\n")
+    real_scandir, real_open = os.scandir, builtins.open
+
+    def scandir(path=".", *a):
+        if Path(path) == target:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path, *a)
+
+    def open_(file, *a, **kw):
+        if isinstance(file, (str, Path)) and Path(file) == target:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *a, **kw)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(jobs.session, "get_or_create_session", lambda **_kw: pytest.fail("Spark started"))
+    conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
+    res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04", "--offsets", str(target)])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert res.output.strip() == (f"epoch-audit: error: --offsets: input path cannot be read (Permission denied): "
+                                  f"{target}")
+
+
 def test_run_flag_overrides_input_path(runner: CliRunner, tmp_path: Path) -> None:
     conf = _conf(tmp_path, GOOD.format(offsets=tmp_path, root=tmp_path / "out"))
     res = runner.invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-04",
