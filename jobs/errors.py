@@ -48,9 +48,33 @@ class CommitError(SinkError):
 def one_line(exc: BaseException, limit: int = 500) -> str:
     """A one-line account of ``exc`` for stderr, ``audit_runs.error`` and the JSON summary: its first
     non-empty line (a Java exception's stack trace and Py4J's framing are dropped), at most ``limit``
-    characters."""
-    for line in str(exc).splitlines():
-        line = " ".join(line.split())
+    characters. What that line only announces is added to it: the Java exception after Py4J's "An error
+    occurred while calling …" (``org.apache.spark.SparkException: Could not parse Master URL: 'local[x]'``), and
+    a Python traceback's last exception line (a Python worker's ``PermissionError: …``)."""
+    lines = [" ".join(line.split()) for line in str(exc).splitlines()]
+    text = ""
+    for i, line in enumerate(lines):
         if line and not line.startswith(("at ", "Traceback", "py4j.protocol")):
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return type(exc).__name__
+            text = line
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if line.startswith("An error occurred while calling") and nxt.startswith(": ") and len(nxt) > 2:
+                text = f"{line} {nxt[2:]}"
+            break
+    raised = _traceback_exception(str(exc))
+    if raised and raised not in text:
+        text = f"{text} {raised}" if text.endswith(":") or not text else f"{text}: {raised}"
+    if not text:
+        return type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _traceback_exception(text: str) -> str | None:
+    """The exception line that ends the last Python traceback in ``text`` (the first unindented line after a
+    ``Traceback (most recent call last):``), or None when ``text`` holds no traceback."""
+    found, in_traceback = None, False
+    for line in text.splitlines():
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+        elif in_traceback and line.strip() and not line[0].isspace():
+            found, in_traceback = " ".join(line.split()), False
+    return found

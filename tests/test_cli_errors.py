@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from jobs import cli
-from jobs.errors import ConfigError, one_line
+from jobs.errors import ConfigError, SinkError, one_line
 
 JAVA_TRACE = ("An error occurred while calling o57.save.\n"
               ": org.apache.spark.SparkException: Job aborted.\n"
@@ -17,10 +17,31 @@ JAVA_TRACE = ("An error occurred while calling o57.save.\n"
 
 
 def test_one_line_keeps_the_first_line_of_a_java_trace() -> None:
-    assert one_line(RuntimeError(JAVA_TRACE)) == "An error occurred while calling o57.save."
+    # Py4J's first line only announces the Java exception: its message is the cause a user needs
+    assert one_line(RuntimeError(JAVA_TRACE)) == ("An error occurred while calling o57.save. "
+                                                  "org.apache.spark.SparkException: Job aborted.")
     assert one_line(RuntimeError("\n\n  spaced   out \n more")) == "spaced out"
     assert one_line(ValueError("")) == "ValueError"
     assert len(one_line(RuntimeError("x" * 5000), 100)) == 100
+
+
+PYTHON_WORKER = ("Spark could not write staged Parquet files for 'metadata_observations': An exception was thrown "
+                 "from the Python worker:\n"
+                 "Traceback (most recent call last):\n"
+                 '  File "/venv/pyspark/worker.py", line 1, in main\n    process()\n'
+                 "ValueError: a first failure\n\nDuring handling of the above exception, another exception occurred:\n\n"
+                 "Traceback (most recent call last):\n"
+                 '  File "/repo/jobs/ingest/metadata.py", line 227, in _decode_jsonl\n'
+                 "    for line_no, line in read_lines(row):\n"
+                 "PermissionError: [Errno 13] Permission denied: '/sim/metadata/a.jsonl'\n\n"
+                 "JVM stacktrace:\norg.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+                 "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n")
+
+
+def test_one_line_ends_a_python_worker_s_failure_with_its_exception_not_a_colon() -> None:
+    assert one_line(SinkError(PYTHON_WORKER), 2000) == (
+        "Spark could not write staged Parquet files for 'metadata_observations': An exception was thrown from the "
+        "Python worker: PermissionError: [Errno 13] Permission denied: '/sim/metadata/a.jsonl'")
 
 
 def test_a_session_that_cannot_start_is_a_usage_error_naming_the_master(monkeypatch) -> None:

@@ -134,3 +134,48 @@ def test_an_undecodable_response_among_good_ones_gives_no_observation_rows(tmp_p
     mixed = pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
     silver = md.observations_arrow(mixed)
     assert silver.column("correlation_id").to_pylist() == [7, 7, 8, 8]
+
+
+@pytest.mark.parametrize("fail_after", [None, 1])
+def test_an_unreadable_jsonl_capture_is_quarantined_not_a_failed_run(tmp_path, monkeypatch, fail_after):
+    """A JSONL capture the task cannot open (or that fails to read on after its first line) is one quarantined
+    file, ``unreadable: …``, as a pcap is: the PermissionError escaped the Python worker and failed the whole
+    run with exit 4."""
+    import jobs.fs
+
+    p = tmp_path / "cap.jsonl"
+    p.write_text("\n".join(["{}"] * 3) + "\n")
+    real = jobs.fs.open_reader
+
+    class Failing:
+        def __init__(self, source):
+            if fail_after is None:
+                raise PermissionError(13, "Permission denied", source)
+            self.r, self.size, self.calls = real(source), 1 << 20, 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.r.close()
+
+        def read_at(self, pos, n):
+            self.calls += 1
+            if self.calls > fail_after:
+                raise OSError(5, "Input/output error")
+            return self.r.read_at(pos, 3)  # the first line only
+
+    monkeypatch.setattr(jobs.fs, "open_reader", Failing)
+    rb = pa.RecordBatch.from_pylist([{"source": str(p), "size": p.stat().st_size, "form": "jsonl"}],
+                                    schema=md.FILE_SCHEMA)
+    rows = [r for b in md.decode_capture_files((9092,))(iter([rb])) if b is not None for r in b.to_pylist()]
+    (q,) = [r for r in rows if r["row_kind"] == "quarantine" and r["unit"] == "file"]
+    assert q["reason"].startswith("unreadable: ") and q["source"] == str(p)
+    reason = "Permission denied" if fail_after is None else "Input/output error"
+    assert reason in q["reason"]
+    stats = {r["unit"]: (r["n_read"], r["n_bad"]) for r in rows if r["row_kind"] == "stats"}
+    assert stats["file"] == (1, 1)
+    if fail_after is None:
+        assert "line" not in stats
+    else:  # the line read before the failure is counted (a bad capture line: "{}" has no response)
+        assert stats["line"] == (1, 1)

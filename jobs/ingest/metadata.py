@@ -226,27 +226,34 @@ def _decode_jsonl(row: dict | str, addresses: dict[str, int]) -> Iterator[pa.Rec
     side = RowBuffer(WORK)
     chunk = _Chunk(src, "line", side, addresses)
     n_read = n_bad = 0
-    for line_no, line in read_lines(row):
-        if not line.strip():
-            continue
-        n_read += 1
-        try:
-            obj, resp, ver, ms, token = parse_capture_line(line)
-        except LINE_ERRORS as e:
-            n_bad += 1
-            # dated by the line's own time when it had a good one (only the token was wrong)
-            side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX],
-                              q_ms=getattr(e, "capture_ms", None)))
-            continue
-        if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver, token,
-                     obj.get("client_host") or None):  # "" is no host, as an absent key
-            batch = chunk.flush()
-            if batch is not None:
-                yield batch
+    failed = False
+    try:
+        for line_no, line in read_lines(row):
+            if not line.strip():
+                continue
+            n_read += 1
+            try:
+                obj, resp, ver, ms, token = parse_capture_line(line)
+            except LINE_ERRORS as e:
+                n_bad += 1
+                # dated by the line's own time when it had a good one (only the token was wrong)
+                side.add(side_row(src, line_no, "line", f"bad capture line: {e}", line[:RAW_MAX],
+                                  q_ms=getattr(e, "capture_ms", None)))
+                continue
+            if chunk.add(line_no, ms, obj.get("client_id"), obj.get("broker"), resp, ver, token,
+                         obj.get("client_host") or None):  # "" is no host, as an absent key
+                batch = chunk.flush()
+                if batch is not None:
+                    yield batch
+    except OSError as e:  # a file the task cannot open or read on: quarantined, as a pcap, not a failed run
+        failed = True
+        side.add(side_row(src, row.get("start") or 0, "file", f"unreadable: {e}"))
+        side.add(stats_row(src, "file", 1, 1, 0))
     batch = chunk.flush()
     if batch is not None:
         yield batch
-    side.add(stats_row(src, "line", n_read, n_bad + chunk.bad, chunk.out))
+    if n_read or not failed:
+        side.add(stats_row(src, "line", n_read, n_bad + chunk.bad, chunk.out))
     yield side.flush()
 
 
