@@ -166,6 +166,14 @@ def run_audit(
     if not ingest and not reread:  # a wrong location: said before anything is written there
         raise InputError(f"--reports-only: no silver tables at {config.output.table_location('')}: has "
                          "`epoch-audit run` ingested there? (check --output-root / [output])")
+    if not ingest and not _silver_rows(config, reread):  # a mistyped cluster: said as report/findings say it
+        from .runlog import clusters_with_runs, no_run_of_cluster
+
+        clusters = clusters_with_runs(config)
+        if clusters is not None and config.cluster in clusters:  # its runs stored no silver row
+            raise InputError(f"--reports-only: no silver rows of cluster {config.cluster!r} at "
+                             f"{config.output.table_location('')}: its runs ingested nothing")
+        raise InputError(f"--reports-only: {no_run_of_cluster(config, clusters)}")
     from .session import STUCK_STEPS, size_shuffles
 
     STUCK_STEPS.clear()  # the steps an earlier run left deadlocked are that run's
@@ -200,7 +208,14 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
          warn: Progress, progress_interval: float) -> None:
     from .ingest import run_ingestion
     from .reports import run_reports
-    from .runlog import SourceCounts, audit_run_table, run_status, source_status, write_audit_runs
+    from .runlog import (
+        JUDGED_BY_UNITS,
+        SourceCounts,
+        audit_run_table,
+        run_status,
+        source_status,
+        write_audit_runs,
+    )
     from .session import named_step, python_memory_warning, shuffles_for_input
 
     memory = python_memory_warning(spark)  # before the tasks it would fail
@@ -278,7 +293,8 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             tables = rows_per_table(spark, config, start, end, kinds)
             result.rows_per_day = by_source(tables)
             bad = quarantined_per_source(spark, config, start, end)
-            result.sources = {k: silver_status(k, covered_days(tables, k), (start, end), quarantined=bad.get(k, 0))
+            result.sources = {k: silver_status(k, covered_days(tables, k), (start, end), quarantined=bad.get(k, 0),
+                                               held=k not in JUDGED_BY_UNITS or _silver_rows(config, [k]))
                               for k in kinds}
             result.sources.update({k: silver_status(k, (), (start, end), present=False)
                                    for k in configured if k not in reread})
@@ -316,18 +332,40 @@ def _silver_kinds(config: Config) -> list[str]:
     return kinds
 
 
+def _silver_rows(config: Config, kinds: Sequence[str]) -> bool:
+    """Whether the silver tables of ``kinds`` hold any row of ``config.cluster``; True when that cannot be told
+    without Spark (a catalog table, deletion vectors)."""
+    from .errors import NoTableError, SinkError
+    from .sink import table_files
+
+    for kind in kinds:
+        for table in SILVER_BY_SOURCE[kind]:
+            try:
+                listed = table_files(table, config, cluster=config.cluster)
+            except NoTableError:
+                continue
+            except SinkError:
+                return True
+            if any(f.rows or not f.counted for f in listed.files):
+                return True
+    return False
+
+
 def silver_status(source_kind: str, days_with_rows: Sequence[dt.date], date_range: tuple[dt.date, dt.date], *,
-                  present: bool = True, quarantined: int = 0) -> SourceStatus:
+                  present: bool = True, quarantined: int = 0, held: bool = True) -> SourceStatus:
     """A source's status for a ``--reports-only`` run, which reads no input: judged by its silver rows in the
     range (the metadata log, judged by its units when ingested, by its table being there) and by the
     ``quarantine`` rows the runs that ingested the range stored for it — rows read from damaged input are as
-    incomplete on a rerun of the reports as they were when ingested."""
+    incomplete on a rerun of the reports as they were when ingested. ``held``: for the metadata log, whether its
+    table holds any row of the cluster (the history the reports read): none is ``no_input``, not ``ok``."""
     from .runlog import JUDGED_BY_UNITS, days_of
 
     have = set(days_with_rows)
     missing = () if source_kind in JUDGED_BY_UNITS else tuple(d for d in days_of(*date_range) if d not in have)
     if not present:
         status, reason = "no_input", "configured, but no silver table of it at the output location"
+    elif not held and not quarantined:  # (units the ingest runs quarantined: partial, as they said)
+        status, reason = "no_input", "no silver rows of the cluster (--reports-only reads no input)"
     elif missing and len(missing) == len(days_of(*date_range)):
         status, reason = "no_input", "no silver rows in the range (--reports-only reads no input)"
     elif missing or quarantined:

@@ -493,6 +493,7 @@ def _target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _known_summary(config: Any, start: Any, end: Any) -> Any:
     """The summary of a range, or exit 3 with one line when there is nothing to summarise: no report
     table at the location, or a cluster no run wrote (a typo must not read as "no findings")."""
+    from .runlog import clusters_with_runs, no_run_of_cluster
     from .summary import REPORT_TABLES, summarise
 
     summary = summarise(config, start, end)  # InputError when the location cannot be reached
@@ -501,29 +502,10 @@ def _known_summary(config: Any, start: Any, end: Any) -> Any:
     if len(summary.missing) == len(REPORT_TABLES):
         raise InputError(f"no report tables at {config.output.table_location('')}: has `epoch-audit run` "
                          "written there? (check --output-root / [output])")
-    clusters = _clusters(config)
+    clusters = clusters_with_runs(config)
     if clusters is not None and config.cluster not in clusters:
-        known = ", ".join(sorted(clusters)) or "none: no run finished there (a stopped run records none; run it again)"
-        raise InputError(f"no run of cluster {config.cluster!r} at {config.output.table_location('')} "
-                         f"(clusters there: {known})")
+        raise InputError(no_run_of_cluster(config, clusters))
     return summary
-
-
-def _clusters(config: Any) -> set[str] | None:
-    """The clusters with runs in ``audit_runs`` (None when that table cannot be read without Spark; none when
-    there is no such table: report tables without it are a run stopped before its end, not a finished one)."""
-    from .errors import NoTableError, SinkError
-    from .sink import read_table_arrow
-
-    if config.output.root is None:
-        return None
-    try:
-        runs = read_table_arrow("audit_runs", config)
-    except NoTableError:
-        return set()
-    except SinkError:
-        return None
-    return set(runs.column("cluster").to_pylist())
 
 
 @cli.command()

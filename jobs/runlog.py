@@ -45,6 +45,8 @@ __all__ = [
     "SourceCounts",
     "SourceStatus",
     "audit_run_table",
+    "clusters_with_runs",
+    "no_run_of_cluster",
     "run_status",
     "source_status",
     "bound_raw",
@@ -65,6 +67,32 @@ SOURCE_STATUSES: tuple[str, ...] = ("ok", "partial", "no_input")
 #: Source kinds whose status comes from their units (files, batches read and quarantined) only, not from
 #: rows per day: the metadata log records changes, and a day without one is a quiet day, not a gap.
 JUDGED_BY_UNITS: frozenset[str] = frozenset({"cluster_metadata"})
+
+
+def clusters_with_runs(config: Config) -> set[str] | None:
+    """The clusters with runs in ``audit_runs`` (None when that table cannot be read without Spark; none when
+    there is no such table: report tables without it are a run stopped before its end, not a finished one)."""
+    from .errors import NoTableError, SinkError
+    from .sink import read_table_arrow
+
+    if config.output.root is None:
+        return None
+    try:
+        runs = read_table_arrow("audit_runs", config)
+    except NoTableError:
+        return set()
+    except SinkError:
+        return None
+    return set(runs.column("cluster").to_pylist())
+
+
+def no_run_of_cluster(config: Config, clusters: set[str] | None) -> str:
+    """The one line for a cluster no run wrote at the output location (a typo must not read as "no findings"
+    or "no input"), naming the clusters that are there."""
+    known = ", ".join(sorted(clusters or ())) or (
+        "none: no run finished there (a stopped run records none; run it again)")
+    return (f"no run of cluster {config.cluster!r} at {config.output.table_location('')} "
+            f"(clusters there: {known})")
 
 
 def _utcnow() -> dt.datetime:

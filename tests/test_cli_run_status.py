@@ -375,3 +375,36 @@ def test_an_undated_bad_unit_is_stored_once_by_nightly_runs_as_by_one_run_over_t
     assert {r["units_quarantined"] for r in _runs(nightly) if r["run_id"] == second_id} == {0}
     run(nightly, "2024-03-01")  # a rerun of the day that holds them: replaced, not added
     assert stored(nightly) == stored(whole)
+
+
+def test_reports_only_for_a_mistyped_cluster_is_exit_3_naming_the_clusters_there(spark, tmp_path: Path) -> None:
+    """``--reports-only --cluster`` with a typo said "Status: partial", exit 0 (every source ``no_input``, the
+    metadata log ``ok`` with nothing read): it is exit 3 with one line, as ``report``/``findings`` say it. A
+    cluster whose runs stored no ``partition_history`` row (another cluster's did) reads no metadata log:
+    ``no_input``, not ``ok``."""
+    from fixtures_kraft import metadata_log
+
+    inputs = write_tiny_inputs(tmp_path / "in")
+    out = tmp_path / "tables"
+    tiny = CliRunner().invoke(cli, ["run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--logdirs",
+                                    inputs["logdirs"], "--output-root", str(out), "--cluster", "tiny", "-q"])
+    assert tiny.exit_code == 0, tiny.output
+    d = tmp_path / "in" / "cluster_metadata" / "node=1" / "__cluster_metadata-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(metadata_log(3))
+    other = CliRunner().invoke(cli, ["run", "--from", "2024-05-01", "--cluster-metadata",
+                                     str(tmp_path / "in" / "cluster_metadata"), "--output-root", str(out),
+                                     "--cluster", "other", "-q"])
+    assert other.exit_code == 0, other.output
+
+    typo = CliRunner().invoke(cli, ["run", "--from", "2024-03-01", "--reports-only", "--output-root", str(out),
+                                    "--cluster", "tinny", "-q"])
+    assert typo.exit_code == 3, typo.output
+    assert typo.stdout == "" and typo.stderr.strip() == (
+        f"epoch-audit: error: --reports-only: no run of cluster 'tinny' at {out}/ (clusters there: other, tiny)")
+
+    again = CliRunner().invoke(cli, ["run", "--from", "2024-03-01", "--reports-only", "--output-root", str(out),
+                                     "--cluster", "tiny", "-q"])
+    assert again.exit_code == 0, again.output
+    assert "input cluster_metadata: no_input (no silver rows of the cluster" in again.stdout, again.stdout
+    assert "input offsets" not in again.stdout and "input logdirs" not in again.stdout
