@@ -18,7 +18,7 @@ install: its name carries a key of the ``java`` binary and Spark's jars, and mak
 
 The JVM crashes on a truncated archive (SIGBUS) and ignores one it cannot use (another JDK build or class path;
 its warnings are turned off), so an archive is used only when its size is the one noted when it was made, and a
-session that fails to start with one is started again without it, the archive removed
+session that fails to start because of one (:func:`could_be_why`) is started again without it, the archive removed
 (:func:`jobs.session.get_or_create_session`).
 """
 
@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["ENV", "Archive", "archive_for_session", "cache_folder", "discard", "finish", "spark_home"]
+__all__ = ["ENV", "Archive", "archive_for_session", "cache_folder", "discard", "finish", "could_be_why",
+           "crash_logs", "spark_home"]
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,43 @@ def _sweep(folder: Path) -> None:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
+
+
+def crash_logs(archive: Archive) -> set[Path]:
+    """The JVM crash logs in ``archive``'s folder (a JVM that crashes on the archive writes one there)."""
+    try:
+        return set(archive.path.parent.glob("hs_err_pid*.log"))
+    except OSError:
+        return set()
+
+
+def could_be_why(archive: Archive, crashes_before: set[Path], timeout_s: float = 60.0) -> bool:
+    """Whether ``archive``'s flags could be why a JVM did not start: it crashed (a new crash log in the archive's
+    folder, ``crashes_before`` being those before the start), or this install's ``java`` does not start with them
+    (``java -version``). False when Java starts with them: Spark's launcher refused the session for another reason
+    (a master it does not accept, ``yarn`` without its configuration) and a start without the archive would only
+    fail the same way, with a second stack trace; False too when ``java`` cannot be run at all."""
+    import tempfile
+
+    if crash_logs(archive) - crashes_before:
+        return True
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java:
+        return False
+    with tempfile.TemporaryDirectory(prefix="epoch-audit-cds-") as tmp:
+        flags = archive.java_options
+        if archive.making is not None:  # a probe must not write an archive where the session's goes
+            flags = flags.replace(str(archive.making), os.path.join(tmp, "probe.jsa"))
+        try:
+            done = subprocess.run([java, *flags.split(), "-version"], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout_s,
+                                  cwd=tmp, check=False)
+        except FileNotFoundError:
+            return False
+        except (OSError, subprocess.SubprocessError):
+            return True
+    return done.returncode != 0
 
 
 def discard(archive: Archive) -> None:

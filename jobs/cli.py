@@ -660,7 +660,9 @@ def accuracy(presets: str, out: str, master: str, commits: int | None, tolerance
     from epochlib import sim
 
     from .accuracy import format_accuracy, run_accuracy
+    from .config import check_master
 
+    check_master("--master", master)
     names = [p.strip() for p in presets.split(",") if p.strip()]
     try:
         scenarios = [sim.preset(n, commits=commits) for n in names]

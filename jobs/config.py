@@ -44,6 +44,7 @@ __all__ = [
     "Output",
     "Rules",
     "SparkSettings",
+    "check_master",
     "config_from_flags",
     "default_config",
     "example_config_path",
@@ -292,6 +293,27 @@ _RULE_KEYS = tuple(f.name for f in dataclasses.fields(Rules))
 _SPARK_KEYS = ("master", "conf")
 
 
+#: The local masters Spark accepts (SparkContext's LOCAL_N_REGEX, LOCAL_N_FAILURES_REGEX, LOCAL_CLUSTER_REGEX;
+#: with at least one thread: Spark refuses ``local[0]`` only once its JVM is up).
+_LOCAL_MASTER = re.compile(r"local|local\[([1-9][0-9]*|\*)\]|local\[([1-9][0-9]*|\*)\s*,\s*[0-9]+\]"
+                           r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
+
+
+def check_master(name: str, value: str) -> str:
+    """``value`` when it is not a malformed local master; said before a JVM is started for it (Spark's own refusal
+    comes as a Java stack trace, after the JVM's start).
+
+    Raises:
+        ConfigError: ``value`` starts with ``local`` but is none of ``local``, ``local[N]``, ``local[*]``,
+            ``local[N,M]`` (N ≥ 1; M: task retries), ``local-cluster[N,C,M]``.
+    """
+    if value.strip().startswith("local") and not _LOCAL_MASTER.fullmatch(value):
+        raise ConfigError(f"{name} {value!r} is not a Spark master: a local one is local, local[N], local[*], "
+                          "local[N,M] or local-cluster[N,C,M]")
+    return value
+
+
+
 def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: Path | None = None) -> Config:
     """Validate an already-parsed TOML mapping (the same rules as :func:`load_config`)."""
     base = Path(base_dir)
@@ -340,7 +362,7 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
 
     spark_raw = _table("spark", raw.get("spark", {}))
     _check_keys("spark.", spark_raw, _SPARK_KEYS)
-    master = _text("spark.master", spark_raw["master"]) if "master" in spark_raw else "local[*]"
+    master = check_master("[spark] master", _text("spark.master", spark_raw["master"])) if "master" in spark_raw else "local[*]"
     spark_conf = _str_map("spark.conf", spark_raw.get("conf", {}))
     spark = SparkSettings(master=master, conf=spark_conf)
 

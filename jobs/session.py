@@ -206,6 +206,7 @@ def get_or_create_session(
     conf.update(extra)  # an explicit spark.driver.extraJavaOptions replaces the small-input flags
     for key, value in conf.items():
         builder = builder.config(key, value)
+    crashes = class_cache.crash_logs(archive) if archive is not None else set()
     try:
         session = builder.getOrCreate()
     except Exception:
@@ -213,8 +214,11 @@ def get_or_create_session(
 
         if archive is None or SparkContext._gateway is not None:  # the JVM started: the archive is not why
             raise
-        # the JVM would not start with the class-data archive (a damaged file: it crashes), or would not start at
-        # all (then the retry fails the same way and the archive stays): once more without it
+        if not class_cache.could_be_why(archive, crashes):
+            # no crash, and Java starts with the archive's flags: Spark's launcher refused the session (e.g. `yarn`
+            # without HADOOP_CONF_DIR exits before the gateway is up); a second start would print the same trace
+            raise
+        # the JVM would not start with the class-data archive (a damaged file: it crashes): once more without it
         session = builder.config(DRIVER_JAVA_OPTIONS, options).getOrCreate()
         log.warning("Spark did not start with the class-data archive's flags (%s), and did without them",
                     archive.java_options)

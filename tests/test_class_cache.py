@@ -150,3 +150,41 @@ def test_a_folder_whose_name_spark_or_the_jvm_would_split_is_not_used(monkeypatc
         monkeypatch.setenv(class_cache.ENV, name)
         assert class_cache.cache_folder() is None, name
         assert class_cache.archive_for_session("make") is None, name
+
+
+@needs_java
+def test_the_archive_is_blamed_only_when_java_crashed_or_will_not_start_with_it(monkeypatch, tmp_path):
+    """A session that did not start is started again without the archive only when the archive could be why: a
+    master Spark's launcher refuses (``yarn`` without HADOOP_CONF_DIR) was started twice, two stack traces."""
+    monkeypatch.setenv(class_cache.ENV, str(tmp_path))
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    made = class_cache.archive_for_session("make")
+    assert made is not None and made.making is not None
+    before = class_cache.crash_logs(made)
+    assert not class_cache.could_be_why(made, before)  # Java starts with the flags: something else refused
+    assert not made.making.exists() and not list(tmp_path.glob("*.jsa"))  # the probe wrote no archive there
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xshare:off")  # the JVM refuses ArchiveClassesAtExit then
+    assert class_cache.could_be_why(made, before)
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS")
+    (tmp_path / "hs_err_pid4242.log").write_text("SIGBUS")  # a JVM crashed on the archive
+    assert class_cache.could_be_why(made, before)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))  # no Java at all: the archive is not why
+    assert not class_cache.could_be_why(made, class_cache.crash_logs(made))
+
+
+YARN = textwrap.dedent("""
+    from jobs.session import get_or_create_session
+    get_or_create_session(master="yarn", app_name="class-cache-test", class_data="make")
+""")
+
+
+@pytest.mark.slow
+@needs_java
+def test_a_master_spark_refuses_starts_the_jvm_once(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "JAVA_TOOL_OPTIONS")}
+    done = subprocess.run([sys.executable, "-c", YARN], capture_output=True, text=True, timeout=600, check=False,
+                          env={**env, class_cache.ENV: str(tmp_path)})
+    assert done.returncode != 0
+    assert done.stderr.count("HADOOP_CONF_DIR or YARN_CONF_DIR must be set") == 1, done.stderr[-3000:]
+    assert "did not start with the class-data archive's flags" not in done.stderr
+    assert not list(tmp_path.glob("*.failed"))  # the archive is not blamed: the next local run still makes one

@@ -74,3 +74,36 @@ def test_a_closed_pipe_is_a_normal_end() -> None:
 def test_decode_of_a_missing_file_is_exit_3_like_run(tmp_path) -> None:
     res = CliRunner().invoke(cli.cli, ["decode", str(tmp_path / "nope.log")])
     assert res.exit_code == 3 and "input file does not exist" in res.output
+
+
+def test_a_master_the_jvm_refuses_is_one_line_with_the_java_cause(monkeypatch) -> None:
+    """Py4J's first line ("An error occurred while calling None.…JavaSparkContext.") was all the user got."""
+    def refuse(**_kw):
+        raise RuntimeError("An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+                           ": org.apache.spark.SparkException: Asked to run locally with 0 threads\n"
+                           "\tat org.apache.spark.SparkContext$.createTaskScheduler(SparkContext.scala:3200)\n")
+
+    import jobs.session
+
+    monkeypatch.setattr(jobs.session, "get_or_create_session", refuse)
+    config = SimpleNamespace(cluster="c", spark=SimpleNamespace(master="local[0]", conf={}))
+    with pytest.raises(ConfigError) as err:
+        cli._session(config)
+    assert "org.apache.spark.SparkException: Asked to run locally with 0 threads" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_run_with_a_malformed_local_master_is_exit_2_before_spark(tmp_path, monkeypatch) -> None:
+    import jobs.session
+
+    monkeypatch.setattr(jobs.session, "get_or_create_session", lambda **_kw: pytest.fail("Spark started"))
+    (tmp_path / "in").mkdir()
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'cluster = "demo"\n[inputs]\noffsets = "{tmp_path / "in"}"\n[output]\nroot = "{tmp_path / "out"}"\n'
+                    '[spark]\nmaster = "local[x]"\n')
+    res = CliRunner().invoke(cli.cli, ["run", "--conf", str(conf), "--from", "2024-03-04"])
+    assert res.exit_code == 2
+    assert res.output.strip() == (f"epoch-audit: error: {conf}: [spark] master 'local[x]' is not a Spark master: a "
+                                  "local one is local, local[N], local[*], local[N,M] or local-cluster[N,C,M]")
+    res = CliRunner().invoke(cli.cli, ["accuracy", "--master", "local[x]", "--out", str(tmp_path / "acc")])
+    assert res.exit_code == 2 and "--master 'local[x]' is not a Spark master" in res.output

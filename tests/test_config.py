@@ -306,3 +306,18 @@ def test_cluster_metadata_input_key_and_flag(tmp_path: Path) -> None:
     assert parse_config({"cluster": "c", "output": {"root": "out"}}).inputs.cluster_metadata is None
     flags = config_from_flags(cluster="c", output_root=str(tmp_path / "o"), cluster_metadata=str(tmp_path / "cm"))
     assert flags.inputs.cluster_metadata == str(tmp_path / "cm") and flags.inputs.offsets is None
+
+
+@pytest.mark.parametrize("master", ["local[x]", "local[0]", "local[2", "localhost", "local[1,x]", "local-cluster[2]"])
+def test_a_malformed_local_master_is_refused_before_any_jvm(tmp_path: Path, master: str) -> None:
+    """Spark refused these only once its JVM was up: ~20 lines of Java stack trace, then a line without the cause."""
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, f"cluster='c'\n[output]\nroot='/o'\n[spark]\nmaster='{master}'"))
+    assert f"[spark] master {master!r} is not a Spark master" in str(info.value) and "local[N]" in str(info.value)
+
+
+@pytest.mark.parametrize("master", ["local", "local[4]", "local[*]", "local[2,3]", "local[*, 4]",
+                                    "local-cluster[2, 1, 1024]", "yarn", "spark://h:7077", "k8s://https://h"])
+def test_every_master_spark_accepts_is_accepted(tmp_path: Path, master: str) -> None:
+    conf = load_config(write(tmp_path, f"cluster='c'\n[output]\nroot='/o'\n[spark]\nmaster='{master}'"))
+    assert conf.spark.master == master
