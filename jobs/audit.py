@@ -214,6 +214,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
         audit_run_table,
         run_status,
         source_status,
+        unit_count,
         write_audit_runs,
     )
     from .session import named_step, python_memory_warning, shuffles_for_input
@@ -236,7 +237,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             counts = result.ingest.counts
             result.timings["ingest"] = time.perf_counter() - t0
             for c in counts:
-                units = "batches" if c.unit == "batch" else f"{c.unit}s"
+                units = unit_count(c.units_read, c.unit).split(" ", 1)[1]
                 say(f"ingest: {c.source_kind:<8} {c.units_read:>10,} {units} read, {c.units_decoded:,} decoded, "
                     f"{c.units_quarantined:,} quarantined, {c.records_decoded:,} records")
             for line in result.ingest.notes():

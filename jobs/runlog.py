@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JUDGED_BY_UNITS",
     "days_of",
+    "unit_count",
     "MAX_RAW_BYTES",
     "SOURCE_KINDS",
     "SOURCE_STATUSES",
@@ -304,6 +305,11 @@ class SourceStatus:
     """One human sentence when the status is not ``ok`` (what the summary prints)."""
 
 
+def unit_count(n: int, unit: str) -> str:
+    """``n`` units in words: ``1 file``, ``2 files``, ``1363 batches`` (not "batchs")."""
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}{'es' if unit.endswith(('ch', 'sh', 's', 'x')) else 's'}"
+
+
 def days_of(start: dt.date, end: dt.date) -> list[dt.date]:
     return [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
 
@@ -324,7 +330,7 @@ def source_status(
     by_units = source_kind in JUDGED_BY_UNITS
     have = set(days_with_rows)
     missing = () if by_units else tuple(d for d in days_of(*date_range) if d not in have)
-    units = ", ".join(f"{c.units_read} {c.unit}s" for c in mine) or "nothing"
+    units = ", ".join(unit_count(c.units_read, c.unit) for c in mine) or "nothing"
     if read == 0:
         status, reason = "no_input", "configured but no input units found"
     elif decoded == 0:
