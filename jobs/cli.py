@@ -464,7 +464,9 @@ def simulate(preset: str, out: str, commits: int | None, seed: int | None) -> No
     t0 = time.perf_counter()
     res = sim.simulate(scenario, Path(out))
     start, end = res.date_range
-    click.echo(printable(f"wrote {out} in {time.perf_counter() - t0:.1f}s: {res.summary()}"))
+    first, *rest = res.summary_lines()
+    for line in (f"wrote {out} in {time.perf_counter() - t0:.1f}s: {first}", *rest):  # escaped per line: no `\n`
+        click.echo(printable(line))
     base = Path(out).resolve()
     q = shlex.quote
     click.echo(printable(

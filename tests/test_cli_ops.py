@@ -146,6 +146,9 @@ def test_simulate_hint_is_a_complete_safe_command(runner: CliRunner, tmp_path: P
     assert any(Path(flags["--cluster-metadata"]).glob("*/__cluster_metadata-0/*.log"))
     assert flags["--output-root"] == str(out / "tables") and flags["--cluster"]
     assert "--conf" not in flags and "epoch-audit-demo" not in hint
+    # the summary is lines, not one line with literal "\n" escapes (printable() escaped the newlines between them)
+    assert "\\n" not in res.output
+    assert any(line.startswith("  ground truth: ") for line in res.output.splitlines())
 
 
 # ------------------------------------------------------------------------------ report / findings: exit 3

@@ -53,6 +53,11 @@ class SimResult:
         return self.truth
 
     def summary(self) -> str:
+        return "\n".join(self.summary_lines())
+
+    def summary_lines(self) -> list[str]:
+        """The lines of :meth:`summary`, each whole (a path in one holding a newline stays in that line): a
+        caller escaping what it prints escapes each line, never the newlines between them."""
         c = self.counts
         lines = [
             f"simulated {self.date_from}..{self.date_to} into {self.out_dir}",
@@ -64,7 +69,7 @@ class SimResult:
             f"  ground truth: {sum(self.truth_counts.values())} findings in {self.truth}",
         ]
         lines += [f"    {k}: {v}" for k, v in self.truth_counts.items()]
-        return "\n".join(lines)
+        return lines
 
 
 def simulate(scenario: Scenario, out_dir: str | Path) -> SimResult:
