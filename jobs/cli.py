@@ -419,7 +419,7 @@ def _clear_previous_demo(root: Path, say: Callable[[str], None]) -> None:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=click.Path(dir_okay=False, readable=False))  # unreadable: exit 3 below, not click's 2
 @click.option("--kind", type=click.Choice(["segment", "leader-epoch-checkpoint", "offset-checkpoint",
                                            "partition-metadata", "pcap", "jsonl", "parquet", "text-dump",
                                            "metadata-log", "metadata-snapshot", "metadata-dump"]),
@@ -434,6 +434,9 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
 
     if not Path(path).is_file():  # a missing input is exit 3, as for `run` (click's own check says 2)
         raise InputError(f"input file does not exist: {path}")
+    problem = _unreadable(Path(path))
+    if problem:  # and an unreadable one, as for `run`
+        raise InputError(f"input file cannot be read ({problem}): {path}")
 
     try:
         rows = decode_path(path, kind=kind, offsets_decoder=offsets_decoder, broker_ports=broker_ports or (9092,))
@@ -441,6 +444,8 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
             sys.stdout.write(to_json(row) + "\n")
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    except (PermissionError, FileNotFoundError) as exc:  # gone or locked since the check: as above
+        raise InputError(f"input file cannot be read ({exc.strerror or exc}): {path}") from None
     # `| head` closing the pipe (BrokenPipeError) is a normal end: the command guard exits 0 quietly
 
 

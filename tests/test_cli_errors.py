@@ -107,3 +107,26 @@ def test_run_with_a_malformed_local_master_is_exit_2_before_spark(tmp_path, monk
                                   "local one is local, local[N], local[*], local[N,M] or local-cluster[N,C,M]")
     res = CliRunner().invoke(cli.cli, ["accuracy", "--master", "local[x]", "--out", str(tmp_path / "acc")])
     assert res.exit_code == 2 and "--master 'local[x]' is not a Spark master" in res.output
+
+
+def test_decode_of_an_unreadable_file_is_exit_3_like_a_missing_one(tmp_path, monkeypatch) -> None:
+    """It was click's usage error, exit 2. Running as root reads anything: the access check and the open are made to
+    refuse as they do for another user."""
+    import builtins
+    import os
+
+    target = tmp_path / "00000000000000000000.log"
+    target.write_bytes(b"\0" * 64)
+    real_access, real_open = os.access, builtins.open
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **kw: False if str(p) == str(target)
+                        else real_access(p, mode, *a, **kw))
+
+    def open_(file, *a, **kw):
+        if str(file) == str(target):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    res = CliRunner().invoke(cli.cli, ["decode", str(target)])
+    assert res.exit_code == 3, res.output
+    assert res.output.strip() == f"epoch-audit: error: input file cannot be read (Permission denied): {target}"
