@@ -321,3 +321,17 @@ def test_a_malformed_local_master_is_refused_before_any_jvm(tmp_path: Path, mast
 def test_every_master_spark_accepts_is_accepted(tmp_path: Path, master: str) -> None:
     conf = load_config(write(tmp_path, f"cluster='c'\n[output]\nroot='/o'\n[spark]\nmaster='{master}'"))
     assert conf.spark.master == master
+
+
+def test_a_config_saved_with_a_utf8_bom_loads(tmp_path: Path) -> None:
+    """Notepad and PowerShell save one: it was "Invalid statement (at line 1, column 1)"."""
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"\xef\xbb\xbfcluster = 'demo'\n[output]\nroot = '/o'\n")
+    assert load_config(path).cluster == "demo"
+
+
+def test_a_config_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"cluster = 'd\xe9mo'\n")  # Latin-1: was an "unexpected failure", exit 1
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(path)
