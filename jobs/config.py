@@ -315,7 +315,6 @@ def check_master(name: str, value: str) -> str:
     return value
 
 
-
 def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: Path | None = None) -> Config:
     """Validate an already-parsed TOML mapping (the same rules as :func:`load_config`)."""
     base = Path(base_dir)
@@ -364,7 +363,9 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".", source: 
 
     spark_raw = _table("spark", raw.get("spark", {}))
     _check_keys("spark.", spark_raw, _SPARK_KEYS)
-    master = check_master("[spark] master", _text("spark.master", spark_raw["master"])) if "master" in spark_raw else "local[*]"
+    master = "local[*]"
+    if "master" in spark_raw:
+        master = check_master("[spark] master", _text("spark.master", spark_raw["master"]))
     spark_conf = _str_map("spark.conf", spark_raw.get("conf", {}))
     spark = SparkSettings(master=master, conf=spark_conf)
 
