@@ -179,7 +179,7 @@ def _unreadable(path: Path) -> str | None:
         if path.is_dir():
             with os.scandir(path) as entries:
                 next(entries, None)
-        else:
+        elif path.is_file():  # not a FIFO: opening one would wait for a writer (the run quarantines it instead)
             with open(path, "rb") as f:
                 f.read(1)
     except OSError as exc:
