@@ -267,6 +267,24 @@ def test_a_bad_entry_before_the_end_stays_a_bad_batch():
     assert [h[4] is None for h in heads] == [True, False] and tail is None
 
 
+@pytest.mark.parametrize("bit", [24, 20, 16])
+def test_a_damaged_size_field_that_overruns_the_file_is_a_bad_batch_not_a_tail(bit):
+    """A flipped bit makes an entry announce more bytes than the file holds. Kafka's reader stops there as at a
+    cut; but a copy's cut holds one batch's beginning, and these bytes hold whole batches: quarantined, so the run
+    says partial, not an ok run that silently lost the rest of the file."""
+    bs = [kp_batch(i * 10, 10, epoch=1) for i in range(5)]
+    seg = bytearray(b"".join(bs))
+    at = len(bs[0])
+    struct.pack_into(">i", seg, at + 8, (1 << bit) | struct.unpack_from(">i", seg, at + 8)[0])
+    heads, _, tail = agree(bytes(seg), ends_file=True, segment_base_offset=0)
+    assert tail is None and heads[0][4] is None
+    assert heads[1][0] == at and "damaged size field" in heads[1][4] and len(heads) == 2
+    # the same file cut inside its last batch (a live copy) is still a tail
+    good = b"".join(bs)
+    heads, _, tail = agree(good[: len(good) - 30], ends_file=True, segment_base_offset=0)
+    assert isinstance(tail, IncompleteTail) and all(h[4] is None for h in heads) and len(heads) == 4
+
+
 def test_metadata_log_segments_end_the_same_way():
     seg = kp_batch(0, 2, key=None, value=NOOP) + kp_batch(2, key=None, value=NOOP)
     nxt = kp_batch(3, key=None, value=NOOP)
@@ -314,7 +332,12 @@ def test_fuzz_cut_padded_and_flipped_segment_ends_agree(n, cut, zeros, flips, se
     heads, recs, tail = agree(bytes(data), ends_file=True, segment_base_offset=seg_base)
     if flips or seg_base == 5:  # 5: the batches at 0..4 are outside the range
         return
-    assert [h[4] for h in heads[:n]] == [None] * n and len(recs) == sum(1 + i % 3 for i in range(n))
+    # the fill can complete the cut batch exactly when its own last bytes are zeros: then it is a whole batch
+    completed = len(part) + zeros >= len(nxt) and nxt[len(part):] == bytes(len(nxt) - len(part))
+    assert [h[4] for h in heads[:n]] == [None] * n
+    assert len(recs) == sum(1 + i % 3 for i in range(n)) + (2 if completed else 0)
+    if completed:
+        return
     extra = heads[n:]
     if not part.strip(b"\0"):  # nothing but the zero high bytes of its base offset: a fill like the rest
         assert (extra, tail) == ([], None)

@@ -122,8 +122,8 @@ def _split_tail(
         return slow, None
     pos, length, problem = slow[-1]
     last = _stop(buf, pos, length, problem, base_position, ends_file)
-    if isinstance(last, BadBatch):
-        return slow, None
+    if isinstance(last, BadBatch):  # with its reason: a damaged size field is not a torn tail
+        return [*slow[:-1], (pos, length, last.reason if problem == "torn" else problem)], None
     return slow[:-1], last
 
 

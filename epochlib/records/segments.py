@@ -23,11 +23,13 @@ from .values import (
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     RAW_SLICE_MAX,
+    V2_HEADER_SIZE,
     BadBatch,
     Batch,
     Buffer,
     IncompleteTail,
     _as_buffer,
+    _crc32c,
 )
 
 __all__ = ["SEGMENT_OFFSET_SPAN", "iter_batches", "scan_batch_boundaries", "segment_base_offset", "split_points"]
@@ -92,22 +94,47 @@ def _zero_fill(buf: Buffer, pos: int) -> bool:
     return not np.frombuffer(buf, np.uint8)[pos:].any()
 
 
+def _whole_batch_inside(buf: Buffer, start: int, end: int) -> int | None:
+    """The position of the first whole, CRC-valid magic-2 batch that starts in ``[start, end)`` and ends by
+    ``end``, or None. A last batch a copy cut short holds none: its bytes are one batch's beginning. A damaged
+    size field that announces more than the file holds (one flipped bit) does: the batches after it."""
+    view = np.frombuffer(buf, np.uint8)[:end]
+    if end - start < V2_HEADER_SIZE:
+        return None
+    magic_at = np.flatnonzero(view[start + 16:end - V2_HEADER_SIZE + 17] == 2) + start  # candidates: magic byte 2
+    for q in magic_at.tolist():
+        size = int.from_bytes(view[q + 8:q + 12].tobytes(), "big", signed=True)
+        if size < V2_HEADER_SIZE - LOG_OVERHEAD or q + LOG_OVERHEAD + size > end:
+            continue
+        crc = int.from_bytes(view[q + 17:q + 21].tobytes(), "big")
+        if _crc32c(memoryview(buf)[q + 21:q + LOG_OVERHEAD + size]) == crc:
+            return q
+    return None
+
+
 def _stop(
     buf: Buffer, pos: int, length: int, problem: str, base_position: int, ends_file: bool
 ) -> BadBatch | IncompleteTail | None:
     """What a walk gives where it stops at an entry it cannot frame (``problem``: "torn" or a reason).
 
     At the end of a file (``ends_file``) zero bytes from an entry boundary on are the end of the data (None:
-    nothing), and an entry the file ends inside is an :class:`IncompleteTail`, as Kafka's reader takes both;
-    anything else is a :class:`BadBatch`.
+    nothing), and an entry the file ends inside is an :class:`IncompleteTail`, as Kafka's reader takes both —
+    unless a whole CRC-valid batch starts inside its bytes: then its size field is damaged and what follows is
+    data the walk cannot reach (a :class:`BadBatch`, quarantined, never a silent end). Anything else is a
+    :class:`BadBatch`.
     """
     if ends_file:
         if _zero_fill(buf, pos):
             return None
         if problem == "torn":
-            whole = length >= HEADER_SIZE_UP_TO_MAGIC  # the header is there: its size field announces the length
-            announced = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1] if whole else None
-            return IncompleteTail(base_position + pos, length, announced)
+            inside = _whole_batch_inside(buf, pos + 1, pos + length)
+            if inside is None:
+                whole = length >= HEADER_SIZE_UP_TO_MAGIC  # the header is there: its size field announces the length
+                announced = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1] if whole else None
+                return IncompleteTail(base_position + pos, length, announced)
+            reason = (f"entry size beyond the file's end, but a whole batch starts {inside - pos} bytes into it: a "
+                      f"damaged size field, not a copy's cut ({length} bytes unreadable)")
+            return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
     reason = f"torn tail: {length} bytes" if problem == "torn" else problem
     return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
 
