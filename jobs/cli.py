@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -149,13 +150,17 @@ def _config(conf: str | None, command: str, **flags: Any) -> Any:
     return config_from_flags(command=command, **flags)
 
 
+#: An input given as a URL (a scheme of two letters or more, so that ``C:\\`` is none): checked by the run's reader.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+
+
 def _check_inputs(config: Any, flags: dict[str, Any] | None = None) -> None:
     """Fail fast, before Spark starts, on a configured local input that does not exist or cannot be read (a
     folder that cannot be listed, a file that cannot be opened): exit 3, not a run that reads nothing and says
     so only in its status. ``flags``: the input flags given on the command line, so that the message names where
     the path came from (``--logdirs`` or ``[inputs] logdirs`` of the config file)."""
     for name, value in zip(config.inputs.LOCATIONS, config.inputs.roots, strict=True):
-        if value is None or "://" in value or value.startswith("dbfs:"):
+        if value is None or _URL.match(value):  # s3://, abfss://, dbfs:/, hdfs:/, file:/...: fsspec reads them
             continue
         if (flags or {}).get(name) is not None or config.source is None:
             origin = f"--{name.replace('_', '-')}"

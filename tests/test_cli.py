@@ -354,3 +354,18 @@ def test_the_run_starts_spark_for_the_size_of_its_local_inputs(tmp_path, monkeyp
     cli_mod._session(config, ingest=True)
     cli_mod._session(config)
     assert seen[1:] == [123, None]
+
+
+def test_input_urls_are_left_to_the_reader_and_local_paths_are_checked(tmp_path: Path) -> None:
+    """file:/, hdfs:/, s3://, dbfs:/ roots are read by the run's file system layer (jobs.fs), not by os.path: the
+    early check must not call them missing (it said "does not exist" for file:/ and hdfs:/ roots)."""
+    from jobs import cli as cli_mod
+    from jobs.config import Config, Inputs, Output
+    from jobs.errors import InputError
+
+    for url in ("file:/nowhere/offsets", "hdfs:/kafka/offsets", "s3://bucket/offsets", "dbfs:/mnt/offsets",
+                "abfss://c@a.dfs.core.windows.net/o"):
+        cli_mod._check_inputs(Config(cluster="c", inputs=Inputs(offsets=url), output=Output(root=str(tmp_path))))
+    with pytest.raises(InputError, match="does not exist"):
+        cli_mod._check_inputs(Config(cluster="c", inputs=Inputs(offsets=str(tmp_path / "nowhere")),
+                                     output=Output(root=str(tmp_path))))
