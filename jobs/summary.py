@@ -261,10 +261,10 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
     cov.runs = len(chosen)
     gaps: dict[str, set[dt.date]] = {}
     quarantined: dict[str, list[str]] = {}
+    # the worst status of the runs chosen (one a version of this job does not know reads as partial)
+    statuses = [r["status"] if r["status"] in _STATUS_RANK else "partial" for run in chosen for r in by_run[run]]
+    cov.status = max(statuses, key=_STATUS_RANK.__getitem__, default=None)
     for run, days in chosen.items():
-        rank = max(_STATUS_RANK.get(r["status"], 1) for r in by_run[run])
-        if cov.status is None or rank > _STATUS_RANK[cov.status]:
-            cov.status = next(k for k, v in _STATUS_RANK.items() if v == rank)
         for r in by_run[run]:
             kind = r["source_kind"]
             if kind is None:
