@@ -342,12 +342,17 @@ def source_status(
         if quarantined:
             parts.append(f"{quarantined} of {read} units quarantined")
         if missing:
-            what = "no snapshots taken on " if source_kind == "logdirs" else "no rows on "
-            parts.append(what + ", ".join(d.isoformat() for d in missing))
+            parts.append(f"{no_input_on(source_kind)} " + ", ".join(d.isoformat() for d in missing))
         status, reason = "partial", "; ".join(parts)
     else:
         status, reason = "ok", ""
     return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason)
+
+
+def no_input_on(source_kind: str) -> str:
+    """How a source's days without input are named, by `run` and `report` alike: log dirs cover a day by the
+    snapshots taken on it (``no snapshots taken on``), the other sources by their rows (``no rows on``)."""
+    return "no snapshots taken on" if source_kind == "logdirs" else "no rows on"
 
 
 def run_status(sources: Iterable[SourceStatus], *, failed: bool = False) -> str:

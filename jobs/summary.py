@@ -233,6 +233,7 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
     """Which days of the range the cluster's finished runs covered, as each day's latest run recorded them; None
     when ``audit_runs`` cannot be read without Spark (catalog tables) or does not exist."""
     from .errors import NoTableError, SinkError
+    from .runlog import no_input_on
     from .sink import read_table_arrow
 
     if config.output.root is None:
@@ -275,7 +276,7 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
                                                         f"run {run}")
     for kind in sorted(set(gaps) | set(quarantined)):
         if gaps.get(kind):
-            cov.notes.append(f"input {kind}: no rows on {spans(gaps[kind])}")
+            cov.notes.append(f"input {kind}: {no_input_on(kind)} {spans(gaps[kind])}")  # as `run` says it
         if quarantined.get(kind):
             cov.notes.append(f"input {kind}: quarantined " + "; ".join(quarantined[kind]) + " (the quarantine table)")
     return cov

@@ -239,10 +239,10 @@ def test_report_prints_the_runs_status_days_without_input_and_quarantine(runner:
     page = (tmp_path / "r.html").read_text()  # the page says it too, under the counts
     assert "Status of the runs that last covered the range" in page and "<strong>partial</strong>" in page
     assert "Not audited (no finished run covers them, so no findings is no verdict): 2024-02-28 .. 2024-02-29, " \
-           "2024-03-03." in page and "input logdirs: no rows on 2024-03-02." in page
+           "2024-03-03." in page and "input logdirs: no snapshots taken on 2024-03-02." in page
     assert "  Status: partial (audit_runs: 1 run(s) last covered the range)" in res.output
     assert "  not audited (no finished run covers them): 2024-02-28 .. 2024-02-29, 2024-03-03" in res.output
-    assert "  input logdirs: no rows on 2024-03-02" in res.output
+    assert "  input logdirs: no snapshots taken on 2024-03-02" in res.output  # as `run` said it
     assert f"  input logdirs: quarantined 1 file(s) in run {run.run_id} (the quarantine table)" in res.output
     assert "input offsets" not in res.output
 
