@@ -578,7 +578,8 @@ FINDINGS_FORMATS = ("table", "json", "csv")
 @click.option("--severity", type=click.Choice(("info", *SEVERITY_CHOICES)), default="info", show_default=True,
               help="Only findings at or above this severity.")
 @click.option("--format", "fmt", type=click.Choice(FINDINGS_FORMATS), default="table", show_default=True,
-              help="table for people; json (one object per line) or csv for tools.")
+              help="table for people; json (one object per line) or csv for tools, with every column of the "
+                   "findings (evidence, topic_id, correlation ids, each report's numbers).")
 @_guarded
 def findings(conf: str | None, output_root: str | None, cluster: str | None, date_from: str,
              date_to: str | None, severity: str, fmt: str) -> None:
@@ -587,7 +588,7 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
     import json
 
     from .config import parse_date_range
-    from .summary import FINDING_FIELDS, REPORT_TABLES, at_least, finding_rows, load_findings
+    from .summary import REPORT_TABLES, at_least, export_fields, finding_rows, load_findings
 
     start, end = parse_date_range(date_from, date_to, audited=True)
     config = _config(conf, "findings", output_root=output_root, cluster=cluster)
@@ -597,21 +598,25 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
     for report_name in REPORT_TABLES:
         t = load_findings(config, report_name, start, end)
         if t is not None:
-            rows += [r for r in finding_rows(report_name, t) if r["severity"] in keep]
+            rows += [r for r in finding_rows(report_name, t, every_column=fmt != "table") if r["severity"] in keep]
     order = {sev: i for i, sev in enumerate(("critical", "error", "warning", "info"))}
     rows.sort(key=lambda r: (order.get(r["severity"], 9), r["event_ts"] is None, r["event_ts"], r["finding_id"]))
 
     def text(v: Any) -> str:
         return "" if v is None else v.isoformat() if hasattr(v, "isoformat") else str(v)
 
+    def cell(v: Any) -> str:  # a list (the evidence) as a JSON array: its items are paths, any character in them
+        return json.dumps(v, default=text) if isinstance(v, (list, dict)) else text(v)
+
+    # json and csv carry every column of the findings (evidence, topic_id, correlation ids, the report's numbers)
     if fmt == "json":
         for r in rows:
-            click.echo(json.dumps({k: (text(v) if hasattr(v, "isoformat") else v) for k, v in r.items()}))
+            click.echo(json.dumps(r, default=text))
     elif fmt == "csv":
-        writer = csv.DictWriter(sys.stdout, fieldnames=list(FINDING_FIELDS), lineterminator="\n")
+        writer = csv.DictWriter(sys.stdout, fieldnames=export_fields(rows), lineterminator="\n")
         writer.writeheader()
         for r in rows:
-            writer.writerow({k: text(v) for k, v in r.items()})
+            writer.writerow({k: cell(v) for k, v in r.items()})
     else:
         cols = ("event_ts", "severity", "rule", "kind", "subject", "units")
         table = [[printable(text(r[c])) for c in cols] for r in rows]  # ids and names are the evidence's: no escapes

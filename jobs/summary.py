@@ -32,6 +32,7 @@ __all__ = [
     "Coverage",
     "Summary",
     "at_least",
+    "export_fields",
     "finding_subject",
     "finding_units",
     "format_coverage",
@@ -136,15 +137,34 @@ def finding_units(row: dict[str, Any]) -> str:
     return ", ".join(f"{int(row[c]):,} {label}" for c, label in _UNIT_COLUMNS if row.get(c) is not None)
 
 
-def finding_rows(report: str, table: pa.Table) -> list[dict[str, Any]]:
-    """A report table's rows reduced to :data:`FINDING_FIELDS` (subject and units spelled out)."""
+def finding_rows(report: str, table: pa.Table, *, every_column: bool = False) -> list[dict[str, Any]]:
+    """A report table's rows reduced to :data:`FINDING_FIELDS` (subject and units spelled out); with
+    ``every_column``, followed by the table's other columns (the evidence, the topic id, the correlated and cause
+    finding ids, the correlation id, the report's own numbers: what ``findings --format json|csv`` exports)."""
     out = []
     for row in table.to_pylist():
         row["report"] = report
         row["subject"] = finding_subject(row)
         row["units"] = finding_units(row)
-        out.append({k: row.get(k) for k in FINDING_FIELDS})
+        kept = {k: row.get(k) for k in FINDING_FIELDS}
+        if every_column:
+            kept.update((k, v) for k, v in row.items() if k not in kept)
+        out.append(kept)
     return out
+
+
+def export_fields(rows: Iterable[Mapping[str, Any]] = ()) -> list[str]:
+    """The columns of ``findings --format csv``: :data:`FINDING_FIELDS`, then every other column of the three
+    report tables (their schemas, so that the header does not depend on which reports found something), then any
+    column ``rows`` hold beyond those (a table written by a newer version)."""
+    from .schemas import arrow_schema
+
+    fields = dict.fromkeys(FINDING_FIELDS)
+    for report in REPORT_TABLES:
+        fields.update(dict.fromkeys(arrow_schema(report).names))
+    for row in rows:
+        fields.update(dict.fromkeys(row))
+    return list(fields)
 
 
 def report_rows(tables: Mapping[str, pa.Table | None]) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ def runner() -> CliRunner:
 
 def _finding(table: str, **values) -> dict:
     row = {f.name: None for f in schemas.arrow_schema(table)}
-    row.update(cluster="c1", event_date=DAY, event_ts=TS, evidence=["x"], **values)
+    row.update({"cluster": "c1", "event_date": DAY, "event_ts": TS, "evidence": ["x"], **values})
     return row
 
 
@@ -294,6 +294,43 @@ def test_findings_in_three_formats(runner: CliRunner, tmp_path: Path) -> None:
     missing = runner.invoke(cli, ["findings", "--from", "2024-03-01", "--output-root", str(tmp_path / "x"),
                                   "--cluster", "c1"])
     assert missing.exit_code == EXIT_INPUT
+
+
+def test_findings_json_and_csv_export_every_column_of_the_findings(runner: CliRunner, tmp_path: Path) -> None:
+    """An operator exporting findings during an incident needs what the tables hold beyond the table view: the
+    evidence, the topic id, the correlation ids, the report's own numbers (a review found json/csv without them)."""
+    write_findings(tmp_path / "t")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+    stale = [_finding("stale_metadata", finding_id="m1", rule="M2", kind="broker_served_stale", severity="warning",
+                      topic="orders", topic_id="AAAAAAAAAAAAAAAAAAAAAQ", partition=0, broker="2", client_id="app",
+                      staleness_ms=4500, correlation_id=77, correlated_finding_id="f9", served_epoch=3, cached_epoch=4,
+                      evidence=["metadata/cap.pcap@1234", "logdirs/broker=2/orders-0/leader-epoch-checkpoint"])]
+    write_small(pa.Table.from_pylist(stale, schema=schemas.arrow_schema("stale_metadata")), "stale_metadata",
+                config=config, date_range=(DAY, DAY))
+    base = ["findings", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1"]
+    res = runner.invoke(cli, [*base, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["finding_id"]: r for r in map(json.loads, res.stdout.splitlines())}
+    m1 = rows["m1"]
+    assert m1["evidence"] == ["metadata/cap.pcap@1234", "logdirs/broker=2/orders-0/leader-epoch-checkpoint"]
+    assert (m1["topic_id"], m1["correlation_id"], m1["correlated_finding_id"]) == ("AAAAAAAAAAAAAAAAAAAAAQ", 77, "f9")
+    assert (m1["served_epoch"], m1["cached_epoch"], m1["staleness_ms"], m1["run_id"]) == (3, 4, 4500, None)
+    assert m1["subject"] == "orders-0, broker 2, client app" and m1["event_ts"].startswith("2024-03-01T01:00")
+    assert rows["r1"]["records_reread"] == 1200 and "cause_finding_id" in rows["r1"]
+    res = runner.invoke(cli, [*base, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    table = list(csv.DictReader(io.StringIO(res.stdout)))
+    header = next(csv.reader(io.StringIO(res.stdout)))
+    for column in ("evidence", "topic_id", "correlation_id", "correlated_finding_id", "cause_finding_id",
+                   "records_reread", "staleness_ms", "expected_epoch"):  # every report's columns, found or not
+        assert column in header, column
+    m1 = next(r for r in table if r["finding_id"] == "m1")
+    assert json.loads(m1["evidence"]) == ["metadata/cap.pcap@1234", "logdirs/broker=2/orders-0/leader-epoch-checkpoint"]
+    assert (m1["topic_id"], m1["correlation_id"], m1["correlated_finding_id"]) == ("AAAAAAAAAAAAAAAAAAAAAQ", "77", "f9")
+    assert next(r for r in table if r["finding_id"] == "r1")["correlation_id"] == ""  # not a stale_metadata column
+    res = runner.invoke(cli, base)  # the table stays what it was: six columns
+    assert res.stdout.splitlines()[0].split() == ["event_ts", "severity", "rule", "kind", "subject", "units"]
+    assert "AAAAAAAAAAAAAAAAAAAAAQ" not in res.stdout
 
 
 def test_findings_and_report_print_a_hostile_group_id_escaped(runner: CliRunner, tmp_path: Path) -> None:
