@@ -526,7 +526,8 @@ def _known_summary(config: Any, start: Any, end: Any) -> Any:
 @click.option("--to", "date_to", metavar="YYYY-MM-DD")
 @click.option("--html", "html", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here.")
 @click.option("--partition", "partitions", multiple=True, metavar="TOPIC:PARTITION",
-              help="Draw this partition's lineage across replicas in the HTML report (repeatable).")
+              help="Show this partition's findings and lineage across replicas (repeatable): in the terminal, "
+                   "and drawn in the HTML report with --html.")
 @click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES),
               help=f"Exit {EXIT_FINDINGS} when findings at or above this severity exist.")
 @_guarded
@@ -550,17 +551,24 @@ def report(conf: str | None, output_root: str | None, cluster: str | None, date_
     click.echo(format_summary(summary, coverage.not_audited if coverage is not None else ()))
     if coverage is not None:
         click.echo(format_coverage(coverage))
-    if html:
-        from .html_report import partitions_without_lineage, write_html_report
+    # Catalog tables (Databricks) can only be read through Spark; path tables need no JVM.
+    spark = _session(config) if config.output.root is None and (html or subjects) else None
+    missing: list[tuple[str, int]] = []
+    if subjects:  # the requested partitions' findings and lineage, in the terminal too (never silently dropped)
+        from .html_report import partitions_text
 
-        # Catalog tables (Databricks) can only be read through Spark; path tables need no JVM.
-        spark = _session(config) if config.output.root is None else None
+        text, missing = partitions_text(config, start, end, subjects, spark=spark)
+        click.echo(text)
+    if html:
+        from .html_report import write_html_report
+
         path = write_html_report(config, start, end, Path(html), partitions=subjects, spark=spark)
         click.echo(printable(f"HTML report: {path}"))
-        missing = partitions_without_lineage(config, start, end, subjects, spark=spark)
-        if missing:  # the page says so in its section; a typo must not pass unnoticed here either (exit 3)
-            raise InputError(f"--partition {', '.join(f'{t}:{p}' for t, p in missing)}: no snapshot in epoch_lineage "
-                             f"for {start} .. {end}, nothing drawn (the rest of the report is written)")
+    if missing:  # said in its section (and on the page); a typo must not pass unnoticed here either (exit 3)
+        named = ", ".join(f"{t}:{p}" for t, p in missing)
+        raise InputError(f"--partition {named}: no snapshot in epoch_lineage for {start} .. {end}, "
+                         + ("nothing drawn (the rest of the report is written)" if html else
+                            "no lineage shown (the rest of the report is printed)"))
     if fail_on and summary.count(severity_at_least=fail_on):
         click.get_current_context().exit(EXIT_FINDINGS)
 

@@ -57,7 +57,7 @@ from .summary import REPORT_TABLES, SEVERITIES, Coverage, input_roots, report_ro
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["partitions_without_lineage", "render_html_report", "write_html_report"]
+__all__ = ["partitions_text", "partitions_without_lineage", "render_html_report", "write_html_report"]
 
 #: Findings listed in "Top findings" (the rest are counted in the summary table).
 TOP_FINDINGS = 100
@@ -130,6 +130,66 @@ def partitions_without_lineage(
     table): their lineage section can only say so, and the CLI says it on stderr too (a typo in
     ``--partition`` must not pass unnoticed)."""
     return [(t, p) for t, p in partitions if not _load_lanes(config, date_from, date_to, t, p, spark)]
+
+
+#: Findings listed per partition by :func:`partitions_text` (the rest are counted: ``findings`` lists them all).
+MAX_PARTITION_FINDINGS = 20
+
+
+def partitions_text(
+    config: Config,
+    date_from: dt.date,
+    date_to: dt.date,
+    partitions: Iterable[tuple[str, int]],
+    *,
+    spark: SparkSession | None = None,
+) -> tuple[str, list[tuple[str, int]]]:
+    """What ``report --partition`` prints in the terminal: for each requested partition, its findings in the range
+    (most severe first) and its epoch lineage across replicas (the HTML chart's data table: one line per broker and
+    snapshot, the last :data:`MAX_SNAPSHOT_GROUPS` snapshot times), with the offsets replicas of one snapshot assign
+    to different epochs. Also returns the partitions with no snapshot in ``epoch_lineage`` for the range (as
+    :func:`partitions_without_lineage`). Each line is :func:`~epochlib.incidents.printable`."""
+    from epochlib.incidents import printable
+
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    lines: list[str] = []
+    missing: list[tuple[str, int]] = []
+    for topic, partition in partitions:
+        findings = [{**r, "report": name} for name in REPORT_TABLES
+                    for r in _rows(_load(config, name, date_from, date_to, spark=spark,
+                                         where={"topic": topic, "partition": partition}),
+                                   ["severity", "rule", "kind", "event_ts", "detail"])]
+        findings.sort(key=lambda f: (order.get(str(f["severity"]), 9), f["event_ts"] is None, f["event_ts"]))
+        lines.append(f"Partition {topic}-{partition}, {date_from} .. {date_to}:")
+        lines.append(f"  findings ({len(findings):,})" + (":" if findings else ""))
+        for f in findings[:MAX_PARTITION_FINDINGS]:
+            when = f["event_ts"].strftime("%Y-%m-%d %H:%M:%S") if f["event_ts"] is not None else "?"
+            detail = f": {f['detail']}" if f["detail"] else ""
+            lines.append(f"    {f['severity']!s:<8} {when}  {f['rule']} {f['kind']}{detail}")
+        if len(findings) > MAX_PARTITION_FINDINGS:
+            lines.append(f"    … {len(findings) - MAX_PARTITION_FINDINGS:,} more (epoch-audit findings lists them all)")
+        lanes = _load_lanes(config, date_from, date_to, topic, partition, spark)
+        if not lanes:
+            missing.append((topic, partition))
+            lines.append("  lineage: " + ("no epoch_lineage table" if lanes is None else
+                                          "no snapshot of it in epoch_lineage for this range"))
+            continue
+        groups = _snapshot_groups(lanes, dt.timedelta(seconds=config.rules.snapshot_tolerance_seconds))
+        shown = groups[-MAX_SNAPSHOT_GROUPS:]
+        more = f", the last {len(shown)} of {len(groups)} snapshot times" if len(groups) > len(shown) else ""
+        lines.append(f"  lineage (epoch@start offset; log start, high watermark, log end{more}):")
+        for g in shown:
+            for ln in g:
+                lines.append(f"    {ln.snapshot.strftime('%Y-%m-%d %H:%M:%S')}  broker {ln.broker}  "
+                             f"{' '.join(f'{e}@{o:,}' for e, o in ln.entries) or '(no epochs)'}  "
+                             f"log start {_num(ln.log_start) or '?'}, hw {_num(ln.high_watermark) or '?'}, "
+                             f"log end {_num(ln.end) or '?'}")
+        diverged = [(g[0].snapshot, lo, hi, what) for g in shown for lo, hi, what in divergences(g)]
+        for snap, lo, hi, what in diverged:
+            lines.append(f"  divergence at {snap.strftime('%Y-%m-%d %H:%M:%S')}: offsets {lo:,}–{hi - 1:,} — {what}")
+        if not diverged:
+            lines.append("  replicas of each snapshot agree on the epoch of every offset they all hold")
+    return "\n".join(map(printable, lines)), missing
 
 
 def render_html_report(

@@ -277,6 +277,39 @@ def test_report_partition_that_is_not_there_says_so_exit_3(runner: CliRunner, tm
     assert "no snapshots of <code>nosuch-9</code>" in (tmp_path / "r.html").read_text()
 
 
+def test_report_partition_without_html_prints_its_findings_and_lineage(runner: CliRunner, tmp_path: Path) -> None:
+    """`--partition` without `--html` was silently ignored: the operator asked for a partition and got nothing."""
+    write_findings(tmp_path / "t")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+    lineage = []
+    for broker, entries in ((1, [(0, 0), (3, 1200)]), (2, [(0, 0), (2, 1100)])):
+        row = {f.name: None for f in schemas.arrow_schema("epoch_lineage")}
+        row.update(cluster="c1", event_date=DAY, broker=broker, snapshot_ts=TS, topic="orders", partition=0,
+                   entries=[{"epoch": e, "start_offset": o} for e, o in entries], log_start_offset=0,
+                   high_watermark=1500, log_end_offset=1500, source=f"broker={broker}/orders-0/leader-epoch-checkpoint")
+        lineage.append(row)
+    write_small(pa.Table.from_pylist(lineage, schema=schemas.arrow_schema("epoch_lineage")), "epoch_lineage",
+                config=config, date_range=(DAY, DAY))
+    base = ["report", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1"]
+    res = runner.invoke(cli, [*base, "--partition", "orders:0"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == ""
+    section = res.stdout.split("Partition orders-0, 2024-03-01 .. 2024-03-01:\n", 1)[1].splitlines()
+    assert section[0] == "  findings (2):"
+    assert section[1].startswith("    error    2024-03-01 01:00:00  S1e spurious_rewind")
+    assert section[2].startswith("    warning  2024-03-01 01:00:00  M2 broker_served_stale")
+    assert "    2024-03-01 01:00:00  broker 1  0@0 3@1,200  log start 0, hw 1,500, log end 1,500" in section
+    assert "    2024-03-01 01:00:00  broker 2  0@0 2@1,100  log start 0, hw 1,500, log end 1,500" in section
+    assert any(line.startswith("  divergence at 2024-03-01 01:00:00: offsets 1,100–1,199") for line in section)
+    assert "orders-1" not in res.stdout.split("Partition orders-0", 1)[1]  # only the partition asked for
+    res = runner.invoke(cli, [*base, "--partition", "orders:0", "--partition", "nosuch:9"])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert "Partition nosuch-9, 2024-03-01 .. 2024-03-01:\n  findings (0)\n  lineage: no snapshot of it" in res.stdout
+    assert res.stderr.strip().splitlines() == [
+        "epoch-audit: error: --partition nosuch:9: no snapshot in epoch_lineage for 2024-03-01 .. 2024-03-01, "
+        "no lineage shown (the rest of the report is printed)"]
+
+
 def test_findings_in_three_formats(runner: CliRunner, tmp_path: Path) -> None:
     write_findings(tmp_path / "t")
     base = ["findings", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1"]
