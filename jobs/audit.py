@@ -25,8 +25,8 @@ from .schemas import COVERAGE_BY_SOURCE, SILVER_BY_SOURCE
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["AuditResult", "SILVER_BY_SOURCE", "SparkProgress", "covered_days", "rows_per_day", "rows_per_table",
-           "run_audit"]
+__all__ = ["AuditResult", "SILVER_BY_SOURCE", "SparkProgress", "covered_days", "reports_only_sources", "rows_per_day",
+           "rows_per_table", "run_audit"]
 
 
 Progress = Callable[[str], None]
@@ -162,18 +162,7 @@ def run_audit(
     say = progress or (lambda _line: None)
     on_warning = warn or (lambda text: say(f"warning: {text}"))
     start, end = parse_date_range(date_from, date_to, audited=True)
-    reread = () if ingest else _silver_kinds(config)  # --reports-only: the silver tables are the input
-    if not ingest and not reread:  # a wrong location: said before anything is written there
-        raise InputError(f"--reports-only: no silver tables at {config.output.table_location('')}: has "
-                         "`epoch-audit run` ingested there? (check --output-root / [output])")
-    if not ingest and not _silver_rows(config, reread):  # a mistyped cluster: said as report/findings say it
-        from .runlog import clusters_with_runs, no_run_of_cluster
-
-        clusters = clusters_with_runs(config)
-        if clusters is not None and config.cluster in clusters:  # its runs stored no silver row
-            raise InputError(f"--reports-only: no silver rows of cluster {config.cluster!r} at "
-                             f"{config.output.table_location('')}: its runs ingested nothing")
-        raise InputError(f"--reports-only: {no_run_of_cluster(config, clusters)}")
+    reread = () if ingest else reports_only_sources(config)  # --reports-only: the silver tables are the input
     from .session import STUCK_STEPS, size_shuffles
 
     STUCK_STEPS.clear()  # the steps an earlier run left deadlocked are that run's
@@ -311,6 +300,32 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
     write_audit_runs(audit_run_table(run, counts, result.findings, status=result.status,
                                      sources=result.sources, finished_at=finished), config)
     say(f"done in {result.timings['total']:.1f}s: status {result.status}")
+
+
+def reports_only_sources(config: Config) -> list[str]:
+    """The source kinds whose silver tables a ``--reports-only`` run rereads, checked without Spark (delta-rs reads
+    the tables' logs), so that the CLI says a wrong location or a mistyped cluster before a JVM starts.
+
+    Catalog tables (and tables with deletion vectors) cannot be read here: they pass, and the run reads them with
+    Spark (a cluster that has no rows there then finds nothing, as before).
+
+    Raises:
+        InputError: no silver table at the location, or none holds a row of ``config.cluster`` (naming the clusters
+            with runs there, as ``report``/``findings`` do).
+    """
+    reread = _silver_kinds(config)
+    if not reread:  # a wrong location: said before anything is written there
+        raise InputError(f"--reports-only: no silver tables at {config.output.table_location('')}: has "
+                         "`epoch-audit run` ingested there? (check --output-root / [output])")
+    if not _silver_rows(config, reread):  # a mistyped cluster: said as report/findings say it
+        from .runlog import clusters_with_runs, no_run_of_cluster
+
+        clusters = clusters_with_runs(config)
+        if clusters is not None and config.cluster in clusters:  # its runs stored no silver row
+            raise InputError(f"--reports-only: no silver rows of cluster {config.cluster!r} at "
+                             f"{config.output.table_location('')}: its runs ingested nothing")
+        raise InputError(f"--reports-only: {no_run_of_cluster(config, clusters)}")
+    return reread
 
 
 def _silver_kinds(config: Config) -> list[str]:

@@ -259,11 +259,8 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     say = _say(quiet, t0)
     warned: list[str] = []
     started: list[Any] = []  # the run's RunContext, once it has one: a failed run's JSON names it too
-    spark = _session(config, ingest=not reports_only)
-    try:
-        result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
-                           warn=_warner(warned, t0), on_start=started.append)
-    except Exception as exc:
+
+    def failed(exc: Exception) -> None:  # the --summary-json / --metrics-file of a run that raised
         code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
         try:
             _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
@@ -271,6 +268,21 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
                            warnings=warned, run=started[0] if started else None)
         except SinkError as out_exc:  # said, but the run's own error decides the exit code
             click.echo(f"epoch-audit: error: {printable(str(out_exc))}", err=True)
+
+    if reports_only:  # a wrong location or a mistyped cluster, said before Spark's JVM starts (run_audit checks again)
+        from .audit import reports_only_sources
+
+        try:
+            reports_only_sources(config)
+        except Exception as exc:
+            failed(exc)
+            raise
+    spark = _session(config, ingest=not reports_only)
+    try:
+        result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
+                           warn=_warner(warned, t0), on_start=started.append)
+    except Exception as exc:
+        failed(exc)
         raise
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))

@@ -183,6 +183,42 @@ def test_report_tables_without_a_finished_run_are_exit_3_not_findings(runner: Cl
         assert f"no run of cluster '{cluster}'" in res.output and "no run finished there" in res.output
 
 
+def test_reports_only_and_report_for_a_mistyped_cluster_exit_3_before_spark_starts(
+        runner: CliRunner, tmp_path: Path, monkeypatch) -> None:
+    """`run --reports-only --cluster <typo>` said so (exit 3) only after seconds of JVM start: the silver tables and
+    audit_runs are read without Spark, so the typo is said before it starts (the failed run's JSON still written)."""
+    write_findings(tmp_path / "t")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+    commit = {f.name: None for f in schemas.arrow_schema("offset_commits")}
+    commit.update(cluster="c1", event_date=DAY, group_id="g1", topic="orders", partition=0, committed_offset=5,
+                  commit_ts=TS, event_ts=TS, source_kind="segment", source="offsets/x.log", position=0)
+    write_small(pa.Table.from_pylist([commit], schema=schemas.arrow_schema("offset_commits")), "offset_commits",
+                config=config, date_range=(DAY, DAY))
+
+    def no_spark(*_args, **_kwargs):
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(cli_mod, "_session", no_spark)
+    res = runner.invoke(cli, ["run", "--from", "2024-03-01", "--reports-only", "--output-root", str(tmp_path / "t"),
+                              "--cluster", "c2", "-q", "--summary-json", str(tmp_path / "s.json")])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert res.stderr.strip() == (f"epoch-audit: error: --reports-only: no run of cluster 'c2' at {tmp_path / 't'}/ "
+                                  "(clusters there: c1)")
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert (doc["status"], doc["exit_code"]) == ("failed", EXIT_INPUT) and "no run of cluster 'c2'" in doc["error"]
+    res = runner.invoke(cli, ["report", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"),
+                              "--cluster", "c2", "--html", str(tmp_path / "r.html"), "--partition", "orders:0"])
+    assert res.exit_code == EXIT_INPUT and "no run of cluster 'c2'" in res.stderr, res.output
+    res = runner.invoke(cli, ["run", "--from", "2024-03-01", "--reports-only", "--output-root", str(tmp_path / "t"),
+                              "--cluster", "c1", "-q"])  # the cluster that is there: on to Spark
+    assert res.exit_code == 1 and "AssertionError: Spark started" in res.stderr, res.output
+    # catalog tables (Databricks) cannot be read without Spark: no verdict here, Spark's reading decides
+    from jobs.audit import SILVER_BY_SOURCE, reports_only_sources
+
+    catalog = Config(cluster="any-typo", output=Output(catalog="main", schema="audit"))
+    assert reports_only_sources(catalog) == list(SILVER_BY_SOURCE)
+
+
 def test_report_on_an_unreachable_store_is_cannot_reach_not_no_table(runner: CliRunner, tmp_path: Path) -> None:
     conf = tmp_path / "s3.toml"
     conf.write_text('cluster = "c1"\n[output]\nroot = "s3://audit-bucket/epoch"\n[output.storage_options]\n'
