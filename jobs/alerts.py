@@ -134,7 +134,8 @@ def _previous_last_success(path: Path, cluster: str) -> float | None:
 def write_metrics(path: str | Path, doc: Mapping[str, Any], *, now: dt.datetime | None = None) -> Path:
     """Write the run's metrics in Prometheus text format with ``prometheus_client`` (atomically).
 
-    Metrics (all labelled with ``cluster``): ``epoch_audit_findings{report,kind,severity}``,
+    Metrics (all labelled with ``cluster``): ``epoch_audit_findings{report,rule,kind,severity}`` (the rule too:
+    two rules can share a kind, e.g. S1b and S2b ``operator_reset``),
     ``epoch_audit_units_{read,decoded,quarantined}{source_kind,unit}``,
     ``epoch_audit_source_status{source_kind,status}`` and ``epoch_audit_run_status{status}`` (1 for the
     current one), ``epoch_audit_run_duration_seconds``, ``epoch_audit_last_run_timestamp_seconds`` and
@@ -150,10 +151,10 @@ def write_metrics(path: str | Path, doc: Mapping[str, Any], *, now: dt.datetime 
     cluster = doc["cluster"]
     registry = CollectorRegistry()
     p = METRIC_PREFIX
-    findings = Gauge(f"{p}_findings", "Findings in the audited range, by report, kind and severity.",
-                     ["cluster", "report", "kind", "severity"], registry=registry)
+    findings = Gauge(f"{p}_findings", "Findings in the audited range, by report, rule, kind and severity.",
+                     ["cluster", "report", "rule", "kind", "severity"], registry=registry)
     for row in doc["findings"]["by_kind"]:
-        findings.labels(cluster, row["report"], row["kind"], row["severity"]).set(row["count"])
+        findings.labels(cluster, row["report"], row["rule"], row["kind"], row["severity"]).set(row["count"])
     severities = Gauge(f"{p}_findings_by_severity", "Findings in the audited range, by severity.",
                        ["cluster", "severity"], registry=registry)
     for sev, n in doc["findings"]["by_severity"].items():

@@ -87,7 +87,7 @@ def test_days_without_input_are_partial_and_fail_on_findings(spark, tmp_path: Pa
     assert doc["days"]["2024-03-01"]["rows"]["offsets"] == 3 and doc["days"]["2024-03-02"]["rows"] == {}
     m = _metrics(tmp_path / "m.prom")
     assert m[("epoch_audit_findings", (("kind", "spurious_rewind"), ("report", "spurious_offset_resets"),
-                                       ("severity", "error")))] == 1
+                                       ("rule", "S1e"), ("severity", "error")))] == 1
     assert m[("epoch_audit_units_read", (("source_kind", "offsets"), ("unit", "line")))] == 3
     assert m[("epoch_audit_run_status", (("status", "partial"),))] == 1
     last_success = m[("epoch_audit_last_success_timestamp_seconds", ())]
