@@ -444,8 +444,10 @@ CONCURRENT_ACTIONS = 4
 
 def named_step(spark: SparkSession, name: str, step: Callable[[], T]) -> Callable[[], T]:
     """``step`` to run in another driver thread: it inherits the caller's Spark job properties
-    (:func:`pyspark.inheritable_thread_target`) and adds ``name`` to the job description, so the Spark UI and
-    the event log say which step a job is for (e.g. "epoch-audit: reports: fencing")."""
+    (:func:`pyspark.inheritable_thread_target`) and context variables, and adds ``name`` to the job description,
+    so the Spark UI and the event log say which step a job is for (e.g. "epoch-audit: reports: fencing")."""
+    import contextvars
+
     from pyspark import inheritable_thread_target
 
     try:
@@ -453,11 +455,14 @@ def named_step(spark: SparkSession, name: str, step: Callable[[], T]) -> Callabl
         parent = sc.getLocalProperty("spark.job.description")
     except Exception:  # Spark Connect: no SparkContext, no job descriptions to set
         sc = parent = None
+    # the caller's context variables too (a new thread starts with none): the audit run the sink names in its
+    # leases and commits (jobs.sink.running_as) is the caller's, not the thread's host:pid
+    context = contextvars.copy_context()
 
     def run() -> T:
         if sc is not None:
             sc.setJobDescription(f"{parent}: {name}" if parent else f"epoch-audit: {name}")
-        return step()
+        return context.run(step)
 
     return inheritable_thread_target(spark)(run)
 

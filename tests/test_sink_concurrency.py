@@ -390,6 +390,18 @@ def test_writes_inside_an_audit_run_are_named_after_it() -> None:
 
 
 @pytest.mark.spark
+def test_writes_from_the_runs_parallel_steps_are_named_after_the_run_too(spark) -> None:
+    """The reports' table writes run in driver threads (run_concurrently): their leases and commits named the
+    thread's host:pid, which no operator finds in audit_runs, instead of the audit run."""
+    from jobs.session import run_concurrently
+    from jobs.sink import running_as
+
+    with running_as("run-42"):
+        names = run_concurrently(spark, [(f"step {i}", lambda: _lease.run_name(None)) for i in range(3)], workers=2)
+    assert names == {"step 0": "run-42", "step 1": "run-42", "step 2": "run-42"}
+
+
+@pytest.mark.spark
 def test_staging_settings_held_by_writes_at_once_are_restored_after_the_last(spark) -> None:
     """Table writes running at once (jobs.session.run_concurrently) share the staging write's session
     settings: one finishing must not take them from under another, and the last puts back what was there."""
