@@ -80,19 +80,21 @@ class OffsetsLogRecord:
 
 def replay_segment(
     buf: Buffer, *, base_position: int = 0, segment_base_offset: int | None = None, ends_file: bool = False,
+    last_segment: bool = True,
 ) -> Iterator[OffsetsLogRecord | BadBatch | IncompleteTail]:
     """Decode a ``__consumer_offsets`` segment (or byte range of one) with transaction markers applied.
 
     Bad batches come out as :class:`~epochlib.records.BadBatch` where they occur (with ``segment_base_offset``,
     the file name's, a batch outside the segment's offset range too), and with ``ends_file`` an incomplete
-    final entry as an :class:`~epochlib.records.IncompleteTail` (:func:`~epochlib.records.iter_batches`);
+    final entry as an :class:`~epochlib.records.IncompleteTail` (:func:`~epochlib.records.iter_batches`; a
+    ``BadBatch`` with ``last_segment=False``, a rolled segment);
     transactional records come out when their marker is read (or at the end, as ``open``), so the order is the
     replay order.
     """
 
     def items() -> Iterator[Any]:
         for batch in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset,
-                                  ends_file=ends_file):
+                                  ends_file=ends_file, last_segment=last_segment):
             if isinstance(batch, BadBatch | IncompleteTail):
                 yield batch
                 continue

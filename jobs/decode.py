@@ -114,7 +114,7 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
     if offsets_decoder is None:
         offsets_decoder = "__consumer_offsets" in str(p)
     if kind == "segment":
-        yield from _segment(data, offsets_decoder, records.segment_base_offset(p.name))
+        yield from _segment(data, offsets_decoder, records.segment_base_offset(p.name), _last_segment(p))
     elif kind == "leader-epoch-checkpoint":
         yield from _text_file(data, lambda d: [
             {"type": "lineage_entry", "epoch": e, "start_offset": s}
@@ -139,7 +139,8 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
                 yield {"type": "record", **item}
     elif kind == "metadata-log":
         yield from _metadata_entries(kraft_codec.iter_metadata_log(
-            data, segment_base_offset=records.segment_base_offset(p.name), ends_file=True))
+            data, segment_base_offset=records.segment_base_offset(p.name), ends_file=True,
+            last_segment=_last_segment(p)))
     elif kind == "metadata-snapshot":
         snap = kraft_snapshot.read_snapshot(data, name=p.name)
         yield {"type": "snapshot", "end_offset": snap.end_offset, "epoch": snap.epoch,
@@ -228,10 +229,25 @@ def _tail_info(t: records.IncompleteTail) -> dict[str, Any]:
                                       "segment ends so); not decoded")
 
 
-def _segment(data: bytes, offsets_decoder: bool, base_offset: int | None) -> Iterator[dict[str, Any]]:
+def _last_segment(p: Path) -> bool:
+    """``p`` has the highest base offset of the segment files beside it (or is no segment, or its folder cannot be
+    listed): only its partition's last segment can be cut by a copy while the broker appends to it."""
+    base = records.segment_base_offset(p.name)
+    if base is None:
+        return True
+    try:
+        return all((records.segment_base_offset(q.name) or -1) <= base for q in p.parent.glob("*.log"))
+    except OSError:
+        return True
+
+
+def _segment(data: bytes, offsets_decoder: bool, base_offset: int | None,
+             last_segment: bool = True) -> Iterator[dict[str, Any]]:
     """A segment file's batches and records; ``base_offset`` (its file name's) bounds the batches' offsets, and
-    its end is read as Kafka reads it (a zero fill: nothing; a final entry cut short: an info line)."""
-    for item in records.iter_batches(data, segment_base_offset=base_offset, ends_file=True):
+    its end is read as Kafka reads it (a zero fill: nothing; a final entry cut short: an info line — an error in a
+    rolled segment, not ``last_segment``, which Kafka never appends to)."""
+    for item in records.iter_batches(data, segment_base_offset=base_offset, ends_file=True,
+                                     last_segment=last_segment):
         if isinstance(item, records.IncompleteTail):
             yield _tail_info(item)
             continue

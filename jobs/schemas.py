@@ -296,7 +296,8 @@ AUDIT_RUNS = (
     _c("units_unpaired", I64, "what is a limit of the input, not bad input (not in units_read): for captures "
        "(unit frame), requests or responses whose other half was not captured, frames cut by the capture's start, "
        "end or a gap; for segments (unit batch), files that end inside a batch, as a copy of the active segment "
-       "taken while the broker wrote it does (Kafka reads the log up to there); null for other units and rows "
+       "taken while the broker wrote it does (Kafka reads the log up to there; only a partition's last segment: a "
+       "rolled one cut short is a quarantined batch); null for other units and rows "
        "written before the column"),
     _c("input_root", STR, "this source's input root as the run was given it: what the re-check commands' $OFFSETS, "
        "$LOGDIRS, … stand for when `report` runs without the inputs; null for rows written before the column"),

@@ -332,3 +332,21 @@ def test_another_run_s_tables_inside_an_input_root_are_not_read_as_input(tmp_pat
     assert sorted(Path(f.source).name for f in inv.files) == [SEG, "d.parquet"]
     assert [(Path(s.source).name, s.reason) for s in inv.skipped] == [("offset_commits", disc.AUDIT_TABLE)]
     assert not inv.unrecognised
+
+
+def test_only_the_highest_base_offset_of_a_partition_folder_is_its_last_segment(tmp_path):
+    """Kafka appends only to a partition's last segment, so only it may be cut by a copy (a rolled one cut short lost
+    bytes): discovery marks it per folder — an empty active segment still makes the one before it rolled."""
+    from jobs.ingest.discover import discover
+
+    snap = tmp_path / "broker=1" / "snapshot=20240304T120000Z"
+    names = {"a-0": ["00000000000000000000.log", "00000000000000000021.log"],
+             "b-0": ["00000000000000000000.log"], "c-0": ["00000000000000000000.log", "00000000000000000005.log"]}
+    for part, segs in names.items():
+        (snap / part).mkdir(parents=True)
+        for n in segs:
+            (snap / part / n).write_bytes(b"" if part == "c-0" and n.startswith("00000000000000000005") else b"x")
+    inv = discover(logdirs=str(tmp_path))
+    last = {f.source.split("/snapshot=20240304T120000Z/")[1]: f.last_segment for f in inv.of("logdirs")}
+    assert last == {"a-0/00000000000000000000.log": False, "a-0/00000000000000000021.log": True,
+                    "b-0/00000000000000000000.log": True, "c-0/00000000000000000000.log": False}

@@ -234,6 +234,39 @@ def test_a_final_entry_the_file_ends_inside_is_a_tail_not_a_bad_batch(cut):
     assert reference(seg + part)[0][-1][4] == f"torn tail: {len(part)} bytes"
 
 
+@pytest.mark.parametrize("cut", [8, 12, 16, 17, 30, 60, -1])
+def test_a_rolled_segment_cut_short_is_a_bad_batch_not_a_tail(cut):
+    """Kafka appends only to a partition's last (active) segment; a copy can cut only that one mid-batch. A rolled
+    segment (a higher base offset beside it) that ends inside a batch lost bytes: a bad batch, quarantined, in both
+    walks, the metadata log's and the offsets replay's — where it was an IncompleteTail (counted, not
+    quarantined: an ok run over lost data). Its zero fill, and the same cut in the last segment, are unchanged."""
+    seg, nxt = data_segment()
+    part = nxt[:cut]
+    heads, recs, tail = agree(seg + part, ends_file=True, last_segment=False, segment_base_offset=0)
+    assert (heads[:-1], recs) == reference(seg)[:2] and tail is None
+    announced = f" of the {len(nxt)} bytes its size field announces" if len(part) >= 17 else ""
+    assert heads[-1] == (len(seg), len(part), None, None,
+                         f"cut short, but not the partition's last segment: {len(part)}{announced} bytes at the end "
+                         "of a rolled segment, which Kafka never appends to (bytes lost, not a live copy's cut)")
+    (bad,) = [b for b in iter_batches(seg + part, ends_file=True, last_segment=False) if isinstance(b, BadBatch)]
+    assert bad.raw_slice == part and bad.length == len(part)
+    assert agree(seg + part, ends_file=True, base_position=1000, last_segment=False)[0][-1][0] == 1000 + len(seg)
+    assert isinstance(agree(seg + part, ends_file=True, last_segment=True)[2], IncompleteTail)
+    assert agree(seg + bytes(4096), ends_file=True, last_segment=False) == reference(seg)
+    # the metadata log: a batch row with the error, no tail row
+    meta = kp_batch(0, 2, key=None, value=NOOP) + kp_batch(2, key=None, value=NOOP)
+    mnxt = kp_batch(3, key=None, value=NOOP)[:cut]
+    rows = metadata_records_rows(meta + mnxt, segment_base_offset=0, ends_file=True, last_segment=False)
+    assert metadata_records_arrow(meta + mnxt, segment_base_offset=0, ends_file=True,
+                                  last_segment=False).to_pylist() == rows
+    assert rows[-1]["tail"] is None and rows[-1]["error"].startswith("cut short, but not the partition's last")
+    items = list(iter_metadata_log(meta + mnxt, segment_base_offset=0, ends_file=True, last_segment=False))
+    assert isinstance(items[-1], MetadataError) and items[-1].unit == "batch"
+    from epochlib.offsets_log import replay_segment
+
+    assert isinstance(list(replay_segment(seg + part, ends_file=True, last_segment=False))[-1], BadBatch)
+
+
 def test_a_cut_in_the_leading_zeros_of_the_next_base_offset_looks_like_a_zero_fill():
     """The first bytes of an entry are its baseOffset's high bytes, zero for any offset below 2^8: a copy cut
     there leaves only zeros, which are the end of the data as well (nothing to count, nothing lost)."""
@@ -317,19 +350,20 @@ def test_the_offsets_replay_ends_the_same_way():
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 40), cut=st.integers(0, 200), zeros=st.integers(0, 300),
        flips=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 255)), max_size=3),
-       seg_base=st.sampled_from([None, 0, 5]))
-def test_fuzz_cut_padded_and_flipped_segment_ends_agree(n, cut, zeros, flips, seg_base):
+       seg_base=st.sampled_from([None, 0, 5]), last=st.booleans())
+def test_fuzz_cut_padded_and_flipped_segment_ends_agree(n, cut, zeros, flips, seg_base, last):
     """A segment of n batches cut anywhere in a further one, zero-filled or not, bytes flipped or not: the
     reference, the Arrow function and its pieces agree (tail included). Without flips every batch before the
     cut is read, and the cut one is a tail — or, when the fill completes the length it announces, a bad entry
-    (its CRC fails), as a crash while writing a preallocated segment leaves it."""
+    (its CRC fails), as a crash while writing a preallocated segment leaves it. In a rolled segment (not
+    ``last``) the cut one is a bad batch instead of a tail."""
     whole = b"".join(kp_batch(i * 3, 1 + i % 3) for i in range(n))
     nxt = kp_batch(n * 3, 2)
     part = nxt[: cut % len(nxt)]
     data = bytearray(whole + part + bytes(zeros))
     for pos, x in flips:
         data[pos % len(data)] ^= x
-    heads, recs, tail = agree(bytes(data), ends_file=True, segment_base_offset=seg_base)
+    heads, recs, tail = agree(bytes(data), ends_file=True, segment_base_offset=seg_base, last_segment=last)
     if flips or seg_base == 5:  # 5: the batches at 0..4 are outside the range
         return
     # the fill can complete the cut batch exactly when its own last bytes are zeros: then it is a whole batch
@@ -341,8 +375,13 @@ def test_fuzz_cut_padded_and_flipped_segment_ends_agree(n, cut, zeros, flips, se
     extra = heads[n:]
     if not part.strip(b"\0"):  # nothing but the zero high bytes of its base offset: a fill like the rest
         assert (extra, tail) == ([], None)
-    elif not zeros:
+    elif not zeros and last:
         assert extra == [] and tail == IncompleteTail(len(whole), len(part), len(nxt) if len(part) >= 17 else None)
+    elif not zeros:
+        assert tail is None and [h[:2] for h in extra] == [(len(whole), len(part))]
+        assert extra[0][4].startswith("cut short, but not the partition's last segment")
+    elif not last:
+        assert tail is None and len(extra) == 1
     else:
         assert (len(extra), tail is None) in ((1, True), (0, False))
         assert tail is None or (tail.position, tail.length) == (len(whole), len(part) + zeros)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
-from fixtures_segments import LONG_MAX, kp_batch
+from fixtures_segments import LONG_MAX, NOOP, kp_batch
 
 from jobs.cli import cli
 
@@ -146,3 +146,57 @@ def test_the_cut_batch_is_counted_as_a_limit_of_the_copy(live_copies):
     # the log end offset of both replicas is that of the data: the batches read
     lineage = {r["topic"]: r["log_end_offset"] for r in _table(tmp, "epoch_lineage")}
     assert lineage == {"a": 20, "b": 20}
+
+
+CUT_ROLLED = "cut short, but not the partition's last segment"
+
+
+@pytest.fixture(scope="module")
+def rolled_cuts(spark, tmp_path_factory):
+    """Copies whose cut batch is in a rolled segment — a segment with a higher base offset beside it (Kafka never
+    appends to it, so the bytes were lost) — in a log dir (a-0; c-0, whose active segment is still empty), in a
+    __consumer_offsets partition and in a __cluster_metadata-0 copy; and b-0, cut in its last segment (a live copy:
+    still counted, not quarantined)."""
+    tmp = tmp_path_factory.mktemp("rolled_cuts")
+    snap = tmp / "logdirs" / "broker=1" / SNAP
+    seg = kp_batch(0, 10, epoch=0) + kp_batch(10, 10, epoch=1)
+    nxt = kp_batch(20, 1, epoch=1)
+    for topic, first, second in (("a", seg + nxt[:30], kp_batch(21, 1, epoch=1)), ("b", seg, nxt[:30]),
+                                 ("c", seg + nxt[:30], b"")):
+        _write(snap / f"{topic}-0" / "leader-epoch-checkpoint", "0\n2\n0 0\n1 10\n")
+        _write(snap / f"{topic}-0" / "00000000000000000000.log", first)
+        _write(snap / f"{topic}-0" / f"{(21 if topic != 'b' else 20):020d}.log", second)
+    offs = tmp / "offsets" / "broker=1" / "__consumer_offsets-0"
+    _write(offs / "00000000000000000000.log", commit_batch(0, "g", 10) + commit_batch(1, "g", 11)
+           + commit_batch(2, "g", 12)[:40])
+    _write(offs / "00000000000000000003.log", commit_batch(3, "g", 13))
+    meta = tmp / "cluster_metadata" / "node=1" / "__cluster_metadata-0"
+    _write(meta / "00000000000000000000.log", kp_batch(0, 2, key=None, value=NOOP, epoch=1)
+           + kp_batch(2, 1, key=None, value=NOOP, epoch=1)[:30])
+    _write(meta / "00000000000000000003.log", kp_batch(3, 1, key=None, value=NOOP, epoch=1))
+    args = ["run", "--from", DAY, "--output-root", str(tmp / "out"), "--cluster", "seg", "--summary-json",
+            str(tmp / "s.json"), "--logdirs", str(tmp / "logdirs"), "--offsets", str(tmp / "offsets"),
+            "--cluster-metadata", str(tmp / "cluster_metadata")]
+    res = CliRunner().invoke(cli, args)
+    return tmp, res.exit_code, res.output, json.loads((tmp / "s.json").read_text())
+
+
+def test_a_rolled_segment_cut_short_is_quarantined_and_the_run_partial(rolled_cuts):
+    """Was: each counted in audit_runs.units_unpaired as a live copy's cut, the run ok although bytes were lost
+    from the middle of the log. Now each is one quarantined batch naming why, and the run is partial; the cut in
+    b-0's last segment is still a limit of the copy."""
+    tmp, code, output, summary = rolled_cuts
+    assert code == 0, output
+    assert summary["status"] == "partial", output
+    q = sorted((r["source_kind"], r["source"].split("/", 2)[-1].split("/", 1)[-1], r["unit"], r["position"])
+               for r in _table(tmp, "quarantine") if CUT_ROLLED in r["reason"])
+    seg_len = len(kp_batch(0, 10, epoch=0) + kp_batch(10, 10, epoch=1))
+    offs_len = len(commit_batch(0, "g", 10) + commit_batch(1, "g", 11))
+    meta_len = len(kp_batch(0, 2, key=None, value=NOOP, epoch=1))
+    assert [(k, u, p) for k, _, u, p in q] == sorted([
+        ("cluster_metadata", "batch", meta_len), ("logdirs", "batch", seg_len), ("logdirs", "batch", seg_len),
+        ("offsets", "batch", offs_len)])
+    assert all(src.endswith("00000000000000000000.log") for _, src, _, _ in q)
+    unpaired = {(r["source_kind"], r["unit"]): r["units_unpaired"] for r in _table(tmp, "audit_runs")}
+    assert unpaired[("logdirs", "batch")] == 1  # b-0's last segment
+    assert not unpaired.get(("offsets", "batch")) and not unpaired.get(("cluster_metadata", "batch"))

@@ -113,11 +113,11 @@ def _tail_row(t: IncompleteTail) -> dict[str, Any]:
 
 
 def metadata_records_rows(buf: Buffer, *, base_position: int = 0, segment_base_offset: int | None = None,
-                          ends_file: bool = False) -> list[dict[str, Any]]:
+                          ends_file: bool = False, last_segment: bool = True) -> list[dict[str, Any]]:
     """Reference for :func:`metadata_records_arrow`: one dict per record / bad batch, file order."""
     out = []
     for b in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset,
-                          ends_file=ends_file):
+                          ends_file=ends_file, last_segment=last_segment):
         if isinstance(b, IncompleteTail):
             out.append(_tail_row(b))
             continue
@@ -143,14 +143,15 @@ def _b64url_uuids(u8: np.ndarray) -> np.ndarray:
 
 
 def metadata_records_arrow(buf: Buffer, *, base_position: int = 0, segment_base_offset: int | None = None,
-                           ends_file: bool = False) -> pa.RecordBatch:
+                           ends_file: bool = False, last_segment: bool = True) -> pa.RecordBatch:
     """Decode a metadata segment or snapshot into :data:`RECORD_SCHEMA` (equal to
     :func:`metadata_records_rows`). For a segment (not a snapshot, which is written whole): its base offset (its
     file name's), so that a batch outside the segment's offset range is a bad batch, and ``ends_file`` when
     ``buf`` is the whole file, so that a zero fill after the last batch is no row and an incomplete final entry
-    one ``tail`` row (:func:`epochlib.records.iter_batches`). Raises only DecodeError, for non-bytes input."""
+    one ``tail`` row (:func:`epochlib.records.iter_batches`) — unless ``last_segment`` is False (a rolled segment,
+    not the copy's last: the cut entry is a bad batch). Raises only DecodeError, for non-bytes input."""
     ba = batches_arrow(buf, base_position=base_position, segment_base_offset=segment_base_offset,
-                       ends_file=ends_file)
+                       ends_file=ends_file, last_segment=last_segment)
     batches, recs = ba.batches, ba.records
     bad = batches.filter(pc.is_valid(batches.column("error")))
     n = recs.num_rows

@@ -231,6 +231,7 @@ def _control_key(control_type: int) -> bytes:
 
 def iter_metadata_log(
     buf: Buffer, *, base_position: int = 0, segment_base_offset: int | None = None, ends_file: bool = False,
+    last_segment: bool = True,
 ) -> Iterator[MetadataEntry | MetadataError | IncompleteTail]:
     """Every record of a metadata segment or snapshot file, in file order.
 
@@ -238,11 +239,11 @@ def iter_metadata_log(
     ``segment_base_offset`` is given: :func:`epochlib.records.iter_batches`) and undecodable record values
     become :class:`MetadataError` rows; walking goes on. With ``ends_file`` (a whole segment file) a zero
     fill after the last batch ends the walk, and a final entry the file ends inside comes out as the codec's
-    :class:`~epochlib.records.IncompleteTail` (a limit of the copy, not an error). Raises DecodeError only
-    for non-bytes input.
+    :class:`~epochlib.records.IncompleteTail` (a limit of the copy, not an error) — in the copy's last segment
+    only (``last_segment``; in a rolled one it is a bad batch). Raises DecodeError only for non-bytes input.
     """
     for b in iter_batches(buf, base_position=base_position, segment_base_offset=segment_base_offset,
-                          ends_file=ends_file):
+                          ends_file=ends_file, last_segment=last_segment):
         if isinstance(b, IncompleteTail):
             yield b
             continue

@@ -114,35 +114,36 @@ def _scan_entries(buf: Buffer) -> tuple[list[int], list[tuple[int, int, str | No
 
 
 def _split_tail(
-    buf: Buffer, slow: list[tuple[int, int, str | None]], base_position: int, ends_file: bool
+    buf: Buffer, slow: list[tuple[int, int, str | None]], base_position: int, ends_file: bool,
+    last_segment: bool = True,
 ) -> tuple[list[tuple[int, int, str | None]], IncompleteTail | None]:
     """The scanned entries without where the walk stopped when that is the end of the data (a zero fill: dropped)
     or an incomplete final entry (returned apart), as :func:`.segments.iter_batches` does with ``ends_file``."""
     if not ends_file or not slow or slow[-1][2] is None:
         return slow, None
     pos, length, problem = slow[-1]
-    last = _stop(buf, pos, length, problem, base_position, ends_file)
-    if isinstance(last, BadBatch):  # with its reason: a damaged size field is not a torn tail
+    last = _stop(buf, pos, length, problem, base_position, ends_file, last_segment)
+    if isinstance(last, BadBatch):  # with its reason: a damaged size field, a rolled segment's cut: not a torn tail
         return [*slow[:-1], (pos, length, last.reason if problem == "torn" else problem)], None
     return slow[:-1], last
 
 
 def batches_arrow(
     buf: Buffer, *, base_position: int = 0, with_records: bool = True, verify_crc: bool = True,
-    segment_base_offset: int | None = None, ends_file: bool = False,
+    segment_base_offset: int | None = None, ends_file: bool = False, last_segment: bool = True,
 ) -> BatchesArrow:
     """Decode a segment (or byte range) into Arrow: a batch-header table with one row per
     entry — bad ones included, with ``error`` and ``raw`` (≤ 4096 bytes) set and the decoded
     columns null — and, when ``with_records``, a records table in file order.
 
-    ``segment_base_offset`` and ``ends_file`` as for :func:`iter_batches` (entries outside the segment's
-    offset range are bad; at the end of the file a zero fill is no row, and an incomplete final entry is
-    ``tail``, no row). Agrees with :func:`iter_batches` (the reference) row for row. Raises only
+    ``segment_base_offset``, ``ends_file`` and ``last_segment`` as for :func:`iter_batches` (entries outside the
+    segment's offset range are bad; at the end of the file a zero fill is no row, and an incomplete final entry is
+    ``tail``, no row — a bad row in a rolled segment, ``last_segment=False``). Agrees with :func:`iter_batches` (the reference) row for row. Raises only
     :class:`~epochlib.errors.DecodeError`, and only for a non-bytes-like ``buf``.
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
-    slow, tail = _split_tail(buf, slow, base_position, ends_file)
+    slow, tail = _split_tail(buf, slow, base_position, ends_file, last_segment)
     rng = _offset_range(segment_base_offset)
     return _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]._replace(tail=tail)
 
@@ -155,7 +156,7 @@ DEFAULT_MAX_DECODED = 32 << 20
 def iter_batches_arrow(
     buf: Buffer, *, base_position: int = 0, with_records: bool = True, verify_crc: bool = True,
     max_decoded: int = DEFAULT_MAX_DECODED, max_input: int | None = None, segment_base_offset: int | None = None,
-    ends_file: bool = False,
+    ends_file: bool = False, last_segment: bool = True,
 ) -> Iterator[BatchesArrow]:
     """:func:`batches_arrow` in pieces that each hold at most about ``max_decoded`` decompressed bytes
     (plus one batch) and, with ``max_input``, entries starting within ``max_input`` bytes of the piece's
@@ -163,11 +164,11 @@ def iter_batches_arrow(
     under it (32 batches of 2 KB) hold gigabytes at once, and the decoded columns of a whole 64 MiB range
     take ~13x its size. Entries are in file order across pieces; the pieces together are exactly
     :func:`batches_arrow`'s rows. Without records nothing is decompressed and there is one piece. The last
-    piece carries the ``tail`` (with ``ends_file``).
+    piece carries the ``tail`` (with ``ends_file``; ``last_segment`` as for :func:`batches_arrow`).
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
-    slow, tail = _split_tail(buf, slow, base_position, ends_file)
+    slow, tail = _split_tail(buf, slow, base_position, ends_file, last_segment)
     rng = _offset_range(segment_base_offset)
     if not with_records or (not fast_pos and not slow):
         yield _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]._replace(tail=tail)

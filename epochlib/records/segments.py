@@ -3,7 +3,9 @@ corrupt entry becomes a :class:`~.values.BadBatch` and the walk resumes at the n
 size field is sane (bad CRC recovery); a torn tail ends the walk with a final
 ``BadBatch("torn tail: N bytes")`` — unless the bytes run to the end of the file (``ends_file``), where
 the walk ends as Kafka's reader does: at zero bytes after the last entry (a preallocated segment's fill),
-silently, and at an incomplete final entry with an :class:`~.values.IncompleteTail`.
+silently, and at an incomplete final entry with an :class:`~.values.IncompleteTail` — when the file is its
+partition's last segment (``last_segment``, the only one a broker appends to while it is copied); in a rolled
+segment the same cut is lost bytes, a ``BadBatch``.
 :func:`scan_batch_boundaries` and :func:`split_points` read only entry headers, to plan byte ranges
 (spec/kafka-formats.md §3.1, §4.1).
 """
@@ -113,7 +115,7 @@ def _whole_batch_inside(buf: Buffer, start: int, end: int) -> int | None:
 
 
 def _stop(
-    buf: Buffer, pos: int, length: int, problem: str, base_position: int, ends_file: bool
+    buf: Buffer, pos: int, length: int, problem: str, base_position: int, ends_file: bool, last_segment: bool = True,
 ) -> BadBatch | IncompleteTail | None:
     """What a walk gives where it stops at an entry it cannot frame (``problem``: "torn" or a reason).
 
@@ -121,7 +123,9 @@ def _stop(
     nothing), and an entry the file ends inside is an :class:`IncompleteTail`, as Kafka's reader takes both —
     unless a whole CRC-valid batch starts inside its bytes: then its size field is damaged and what follows is
     data the walk cannot reach (a :class:`BadBatch`, quarantined, never a silent end). Anything else is a
-    :class:`BadBatch`.
+    :class:`BadBatch`. An entry cut short at the end of a file that is not its partition's last segment
+    (``last_segment`` False) is a :class:`BadBatch` too: Kafka appends only to the active (last) segment, so a
+    copy can cut only that one while it grows; a rolled segment that ends inside an entry lost its bytes.
     """
     if ends_file:
         if _zero_fill(buf, pos):
@@ -131,7 +135,12 @@ def _stop(
             if inside is None:
                 whole = length >= HEADER_SIZE_UP_TO_MAGIC  # the header is there: its size field announces the length
                 announced = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1] if whole else None
-                return IncompleteTail(base_position + pos, length, announced)
+                if last_segment:
+                    return IncompleteTail(base_position + pos, length, announced)
+                of = f" of the {announced} bytes its size field announces" if announced is not None else ""
+                reason = (f"cut short, but not the partition's last segment: {length}{of} bytes at the end of a "
+                          "rolled segment, which Kafka never appends to (bytes lost, not a live copy's cut)")
+                return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
             reason = (f"entry size beyond the file's end, but a whole batch starts {inside - pos} bytes into it: a "
                       f"damaged size field, not a copy's cut ({length} bytes unreadable)")
             return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
@@ -141,7 +150,7 @@ def _stop(
 
 def iter_batches(
     buf: Buffer, *, base_position: int = 0, verify_crc: bool = True, decode_records: bool = True,
-    segment_base_offset: int | None = None, ends_file: bool = False,
+    segment_base_offset: int | None = None, ends_file: bool = False, last_segment: bool = True,
 ) -> Iterator[Batch | BadBatch | IncompleteTail]:
     """Iterate over the log entries of a segment (or a byte range of one), lazily.
 
@@ -162,7 +171,9 @@ def iter_batches(
     yield nothing, and a final entry cut short (fewer bytes left than announced, or than the 17-byte
     header; e.g. a copy of the active segment) yields an :class:`IncompleteTail` instead of the torn
     tail's ``BadBatch``. A bad entry before the end (a size no entry can have, a CRC failure) stays a
-    ``BadBatch``.
+    ``BadBatch``. ``last_segment=False`` (with ``ends_file``: the file is a rolled segment, not the highest base
+    offset of its partition's folder) makes a final entry cut short a ``BadBatch`` ("cut short, but not the
+    partition's last segment …"): Kafka never appends to a rolled segment, so a copy cannot catch it mid-write.
 
     Raises:
         DecodeError: only when ``buf`` is not a bytes-like object.
@@ -174,7 +185,7 @@ def iter_batches(
     while pos < n:
         length, problem = _entry_extent(buf, pos, n)
         if problem is not None:
-            last = _stop(buf, pos, length, problem, base_position, ends_file)
+            last = _stop(buf, pos, length, problem, base_position, ends_file, last_segment)
             if last is not None:
                 yield last
             return

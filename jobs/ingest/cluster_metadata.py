@@ -14,7 +14,9 @@ Two steps, both on the executors:
    the controller's 500 ms heartbeat — are counted and dropped here; undecodable batches and records
    become quarantine rows (unit ``batch``; ``line`` for dump text). A batch holding an undecodable record
    counts as quarantined. A segment's final batch cut short by the end of the file (a copy of the active
-   segment) is no unit but counted in ``n_unpaired``; a zero fill after its last batch is nothing.
+   segment) is no unit but counted in ``n_unpaired`` — in the copy's last segment (highest base offset); in a
+   rolled one, which Kafka never appends to, it is a quarantined batch — and a zero fill after its last batch is
+   nothing.
 2. :func:`replay_records` (``mapInArrow`` over a single partition): the merge of the copies
    (:func:`epochlib.kraft.merge_copies`) and the replay (:func:`epochlib.kraft.replay`) must see the
    whole log in offset order — transactions span batches, a PartitionChangeRecord needs the state its
@@ -65,7 +67,7 @@ from epochlib.records import segment_base_offset
 from jobs.fs import FileEntry, open_reader
 
 from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, side_row, stats_row
-from .discover import InputFile, Inventory, Unrecognised, is_kafka_aux
+from .discover import InputFile, Inventory, Unrecognised, is_kafka_aux, mark_last_segments
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -117,6 +119,9 @@ FILE_SCHEMA = pa.schema([
     pa.field("size", pa.int64()),
     pa.field("form", pa.string()),
     pa.field("name", pa.string()),
+    # a segment with the highest base offset of its copy (null: not known, taken as the last): only that one may end
+    # inside a batch because it was copied while written (:attr:`.discover.InputFile.last_segment`)
+    pa.field("last_segment", pa.bool_()),
 ])
 
 #: Step 1 rows: the records the replay needs (NoOps dropped), plus the side rows.
@@ -188,6 +193,7 @@ def discover_cluster_metadata(root: str | None, *, follow_symlinks: bool = False
         return Inventory()
     listing = list_root("cluster_metadata", root, follow_symlinks=follow_symlinks, exclude=exclude)
     inv = classify_cluster_metadata(listing.files)
+    inv.files = mark_last_segments(inv.files, (KSEGMENT,))
     kept, lost = unread_units(KIND, root, listing.skipped, classify_cluster_metadata)
     inv.skipped.extend(kept)
     inv.unrecognised.extend(lost)
@@ -200,7 +206,7 @@ def from_logdirs(inv: Inventory) -> list[InputFile]:
     out = []
     for f in inv.of("logdirs"):
         if f.topic == "__cluster_metadata" and f.partition == 0 and f.form == "segment":
-            out.append(InputFile(KIND, KSEGMENT, f.source, f.size, name=f.name))
+            out.append(InputFile(KIND, KSEGMENT, f.source, f.size, name=f.name, last_segment=f.last_segment))
     for kind, src in inv.ignored:
         name = src.rsplit("/", 1)[-1]
         if kind == "logdirs" and f"/{DIR}/" in src and _SNAP.fullmatch(name):
@@ -242,9 +248,11 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         return
     # a segment's batches must lie in its file name's offset range (a snapshot's start at 0 whatever its name), and
     # it may end in a zero fill or a batch cut short (a copy of the active segment): the end of the log, as Kafka
-    # reads it; a snapshot is written whole, so a cut one is damaged
+    # reads it — if it is the copy's last segment: a rolled one is never appended to, so its cut is lost bytes; a
+    # snapshot is written whole, so a cut one is damaged
     seg = form == KSEGMENT
-    rb = metadata_records_arrow(data, segment_base_offset=segment_base_offset(name) if seg else None, ends_file=seg)
+    rb = metadata_records_arrow(data, segment_base_offset=segment_base_offset(name) if seg else None, ends_file=seg,
+                                last_segment=row.get("last_segment") is not False)
     is_kind = "snapshot" if form == KSNAPSHOT else "log"
     err = rb.column("error")
     tail = rb.column("tail").fill_null(False)  # the incomplete final entry: no unit, counted apart

@@ -39,7 +39,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 
@@ -48,7 +48,7 @@ from epochlib.errors import DecodeError
 from jobs.fs import FileEntry, list_files, resolve
 
 __all__ = ["InputFile", "Inventory", "Skipped", "classify_logdirs", "classify_metadata", "classify_offsets",
-           "discover", "walk_local"]
+           "discover", "mark_last_segments", "walk_local"]
 
 #: Input file forms (the ``form`` column of the work lists).
 SEGMENT = "segment"
@@ -121,6 +121,26 @@ class InputFile:
     log_partition: int | None = None
     base_offset: int | None = None
     name: str | None = None
+    last_segment: bool | None = None
+    """For a segment: it has the highest base offset of the segment files in its folder (its partition's active
+    segment, the only one Kafka appends to, so the only one a copy can cut mid-batch); None: not known (taken as the
+    last). Set by :func:`mark_last_segments`."""
+
+
+def mark_last_segments(files: list[InputFile], forms: Iterable[str] = (SEGMENT,)) -> list[InputFile]:
+    """``files`` with :attr:`InputFile.last_segment` set on every segment (form in ``forms``): True on the one with
+    the highest base offset (file name) of each folder, False on the others (rolled segments). Empty segment files
+    must be in ``files`` too: a newly rolled active segment may still be empty, and the one before it is rolled."""
+    top: dict[str, int] = {}
+    seg = [f for f in files if f.form in forms and f.name and _SEGMENT.fullmatch(f.name)]
+    for f in seg:
+        folder = f.source.rsplit("/", 1)[0]
+        base = int(f.name[:20])
+        top[folder] = max(top.get(folder, base), base)
+    if not seg:
+        return files
+    return [replace(f, last_segment=int(f.name[:20]) == top[f.source.rsplit("/", 1)[0]])
+            if f.form in forms and f.name and _SEGMENT.fullmatch(f.name) else f for f in files]
 
 
 @dataclass(frozen=True, slots=True)
@@ -656,6 +676,7 @@ def discover(offsets: str | None = None, logdirs: str | None = None, metadata: s
             else:
                 listing.files = [FileEntry(e.source, f"{prefix}/{e.rel}", e.size) for e in listing.files]
         found = _CLASSIFIERS[kind](listing.files)
+        found.files = mark_last_segments(found.files)  # before zero-byte files are set apart: an empty one counts
         if alone and found.ignored:  # a file the job reads only inside a log dir's layout: not read, said so
             found.unrecognised += [Unrecognised(kind, src, 0, NOT_ALONE[kind]) for _, src in found.ignored]
             found.ignored = []

@@ -10,8 +10,9 @@ replication-offset (high watermark) and recovery-point checkpoints at the snapsh
 - :func:`decode_logdir_files` parses them (one ``file`` unit each; a malformed one is
   quarantined with the failing line as ``position`` and the job goes on — rule L1 reads quarantine).
 - :func:`decode_logdir_segments` reads the batch *headers* of the segments (unit ``batch``; a final batch
-  cut short by the end of the file, as in a copy of the active segment, is no unit but ``n_unpaired``, and a
-  zero fill after the last batch is nothing).
+  cut short by the end of the file, as in a copy of the active segment, is no unit but ``n_unpaired`` — in the
+  partition's last segment; in a rolled one it is a quarantined batch, bytes lost — and a zero fill after the
+  last batch is nothing).
 - :func:`lineage_frame` joins them in Spark: one row per replica snapshot (per parsed
   leader-epoch-checkpoint), with the topic id, the root checkpoints' offsets for that partition and the
   log end offset (last offset + 1 of the segments present).
@@ -212,7 +213,8 @@ def decode_logdir_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
             # headers only: one piece; the last range of a file runs to its end (a live copy's cut batch, a zero fill)
             heads, _, tail = next(segment_tables(buf, start, with_records=False,
                                                  segment_base_offset=row.get("base_offset"),
-                                                 ends_file=row["end"] == row["size"]))
+                                                 ends_file=row["end"] == row["size"],
+                                                 last_segment=row.get("last_segment")))
             del buf
             heads = _date_checked(heads)
             err = pc.is_valid(heads.column("error"))

@@ -5,7 +5,8 @@ Ranges come from :mod:`.ranges` (on batch boundaries). Each is read in pieces of
 own pieces bound the decompressed bytes held, so a task's memory does not grow with the range; a bad CRC is one
 quarantined ``batch``, a record of a good batch whose key/value cannot be decoded one quarantined ``record``
 (:func:`._kv.decode_kv`). At the end of the file a final batch cut short (a copy of the active segment) is no
-unit but counted in ``n_unpaired``, and a zero fill after the last batch (``log.preallocate``) is nothing, as
+unit but counted in ``n_unpaired`` — in the partition's last segment only; in a rolled one it is a quarantined
+``batch`` (Kafka never appends to it, so the bytes were lost) — and a zero fill after the last batch (``log.preallocate``) is nothing, as
 Kafka's reader takes them. COMMIT/ABORT control records become ``marker`` rows for the ``txn_state`` window.
 """
 
@@ -76,7 +77,7 @@ def _decode_range(row: dict, p: Pass) -> Iterator[pa.RecordBatch]:
                 buf = r.read_at(start + s, e - s)
                 at_end = start + e == row["size"]  # the file's last piece: where a live copy's last batch is cut
                 for heads, rec, tail in segment_tables(buf, start + s, segment_base_offset=row.get("base_offset"),
-                                                       ends_file=at_end):
+                                                       ends_file=at_end, last_segment=row.get("last_segment")):
                     counts[5] += tail is not None
                     yield from _decode_piece(heads, rec, row, p, side, counts)
                     if len(side) >= 8192:

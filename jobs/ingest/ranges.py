@@ -45,6 +45,9 @@ RANGE_SCHEMA = pa.schema([
     pa.field("snapshot_ms", pa.int64()),
     # the base offset the segment's file name gives: the codec checks each batch's offsets against its range
     pa.field("base_offset", pa.int64()),
+    # the segment has the highest base offset in its folder (null: not known, taken as the last): only that one
+    # may end inside a batch because it was copied while written (:attr:`.discover.InputFile.last_segment`)
+    pa.field("last_segment", pa.bool_()),
 ])
 
 
@@ -132,7 +135,7 @@ PIECE_BYTES = 8 << 20
 
 
 def segment_tables(buf: bytes, base: int, *, with_records: bool = True, budget: int | None = None,
-                   segment_base_offset: int | None = None, ends_file: bool = False,
+                   segment_base_offset: int | None = None, ends_file: bool = False, last_segment: bool | None = None,
                    ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None, records.IncompleteTail | None]]:
     """Decode a byte range of a segment with the codec's Arrow batch function, in pieces of at most
     ``budget`` (default :data:`DECODED_BUDGET`) decompressed bytes and :data:`PIECE_BYTES` input bytes
@@ -142,10 +145,12 @@ def segment_tables(buf: bytes, base: int, *, with_records: bool = True, budget: 
     ``segment_base_offset`` (the file name's, :data:`RANGE_SCHEMA` ``base_offset``): a batch outside the
     segment's offset range is a bad row. ``ends_file`` (the range runs to the file's end): a zero fill after
     the last entry is no row, and an incomplete final entry is the last piece's third item, not a row (a limit
-    of the copy, counted apart: :func:`epochlib.records.iter_batches`)."""
+    of the copy, counted apart: :func:`epochlib.records.iter_batches`) — unless ``last_segment`` is False (a
+    rolled segment, :data:`RANGE_SCHEMA` ``last_segment``): there the cut entry is a bad row (bytes lost)."""
     for out in records.iter_batches_arrow(buf, base_position=base, with_records=with_records,
                                           max_decoded=budget or DECODED_BUDGET, max_input=PIECE_BYTES,
-                                          segment_base_offset=segment_base_offset, ends_file=ends_file):
+                                          segment_base_offset=segment_base_offset, ends_file=ends_file,
+                                          last_segment=last_segment is not False):
         rec = out.records
         if rec is not None and rec.num_rows:
             ct = rec.column("control_type")
