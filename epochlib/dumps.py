@@ -56,19 +56,71 @@ from dataclasses import dataclass
 from typing import Any
 
 from .offsets_log import resolve_txn_states
+from .records import IncompleteTail, segment_base_offset
 
 __all__ = [
     "DumpError",
+    "DumpTail",
     "detect_dump_format",
     "dump_text",
     "iter_console_json",
     "iter_dump_log",
     "iter_dump_records",
+    "invalid_bytes_line",
     "iter_scala_lines",
+    "last_dumped_segments",
     "resolve_txn_states",
 ]
 
 MAX_RAW = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class DumpTail(IncompleteTail):
+    """kafka-dump-log's ``Found N invalid bytes at the end of <file>`` at the end of a log segment that is the
+    dump's last of its folder: the text's twin of the binary reader's :class:`~epochlib.records.IncompleteTail`
+    (``position`` the line number, ``length`` N, ``announced`` None: the text does not say), not a bad unit.
+
+    ``DumpLogSegments.dumpLog`` prints the line whenever the batches it could frame end before the file does
+    (``FileLogInputStream.nextBatch`` returned null: 17 or fewer bytes left, or an entry announcing more bytes
+    than are left): a final batch a copy cut short (a live copy of the active segment), a damaged size field or a
+    short zero fill. A longer zero fill (``log.preallocate``) prints no such line — the tool stops with
+    ``CorruptRecordException`` ("record size 0 smaller than minimum record overhead") and the text just ends. The
+    binary reader tells these apart; the text cannot, so the readers take the line as the binary reader takes a cut
+    final batch: a tail in the last segment of a folder (counted in ``units_unpaired``), a bad unit in a rolled
+    segment (a later segment of the same folder is in the dump: Kafka never appends to it, so bytes were lost).
+    """
+
+    file: str = ""
+
+    @property
+    def reason(self) -> str:
+        """What a note says of it."""
+        return f"{self.length} invalid bytes at the end of {self.file} (kafka-dump-log): an incomplete final entry"
+
+
+_INVALID_BYTES = re.compile(r"Found (\d+) invalid bytes at the end of (.*)")
+_DUMPING = re.compile(r"^[ \t]*Dumping (.*?)[ \t\r]*$", re.MULTILINE)
+
+
+def invalid_bytes_line(line: str) -> tuple[int, str] | None:
+    """``(N, file)`` of kafka-dump-log's ``Found N invalid bytes at the end of <file>`` line, else None."""
+    m = _INVALID_BYTES.match(line.strip())
+    return (int(m[1]), m[2].strip()) if m else None
+
+
+def last_dumped_segments(text: str) -> set[str]:
+    """The paths of the ``Dumping <path>`` lines of ``text`` that are log segments (``<20 digits>.log``) with the
+    highest base offset among the dump's segments of their folder (only those may end in a live copy's cut)."""
+    top: dict[str, tuple[int, str]] = {}
+    for path in _DUMPING.findall(text):
+        base = segment_base_offset(path)
+        if base is None:
+            continue
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        if folder not in top or base > top[folder][0]:
+            top[folder] = (base, path)
+    return {p for _, p in top.values()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -778,24 +830,31 @@ def _dump_record(key: str | None, payload: str | None, value_size: Any = None) -
     raise _Bad("unrecognised record key")
 
 
-def iter_dump_log(text: str | bytes) -> Iterator[Item | DumpError]:
+def iter_dump_log(text: str | bytes) -> Iterator[Item | DumpError | DumpTail]:
     """Records of ``kafka-dump-log --offsets-decoder`` output (≥3.8 JSON, ≤3.7 text, ≤2.8 long lines).
 
     Each record carries the fields of the batch line before it (``producer_id``,
     ``is_transactional``, ``batch_leader_epoch``, ``position``, …). Transaction markers come out as
     ``kind == "control"`` items with ``control_type`` (``"COMMIT"``/``"ABORT"``/…) and
-    ``coordinator_epoch``; :func:`resolve_txn_states` pairs them with the commits.
+    ``coordinator_epoch``; :func:`resolve_txn_states` pairs them with the commits. The tool's ``Found N invalid
+    bytes at the end of <file>`` is a :class:`DumpTail` in a folder's last dumped segment (not a bad line; a bad
+    line in a rolled one).
     """
     text, errors = _decode_text(text)
     yield from errors
+    last = last_dumped_segments(text) if "invalid bytes at the end of" in text else set()
     batch: Item = dict(_EMPTY_BATCH)
     valid = True  # the batch line's ``isvalid``: the tool prints a batch whose CRC fails, and its records
     file: str | None = None
     log_partition: int | None = None
+    pending: tuple[int, str, str | None] | None = None  # a "Found N invalid bytes" line: (line, its text, file)
     for i, line in enumerate(_split_lines(text), start=1):
         stripped = line.strip()
         if not stripped or _NOISE.fullmatch(stripped):
             continue
+        if pending is not None:  # the tool prints it last in a file's section: only a "Dumping" line may follow
+            yield _invalid_bytes_item(*pending, last, stripped.startswith("Dumping "))
+            pending = None
         try:
             if stripped.startswith("Dumping "):
                 file = stripped[8:]
@@ -811,6 +870,9 @@ def iter_dump_log(text: str | bytes) -> Iterator[Item | DumpError]:
                 valid = tokens.get("isvalid") is not False
                 batch = _batch_context(tokens, legacy=not stripped.startswith("baseOffset:"))
                 continue
+            if stripped.startswith("Found ") and invalid_bytes_line(stripped) is not None:
+                pending = (i, line, file)  # decided by the line after it (:func:`_invalid_bytes_item`)
+                continue
             if not stripped.startswith("|"):
                 raise _Bad("unrecognised line")
             if not valid:
@@ -825,6 +887,22 @@ def iter_dump_log(text: str | bytes) -> Iterator[Item | DumpError]:
         rec["file"], rec["log_partition"] = file, log_partition
         rec["line"], rec["unit"] = i, "line"
         yield rec
+    if pending is not None:
+        yield _invalid_bytes_item(*pending, last, True)
+
+
+def _invalid_bytes_item(i: int, line: str, file: str | None, last: set[str], at_end: bool) -> DumpTail | DumpError:
+    """kafka-dump-log's ``Found N invalid bytes at the end of <file>`` on line ``i`` of ``file``'s section: a
+    :class:`DumpTail` when it ends the section (``at_end``) of the folder's last dumped segment; a bad line after
+    a rolled segment (bytes lost), before more of the section, or outside any section."""
+    stripped = line.strip()
+    n, name = invalid_bytes_line(stripped) or (0, "")
+    if file is None or not at_end:
+        return _err(i, "invalid-bytes line that does not end a dumped file's section", line)
+    if segment_base_offset(file) is not None and file not in last:
+        return _err(i, f"{stripped}: cut short, but not the partition's last segment (a later segment of its folder "
+                       "is in the dump; Kafka never appends to a rolled segment: bytes lost)", line)
+    return DumpTail(i, n, None, name)
 
 
 def _dump_record_line(body: str, batch: Item) -> Item:
@@ -855,7 +933,7 @@ def _dump_record_line(body: str, batch: Item) -> Item:
     return rec
 
 
-def iter_dump_records(text: str | bytes, fmt: str | None = None) -> Iterator[Item | DumpError]:
+def iter_dump_records(text: str | bytes, fmt: str | None = None) -> Iterator[Item | DumpError | DumpTail]:
     """Dispatch to the right iterator (``fmt`` or :func:`detect_dump_format` of the text's head)."""
     if fmt is None:
         head = text[:8192]

@@ -133,6 +133,9 @@ def decode_path(path: str | Path, *, kind: str | None = None, offsets_decoder: b
         yield from _parquet(p)
     elif kind == "text-dump":
         for item in dumps.iter_dump_records(data):
+            if isinstance(item, dumps.DumpTail):
+                yield _tail_info(item)
+                continue
             if isinstance(item, dumps.DumpError):
                 yield {"type": "error", "unit": item.unit, "position": item.line, "reason": item.reason}
             else:
@@ -225,7 +228,8 @@ def _observation_notes(obs: list[dict[str, Any]], unit: str, position: Any) -> I
 def _tail_info(t: records.IncompleteTail) -> dict[str, Any]:
     """The note for a final entry the file ends inside: not decoded, not an error (Kafka's reader ends the log
     there; a copy of the active segment taken while the broker wrote it ends so)."""
-    return _info("batch", t.position, f"{t.reason}: the end of the log, as Kafka reads it (a copy of the active "
+    unit = "line" if isinstance(t, dumps.DumpTail) else "batch"  # a dump's: its line number
+    return _info(unit, t.position, f"{t.reason}: the end of the log, as Kafka reads it (a copy of the active "
                                       "segment ends so); not decoded")
 
 

@@ -297,7 +297,8 @@ AUDIT_RUNS = (
        "(unit frame), requests or responses whose other half was not captured, frames cut by the capture's start, "
        "end or a gap; for segments (unit batch), files that end inside a batch, as a copy of the active segment "
        "taken while the broker wrote it does (Kafka reads the log up to there; only a partition's last segment: a "
-       "rolled one cut short is a quarantined batch); null for other units and rows "
+       "rolled one cut short is a quarantined batch); for kafka-dump-log text (unit line), its \"Found N invalid "
+       "bytes at the end of\" line after a folder's last dumped segment; null for other units and rows "
        "written before the column"),
     _c("input_root", STR, "this source's input root as the run was given it: what the re-check commands' $OFFSETS, "
        "$LOGDIRS, … stand for when `report` runs without the inputs; null for rows written before the column"),

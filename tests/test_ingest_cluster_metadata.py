@@ -389,3 +389,36 @@ def test_a_segment_batch_outside_the_file_names_offset_range_is_quarantined(tmp_
     stats = [(s["unit"], s["n_read"], s["n_bad"], s["n_out"]) for s in rows if s["row_kind"] == "stats"]
     assert stats == [("batch", 3, 1, 3)]
     assert [(r["offset"], r["end_offset"]) for r in rows if r["file_kind"] == cm.RANGE] == [(500, 502)]
+
+
+def test_kafka_dump_logs_invalid_bytes_line_is_read_as_the_binary_reader_reads_the_cut(tmp_path: Path) -> None:
+    """kafka-dump-log prints "Found N invalid bytes at the end of <file>" for a segment that ends inside a batch (a
+    live copy of the active segment; DumpLogSegments.dumpLog). The binary reader counts that batch in
+    audit_runs.units_unpaired and quarantines nothing; the dump's line was a quarantined bad unit (a partial run
+    from a healthy copy). Now the text agrees: counted, not quarantined — and quarantined after a rolled segment
+    (a later segment of the folder in the dump), as the binary reader quarantines a rolled segment's cut."""
+    seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
+    seg.parent.mkdir()
+    whole = metadata_log(2)
+    seg.write_bytes(whole + kp_batch(7, key=None, value=NOOP, epoch=1)[:40])
+    binary = _work([InputFile("cluster_metadata", cm.KSEGMENT, str(seg), seg.stat().st_size, name=seg.name)])
+    text = format_dump(whole, str(seg)) + f"Found 40 invalid bytes at the end of {seg.name}\n"
+    dump = tmp_path / "dump.txt"
+    dump.write_text(text)
+    work = _work([InputFile("cluster_metadata", cm.KDUMP, str(dump), dump.stat().st_size, name=dump.name)])
+    for w, unit in ((binary, "batch"), (work, "line")):
+        rows = w.to_pylist()
+        assert [r for r in rows if r["row_kind"] == "quarantine"] == []
+        assert [(r["unit"], r["n_bad"], r["n_unpaired"]) for r in rows if r["row_kind"] == "stats"] == [(unit, 0, 1)]
+    assert [r["offset"] for r in binary.to_pylist() if r["row_kind"] == "record" and r["file_kind"] == "log"] == \
+        [r["offset"] for r in work.to_pylist() if r["row_kind"] == "record" and r["file_kind"] == "log"]
+    # a later segment of the same folder in the dump: the first was rolled, its cut is lost bytes
+    later = seg.parent / "00000000000000000007.log"
+    rolled = text + format_dump(kp_batch(7, key=None, value=NOOP, epoch=1), str(later))
+    dump.write_text(rolled)
+    rows = _work([InputFile("cluster_metadata", cm.KDUMP, str(dump), dump.stat().st_size, name=dump.name)]).to_pylist()
+    q = [r["reason"] for r in rows if r["row_kind"] == "quarantine"]
+    assert q == [f"metadata dump: Found 40 invalid bytes at the end of {seg.name}: cut short, but not the partition's "
+                 "last segment (a later segment of its folder is in the dump; Kafka never appends to a rolled segment: "
+                 "bytes lost)"]
+    assert [(r["n_bad"], r["n_unpaired"]) for r in rows if r["row_kind"] == "stats"] == [(1, None)]

@@ -57,3 +57,28 @@ def test_text_dump_positions_are_lines_also_for_glued_console_json(tmp_path) -> 
     assert members == [(False, [("m1", "c1")]), (False, [("m2", "c2")]), (True, [("m1", None)])]
     states = [GroupState.from_row({**r, "event_ts": i}) for i, r in enumerate(got[1:])]
     assert current_membership(states)[-1].member_count == 1  # m2 is still a member
+
+
+def test_an_offsets_dump_s_invalid_bytes_at_its_last_segment_s_end_are_counted_not_quarantined(tmp_path) -> None:
+    """`kafka-dump-log --offsets-decoder` of a live copy of the active segment ends with "Found N invalid bytes at the
+    end of <file>" (DumpLogSegments.dumpLog): the binary reader counts that cut batch in units_unpaired; the text
+    reader quarantined the line as "unrecognised". Now counted the same way — and quarantined after a rolled
+    segment (a later segment of the same partition dumped after it: bytes lost)."""
+    from test_dumps import DUMP_38
+
+    def decode(text: str) -> tuple[list, list]:
+        p = tmp_path / "dump.txt"
+        p.write_text(text)
+        out = pa.Table.from_batches(list(textdumps.decode_text_file(str(p), None))).to_pylist()
+        return ([(r["position"], r["reason"]) for r in out if r["row_kind"] == "quarantine"],
+                [(r["n_read"], r["n_bad"], r["n_unpaired"]) for r in out if r["row_kind"] == "stats"])
+
+    found = "Found 40 invalid bytes at the end of 00000000000000000000.log\n"
+    q0, ((n_read, n_bad, _),) = decode(DUMP_38)  # (DUMP_38 holds two bad record lines of its own)
+    assert decode(DUMP_38 + found) == (q0, [(n_read, n_bad, 1)])
+    q, stats = decode(DUMP_38 + found + "Dumping /data/__consumer_offsets-7/00000000000000000008.log\n"
+                      "Log starting offset: 8\n")
+    assert q == q0 + [(DUMP_38.count("\n") + 1, "Found 40 invalid bytes at the end of 00000000000000000000.log: cut "
+                       "short, but not the partition's last segment (a later segment of its folder is in the dump; "
+                       "Kafka never appends to a rolled segment: bytes lost)")]
+    assert stats == [(n_read + 1, n_bad + 1, None)]

@@ -20,6 +20,7 @@ from epochlib.kraft.codec import (
 )
 from epochlib.kraft.replay import merge_copies, replay
 from epochlib.kraft.snapshot import choose_snapshot, encode_snapshot, parse_snapshot_name, read_snapshot
+from epochlib.records import IncompleteTail
 
 T1, T2 = w.uuid_to_str(bytes(range(1, 17))), w.uuid_to_str(bytes(range(2, 18)))
 TOPIC, PART, PCR, REMOVE, BEGIN, END, ABORT, NOOP = 2, 3, 5, 9, 23, 24, 25, 20
@@ -370,10 +371,13 @@ def test_hand_written_dump_reads_like_the_bytes() -> None:
     r = replay(items[:4])
     assert [(x.leader, x.leader_epoch) for x in r.history("jg-eg0ERTkaAwX51jpr2oQ", 0)] == [(1, 0), (-1, 1)]
 
-def test_a_dump_s_invalid_batches_and_torn_tail_are_errors_as_in_the_bytes() -> None:
+def test_a_dump_s_invalid_batches_are_errors_and_its_cut_end_a_tail_as_in_the_bytes() -> None:
     """kafka-dump-log prints a batch whose CRC fails with ``isvalid: false``, then its records decoded from corrupt
-    bytes, and ``Found N invalid bytes at the end of <file>`` for a torn tail (DumpLogSegments.dumpLog). The binary
-    reader quarantines both; the text reader took those records as history and skipped the tail line."""
+    bytes, and ``Found N invalid bytes at the end of <file>`` when the batches it can frame end before the file
+    (DumpLogSegments.dumpLog). The binary reader quarantines the bad batch and counts a final batch the last
+    segment ends inside apart (an IncompleteTail, not a bad unit); the text reader does the same — a DumpTail — for
+    the folder's last segment, and quarantines the line after a rolled one (a later segment of its folder dumped),
+    or one that does not end its file's section."""
     bad = DUMP.replace("position: 13677 CreateTime: 1728488990897 size: 167 magic: 2 compresscodec: none crc: 2568149797 "
                        "isvalid: true", "position: 13677 CreateTime: 1728488990897 size: 167 magic: 2 compresscodec: "
                        "none crc: 2568149797 isvalid: false")
@@ -383,9 +387,23 @@ def test_a_dump_s_invalid_batches_and_torn_tail_are_errors_as_in_the_bytes() -> 
     items = list(dumptext.iter_dump_entries(bad))
     kinds = [type(i).__name__ for i in items]
     assert kinds == ["MetadataEntry", "MetadataError", "MetadataError", "MetadataEntry", "MetadataError",
-                     "MetadataEntry", "MetadataError", "MetadataEntry"]
+                     "MetadataEntry", "DumpTail", "MetadataEntry"]
     assert "isvalid: false" in items[1].reason and items[1].position == 6  # the record's own line
-    assert items[6].reason.startswith("Found 7 invalid bytes")
+    assert (items[6].length, items[6].file, items[6].announced) == (7, "00000000000000000000.log", None)
+    assert isinstance(items[6], IncompleteTail)  # what the binary reader gives for a cut final batch
+    assert replay(items).issues == replay([i for i in items if not isinstance(i, IncompleteTail)]).issues
+    # a later segment of the same folder dumped after it: the first is rolled, its cut is lost bytes
+    rolled = bad.replace("Dumping /data/__cluster_metadata-0/00000000000000007259-0000000001.checkpoint",
+                         "Dumping /data/__cluster_metadata-0/00000000000000007259.log\nLog starting offset: 7259")
+    items = list(dumptext.iter_dump_entries(rolled))
+    assert [type(i).__name__ for i in items][6] == "MetadataError"
+    assert items[6].reason.startswith("Found 7 invalid bytes at the end of 00000000000000000000.log: cut short, but "
+                                      "not the partition's last segment")
+    # not the last line of its file's section: not the tool's end-of-file line, a bad line
+    mid = bad.replace("Found 7 invalid bytes at the end of 00000000000000000000.log\nDumping",
+                      "Dumping").replace("Log starting offset: 0", "Log starting offset: 0\n"
+                                         "Found 7 invalid bytes at the end of 00000000000000000000.log")
+    assert "DumpTail" not in [type(i).__name__ for i in dumptext.iter_dump_entries(mid)]
 
 
 

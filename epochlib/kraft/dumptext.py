@@ -13,6 +13,18 @@ their defaults, so a record reads equal to its binary twin. Control records give
 ``Dumping``/``Log starting offset``/``Snapshot end offset``/``KRaft bootstrap snapshot`` lines
 start a new file; :func:`dump_files` reports them.
 
+``Found N invalid bytes at the end of <file>``: kafka-dump-log (``DumpLogSegments.dumpLog``) prints it whenever
+the batches it could frame end before the file does — ``FileLogInputStream.nextBatch`` returned null because 17
+or fewer bytes were left, or an entry announced more bytes than were left: a final batch a copy cut short (a live
+copy of the active segment), a damaged size field, or a short zero fill. (A longer zero fill, ``log.preallocate``,
+prints no such line: the tool stops with ``CorruptRecordException``, "record size 0 smaller than minimum record
+overhead", and the text just ends.) The binary reader tells these apart; the text cannot, so the reader takes the
+line as the binary reader takes a cut final batch: in a log segment that is the dump's last of its folder (the
+highest base offset among the ``Dumping`` lines of that folder) it is a :class:`DumpTail` — the end of the log,
+counted apart (``units_unpaired``), not a bad unit; in a rolled segment (a later one of the same folder is in the
+dump: Kafka never appends to it, so bytes were lost) and in a snapshot (written whole) it is a
+:class:`~epochlib.kraft.codec.MetadataError`, as in the bytes.
+
 Writer: :func:`format_dump` prints a segment or snapshot the way the Scala tool (3.3–4.0) does,
 from the bytes, for fixtures and round-trip tests.
 """
@@ -28,8 +40,9 @@ from typing import Any
 
 from .._schema import FieldSpec, MessageSpec
 from .._wire import Buffer
+from ..dumps import DumpTail, invalid_bytes_line, last_dumped_segments
 from ..errors import DecodeError
-from ..records import BadBatch, iter_batches
+from ..records import BadBatch, iter_batches, segment_base_offset
 from .codec import (
     UNKNOWN,
     ControlRecord,
@@ -41,7 +54,7 @@ from .codec import (
 )
 from .schemas import CONTROL_SPECS, RECORD_SPECS, enum_name
 
-__all__ = ["DumpFile", "detect_metadata_dump", "dump_files", "format_dump", "iter_dump_entries", "record_json"]
+__all__ = ["DumpFile", "DumpTail", "detect_metadata_dump", "dump_files", "format_dump", "iter_dump_entries", "record_json"]
 
 _ENUMS = {enum_name(s.name): k for k, s in RECORD_SPECS.items()}
 _PAIR = re.compile(r"(\w+): (\S+)")
@@ -166,14 +179,36 @@ def _int(pairs: dict[str, str], key: str, default: int | None = None) -> int | N
 _TORN = re.compile(r"Found (\d+ invalid bytes at the end of |invalid batch at position )")
 
 
+def _invalid_bytes(s: str, n: int, line: str, section: DumpFile | None, last_logs: set[str],
+                   at_end: bool) -> MetadataError | DumpTail:
+    """What the tool's ``Found N invalid bytes at the end of <file>`` line is (module docstring); ``at_end``: it
+    ends its file's section (the tool prints it last; only a ``Dumping`` line or the end of the text follows)."""
+    m = invalid_bytes_line(s)
+    if m is None or section is None or not at_end:
+        return MetadataError(n, "line", s, line.encode()[:4096])
+    is_log = section.kind == "log" or (section.kind == "unknown" and segment_base_offset(section.path) is not None)
+    if not is_log:  # a snapshot is written whole: a cut one is damaged, as in the bytes
+        return MetadataError(n, "line", s, line.encode()[:4096])
+    if segment_base_offset(section.path) is not None and section.path not in last_logs:
+        return MetadataError(n, "line", f"{s}: cut short, but not the partition's last segment (a later segment of "
+                             "its folder is in the dump; Kafka never appends to a rolled segment: bytes lost)",
+                             line.encode()[:4096])
+    return DumpTail(n, m[0], None, m[1])
+
+
 def _walk(text: str) -> Iterator[tuple[str, Any]]:
-    """("file", DumpFile) and ("entry", MetadataEntry | MetadataError) in line order."""
+    """("file", DumpFile) and ("entry", MetadataEntry | MetadataError | DumpTail) in line order."""
     batch: dict[str, Any] | None = None
     files: list[DumpFile] = []
+    last_logs = last_dumped_segments(text) if "invalid bytes at the end of" in text else set()
+    pending: tuple[str, int, str, DumpFile | None] | None = None  # an invalid-bytes line, decided by the next one
     for n, line in enumerate(text.splitlines(), start=1):
         s = line.strip()
         if not s:
             continue
+        if pending is not None:
+            yield "entry", _invalid_bytes(*pending, last_logs, s.startswith("Dumping "))
+            pending = None
         try:
             if s.startswith("Dumping "):
                 files.append(DumpFile(s[len("Dumping "):], n, "unknown"))
@@ -202,10 +237,14 @@ def _walk(text: str) -> Iterator[tuple[str, Any]]:
                          "ts": _int(p, "CreateTime", _int(p, "LogAppendTime", -1)), "control": p.get("isControl") == "true",
                          "index": 0, "valid": p.get("isvalid") != "false"}
                 continue
-            # the tool's word for bytes it could not read: a bad unit here (the binary reader, which sees where a
-            # segment file ends, counts a final batch the file ends inside apart, as a limit of the copy)
+            # the tool's word for bytes it could not frame at a file's end: as the binary reader takes a final batch
+            # the file ends inside (a DumpTail in the last segment of a folder; bad in a rolled one or a snapshot);
+            # format_dump's "Found invalid batch at position" is a bad batch
             if _TORN.match(s):
-                yield "entry", MetadataError(n, "line", s, line.encode()[:4096])
+                if invalid_bytes_line(s) is not None:
+                    pending = (s, n, line, files[-1] if files else None)
+                else:
+                    yield "entry", MetadataError(n, "line", s, line.encode()[:4096])
                 continue
             if not (s.startswith("|") or s.startswith("payload:") or s.startswith("offset:")):
                 continue  # tool chatter (warnings, summaries)
@@ -235,6 +274,8 @@ def _walk(text: str) -> Iterator[tuple[str, Any]]:
             yield "entry", MetadataEntry(offset, ts, batch["epoch"], pos, control=ctl)
         except (ValueError, KeyError, TypeError, DecodeError, IndexError) as e:
             yield "entry", MetadataError(n, "line", f"{type(e).__name__}: {e}", line.encode()[:4096])
+    if pending is not None:
+        yield "entry", _invalid_bytes(*pending, last_logs, True)
 
 
 def _control_line(head: str) -> ControlRecord | None:
@@ -250,8 +291,9 @@ def _control_line(head: str) -> ControlRecord | None:
     return None
 
 
-def iter_dump_entries(text: str | bytes) -> Iterator[MetadataEntry | MetadataError]:
-    """Every record of a ``--cluster-metadata-decoder`` dump (all files in it, in order)."""
+def iter_dump_entries(text: str | bytes) -> Iterator[MetadataEntry | MetadataError | DumpTail]:
+    """Every record of a ``--cluster-metadata-decoder`` dump (all files in it, in order), and a :class:`DumpTail`
+    where the tool found invalid bytes at the end of a folder's last log segment (module docstring)."""
     if isinstance(text, bytes | bytearray | memoryview):
         text = bytes(text).decode("utf-8", "replace")
     for kind, item in _walk(text):

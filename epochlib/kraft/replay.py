@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..records import IncompleteTail
 from .codec import MetadataEntry, MetadataError
 from .snapshot import Snapshot
 
@@ -199,7 +200,10 @@ class Replayer:
             self._snapshot_end = snap.end_offset
 
     def feed(self, item: MetadataEntry | MetadataError, source: str = "") -> None:
-        """Apply one log entry (errors become issues; offsets must increase)."""
+        """Apply one log entry (errors become issues; offsets must increase; an incomplete final entry, the end of
+        a copy's log, is nothing)."""
+        if isinstance(item, IncompleteTail):
+            return
         if isinstance(item, MetadataError):
             self.issues.append(ReplayIssue(item.offset, f"undecodable {item.unit}: {item.reason}", source,
                                            item.position))
@@ -533,7 +537,7 @@ def merge_copies(copies: Mapping[str, Iterable[MetadataEntry | MetadataError]]) 
         for e in items:
             if isinstance(e, MetadataError):
                 errors.append((src, e))
-            else:
+            elif not isinstance(e, IncompleteTail):  # the end of a copy's log, not a record
                 mine.append(e)
 
     def rank(item: tuple[int, str]) -> tuple[int, int, int]:

@@ -16,7 +16,8 @@ Two steps, both on the executors:
    counts as quarantined. A segment's final batch cut short by the end of the file (a copy of the active
    segment) is no unit but counted in ``n_unpaired`` — in the copy's last segment (highest base offset); in a
    rolled one, which Kafka never appends to, it is a quarantined batch — and a zero fill after its last batch is
-   nothing.
+   nothing. In dump text, kafka-dump-log's "Found N invalid bytes at the end of" a folder's last segment is
+   counted in ``n_unpaired`` the same way (:mod:`epochlib.kraft.dumptext`).
 2. :func:`replay_records` (``mapInArrow`` over a single partition): the merge of the copies
    (:func:`epochlib.kraft.merge_copies`) and the replay (:func:`epochlib.kraft.replay`) must see the
    whole log in offset order — transactions span batches, a PartitionChangeRecord needs the state its
@@ -63,7 +64,7 @@ from epochlib.kraft import (
 from epochlib.kraft.arrow import HISTORY_SCHEMA, NOOP_VALUE, history_arrow, metadata_records_arrow
 from epochlib.kraft.codec import encode_record
 from epochlib.kraft.dumptext import detect_metadata_dump, dump_files, iter_dump_entries
-from epochlib.records import segment_base_offset
+from epochlib.records import IncompleteTail, segment_base_offset
 from jobs.fs import FileEntry, open_reader
 
 from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, side_row, stats_row
@@ -355,7 +356,11 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
     def key_of(section: Any) -> int:
         return -1 if section is None else section.line
 
+    n_tail = 0  # "Found N invalid bytes at the end of" a folder's last segment: counted apart, as in a binary file
     for e in iter_dump_entries(text):
+        if isinstance(e, IncompleteTail):
+            n_tail += 1
+            continue
         n_read += 1
         section = None
         for f in files:
@@ -410,7 +415,7 @@ def _decode_dump(src: str, data: bytes) -> Iterator[pa.RecordBatch]:
             n_read, n_bad = n_read + 1, n_bad + 1
             out.add(side_row(src, line, "line", f"metadata dump: {reason}"))
             out.add(_damaged(src, name, copy_of(path)))
-    out.add(stats_row(src, "line", n_read, n_bad, n_out))
+    out.add(stats_row(src, "line", n_read, n_bad, n_out, n_tail or None))  # null: no unit of that kind met
     yield out.flush()
 
 

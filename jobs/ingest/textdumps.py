@@ -4,7 +4,9 @@ The format (console-consumer JSON, Scala formatter lines, kafka-dump-log) is det
 content with :func:`epochlib.dumps.detect_dump_format`; a ``.txt`` file that is none of them is one
 quarantined ``file`` unit (a non-Kafka file). Each record or unparseable line is one ``line`` unit;
 ``position`` is the dump's line number (the character offset for glued console JSON objects that do
-not start a line). kafka-dump-log transaction markers become ``marker`` rows, so transactional commits
+not start a line). kafka-dump-log's ``Found N invalid bytes at the end of <file>`` after a folder's last dumped
+segment is no unit but counted in ``n_unpaired`` (a cut final batch, as the binary reader counts it; a bad line
+after a rolled segment: :class:`epochlib.dumps.DumpTail`). kafka-dump-log transaction markers become ``marker`` rows, so transactional commits
 are resolved by the same Spark window as segments. A large dump is cut into line ranges (:mod:`.lines`)
 decoded by many tasks; each file or range is decoded into rows of every kind (:func:`decode_text_range`)
 and each pass keeps its part (:meth:`._kv.Pass.select`).
@@ -210,9 +212,12 @@ def decode_text_range(row: dict) -> Iterator[pa.RecordBatch]:
         data = context.encode("utf-8") + b"\n" + data
         line_shift -= 1
         char_shift -= len(context) + 1
-    n_read = n_bad = n_out = 0
+    n_read = n_bad = n_out = n_tail = 0
     text = _RecordText(data)
     for item in dumps.iter_dump_records(data, fmt):
+        if isinstance(item, dumps.DumpTail):  # kafka-dump-log's invalid bytes at a segment's end: counted apart
+            n_tail += 1
+            continue
         n_read += 1
         if isinstance(item, dumps.DumpError):
             n_bad += 1
@@ -241,5 +246,5 @@ def decode_text_range(row: dict) -> Iterator[pa.RecordBatch]:
                     n_out += 1
         if len(rows) >= 8192:
             yield rows.flush()
-    rows.add(stats_row(src, "line", n_read, n_bad, n_out))
+    rows.add(stats_row(src, "line", n_read, n_bad, n_out, n_tail or None))  # null: no unit of that kind met
     yield rows.flush()
