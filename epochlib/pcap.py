@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 __all__ = ["KINDS", "QUARANTINE_KINDS", "CaptureError", "CaptureTally", "Exchange", "iter_exchanges", "tally",
-           "write_pcap"]
+           "tcp_ports", "write_pcap"]
 
 #: Largest frame accepted as plausible (Kafka's socket.request.max.bytes is 100 MiB by default;
 #: fetch responses can be larger).
@@ -539,6 +539,38 @@ def _collect(data: bytes, ports: frozenset[int], errors: list[CaptureError],
         if payload:
             d.segs.append((abs_seq, n, payload, ts))
     return order
+
+
+def tcp_ports(data: bytes | bytearray | memoryview, *, top: int = 5) -> list[tuple[int, int]]:
+    """The TCP ports that carried the most packets in a capture, as ``(port, packets)``, most first (``top`` of
+    them): what ``broker_ports`` may have to be when :func:`iter_exchanges` found nothing on the configured ones.
+
+    Each packet counts once, for its connection's service port: the destination of a SYN (or the source of a
+    SYN-ACK) seen in the capture, else the lower of its two ports (clients use high ephemeral ports). A separate
+    walk over the packets, meant only for captures without exchanges (the normal decode does not pay for it).
+    Never raises: an unreadable capture, or its unreadable rest, counts as no packets.
+    """
+    pairs: dict[tuple[int, int], int] = {}
+    servers: set[int] = set()
+    try:
+        for _n, _ts, linktype, buf in _packets(bytes(data), []):
+            try:
+                parsed = _tcp_of(linktype, buf)
+            except Exception:  # noqa: BLE001 - not a decodable IP/TCP packet
+                continue
+            if parsed is None:
+                continue
+            _src, sport, _dst, dport, tcp = parsed
+            if tcp.flags & 0x02:  # SYN: the listening side is the destination (the source of a SYN-ACK)
+                servers.add(sport if tcp.flags & 0x10 else dport)
+            pairs[(sport, dport)] = pairs.get((sport, dport), 0) + 1
+    except Exception:  # noqa: BLE001 - contract: never raise on bad input; what was read counts
+        pass
+    counts: dict[int, int] = {}
+    for (sport, dport), n in pairs.items():
+        port = dport if dport in servers else sport if sport in servers else min(sport, dport)
+        counts[port] = counts.get(port, 0) + n
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:max(0, top)]
 
 
 def _is_new_connection(d: _Direction, seq32: int) -> bool:

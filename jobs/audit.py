@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, parse_date_range
@@ -196,6 +196,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
          result: AuditResult, reports: Sequence[str] | None, ingest: bool, reread: Sequence[str], say: Progress,
          warn: Progress, progress_interval: float) -> None:
     from .ingest import run_ingestion
+    from .ingest.metadata import no_exchange_hint
     from .reports import run_reports
     from .runlog import (
         JUDGED_BY_UNITS,
@@ -274,6 +275,10 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
                 k: source_status(k, counts, covered_days(tables, k), (start, end))
                 for k in configured
             }
+            hint = no_exchange_hint(getattr(result.ingest, "infos", ()) or (), config.inputs.broker_ports)
+            meta = result.sources.get("metadata")
+            if hint and meta is not None and meta.status != "ok":  # a wrong broker_ports: say which ports had traffic
+                result.sources["metadata"] = replace(meta, reason=f"{meta.reason}; {hint}" if meta.reason else hint)
         elif not ingest:
             # what the reports read: the silver rows of the range (the configured sources', else every one there)
             # (and the metadata log when <logdirs> is configured: it may have been read from there)

@@ -275,7 +275,9 @@ def _observations(response: bytes, api_version: int) -> list[dict[str, Any]]:
 
 
 def _pcap(data: bytes, broker_ports: tuple[int, ...]) -> Iterator[dict[str, Any]]:
+    found = False
     for item in pcap.iter_exchanges(data, broker_ports=broker_ports):
+        found = True
         if isinstance(item, pcap.CaptureError):
             yield {"type": "error", "unit": item.unit, "position": item.position, "reason": item.reason}
             continue
@@ -293,6 +295,10 @@ def _pcap(data: bytes, broker_ports: tuple[int, ...]) -> Iterator[dict[str, Any]
         for obs in rows:
             yield {"type": "metadata_observation", **base, **obs}
         yield from _observation_notes(rows, "frame", item.frame_index)
+    if not found:  # nothing on the broker ports: name the ports that carried traffic (a wrong --broker-port)
+        from .ingest.metadata import PORT_HINT_TOP, no_exchange_reason
+
+        yield _info("file", 0, no_exchange_reason(broker_ports, pcap.tcp_ports(data, top=PORT_HINT_TOP)))
 
 
 def _b64(v: Any) -> bytes | None:

@@ -106,8 +106,11 @@ def test_the_notes_are_the_same_whether_the_pass_or_spark_writes_the_observation
         res.release()
         notes[how] = sorted(res.infos)  # in the order the files were read, which the two ways choose differently
     assert notes["files"] == notes["spark"]
-    assert [n.split(": ")[1] for n in notes["files"]] == [str(tmp_path / "in" / f) for f in ("cap.pcap", "cap2.pcap")]
-    assert all("port 9093" in n for n in notes["files"])
+    # cap2 holds no exchange on the broker port at all: its TLS note, and the note naming the ports with traffic
+    assert [n.split(": ")[1] for n in notes["files"]] == [str(tmp_path / "in" / f)
+                                                          for f in ("cap.pcap", "cap2.pcap", "cap2.pcap")]
+    assert all("port 9093" in n for n in notes["files"][:2]) and "ports with traffic in this file: 9093" in notes[
+        "files"][2]
 
 
 def test_an_undecodable_response_among_good_ones_gives_no_observation_rows(tmp_path):
@@ -179,3 +182,112 @@ def test_an_unreadable_jsonl_capture_is_quarantined_not_a_failed_run(tmp_path, m
         assert "line" not in stats
     else:  # the line read before the failure is counted (a bad capture line: "{}" has no response)
         assert stats["line"] == (1, 1)
+
+
+def _dpkt_capture(flows: list[tuple[tuple[str, int], tuple[str, int], list[tuple[bool, bytes]]]]) -> bytes:
+    """A pcap written by dpkt (not our writer): per flow (client, server, [(to_server, payload)]), a SYN, a SYN-ACK,
+    then each payload in one segment with running sequence numbers."""
+    import io
+    import socket
+
+    import dpkt
+
+    f = io.BytesIO()
+    w = dpkt.pcap.Writer(f, linktype=dpkt.pcap.DLT_EN10MB)
+    t = 1_700_000_000.0
+
+    def pkt(src, dst, seq, ack, flags, data=b""):
+        tcp = dpkt.tcp.TCP(sport=src[1], dport=dst[1], seq=seq, ack=ack, flags=flags, win=65535, data=data)
+        ip = dpkt.ip.IP(src=socket.inet_aton(src[0]), dst=socket.inet_aton(dst[0]), p=6, ttl=64, data=tcp)
+        ip.len = len(ip)
+        return bytes(dpkt.ethernet.Ethernet(src=b"\x02" + bytes(5), dst=b"\x02" + bytes(4) + b"\x01",
+                                            type=dpkt.ethernet.ETH_TYPE_IP, data=ip))
+
+    for client, server, payloads in flows:
+        cseq, sseq = 1000, 5000
+        for frame in (pkt(client, server, cseq, 0, dpkt.tcp.TH_SYN),
+                      pkt(server, client, sseq, cseq + 1, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK)):
+            t += 0.001
+            w.writepkt(frame, ts=t)
+        cseq, sseq = cseq + 1, sseq + 1
+        for to_server, data in payloads:
+            t += 0.001
+            if to_server:
+                w.writepkt(pkt(client, server, cseq, sseq, dpkt.tcp.TH_PUSH | dpkt.tcp.TH_ACK, data), ts=t)
+                cseq += len(data)
+            else:
+                w.writepkt(pkt(server, client, sseq, cseq, dpkt.tcp.TH_PUSH | dpkt.tcp.TH_ACK, data), ts=t)
+                sseq += len(data)
+    return f.getvalue()
+
+
+def _kafka_on(port: int, n: int = 3) -> tuple:
+    """n Metadata exchanges (kafka-python's bytes) between a client and a broker listening on ``port``."""
+    return ((C[0], 50010), (B[0], port), [x for cid in range(n)
+                                          for x in ((True, metadata_request(1, cid)), (False, metadata_response(1, cid)))])
+
+
+def test_a_capture_without_an_exchange_on_the_broker_ports_names_the_ports_that_carried_traffic(tmp_path):
+    """A capture of brokers listening on 19092 read with broker_ports = [9092]: nothing decoded (the source is
+    no_input), and nothing said why. Now the file's info line names the TCP ports that carried its traffic, the
+    brokers' port first; a capture with exchanges gets no such line (the ports are counted only on that path)."""
+    ssh = ((C[0], 50020), (B[0], 22), [(True, b"SSH-2.0-x\r\n"), (False, b"SSH-2.0-y\r\n")])
+    p = tmp_path / "cap.pcap"
+    p.write_bytes(_dpkt_capture([_kafka_on(19092), ssh]))
+    rows = _decode(p)
+    assert [r for r in rows if r["row_kind"] in ("observation", "quarantine")] == []
+    (stats,) = [r for r in rows if r["row_kind"] == "stats"]
+    assert (stats["n_read"], stats["n_bad"], stats["n_unpaired"]) == (0, 0, 0)
+    (info,) = [r for r in rows if r["row_kind"] == "info"]
+    assert info["reason"] == ("no Metadata exchange on the configured broker_ports (9092); TCP ports with traffic in "
+                              "this file: 19092 (8 packets), 22 (4 packets) — set [inputs] broker_ports to the "
+                              "brokers' listener ports")
+    hint = md.no_exchange_hint([f"metadata: {p}: {info['reason']}"] * 2, (9092,))
+    assert hint == ("2 capture files read with no Metadata exchange on broker_ports (9092); TCP ports with traffic "
+                    "in them: 19092 (16 packets), 22 (8 packets) — set [inputs] broker_ports to the brokers' "
+                    "listener ports")
+    # the right port: decoded, no such line
+    p.write_bytes(_dpkt_capture([_kafka_on(9092), ssh]))
+    rows = _decode(p)
+    assert len({r["correlation_id"] for r in rows if r["row_kind"] == "observation"}) == 3
+    assert [r for r in rows if r["row_kind"] == "info"] == []
+
+
+@pytest.mark.spark
+def test_a_run_with_the_wrong_broker_ports_says_which_ports_carried_traffic(spark, tmp_path):
+    """What the operator sees: the run's status line for the metadata source (and the JSON summary's reason) says
+    the captures held no Metadata exchange on broker_ports and names the port the brokers used."""
+    import json
+
+    from click.testing import CliRunner
+
+    from jobs.cli import cli
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "cap.pcap").write_bytes(_dpkt_capture([_kafka_on(19092)]))
+    res = CliRunner().invoke(cli, ["run", "--from", "2023-11-14", "--output-root", str(tmp_path / "out"),
+                                   "--cluster", "c", "--metadata", str(tmp_path / "in"),
+                                   "--summary-json", str(tmp_path / "s.json")])
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "no_input", res.output
+    reason = doc["sources"]["metadata"]["reason"]
+    assert reason.startswith("configured but no input units found; 1 capture file read with no Metadata exchange on "
+                             "broker_ports (9092); TCP ports with traffic in it: 19092 (8 packets)"), reason
+    assert "19092 (8 packets)" in res.output
+
+
+def test_decode_names_the_ports_of_a_capture_with_nothing_on_the_broker_port(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from jobs.cli import cli
+
+    p = tmp_path / "cap.pcap"
+    p.write_bytes(_dpkt_capture([_kafka_on(19092, n=1)]))
+    rows = [json.loads(line) for line in CliRunner().invoke(cli, ["decode", str(p)]).output.splitlines()]
+    assert [(r["type"], r["unit"]) for r in rows] == [("info", "file")]
+    assert "TCP ports with traffic in this file: 19092 (4 packets)" in rows[0]["reason"]
+    rows = [json.loads(line) for line in CliRunner().invoke(cli, ["decode", str(p), "--broker-port", "19092"]).output
+            .splitlines()]
+    assert [r["type"] for r in rows] == ["metadata_observation"] * 3

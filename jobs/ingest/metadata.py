@@ -15,7 +15,10 @@
   broker port (counted as a frame). Limits of the capture are not bad input and are counted apart, in
   ``audit_runs.units_unpaired`` (not in ``units_read``): requests or responses whose other half was not
   captured, frames cut by the capture's start, end or a gap. TLS handshakes to ports that are not broker
-  ports become one ``info`` line per port for the run's notes. Traffic carries no metadata token (null).
+  ports become one ``info`` line per port for the run's notes. A capture with no exchange on the broker ports
+  at all (a wrong ``broker_ports``) gets an ``info`` line naming the TCP ports that carried its traffic
+  (:data:`NO_EXCHANGE`; counted only then, in a second walk over its packets), which the metadata source's
+  status repeats (:func:`no_exchange_hint`). Traffic carries no metadata token (null).
 
 Each decodable response becomes one row per (topic, partition) via
 :func:`epochlib.protocol.metadata_observations_arrow` (a response without topics gives one row with the
@@ -37,7 +40,8 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,8 +58,8 @@ from .pass_files import PassFiles
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["FILE_SCHEMA", "WORK", "CaptureFiles", "decode_capture_files", "observation_files",
-           "observations_arrow", "observations_frame"]
+__all__ = ["FILE_SCHEMA", "NO_EXCHANGE", "WORK", "CaptureFiles", "decode_capture_files", "no_exchange_hint",
+           "no_exchange_reason", "observation_files", "observations_arrow", "observations_frame"]
 
 _OBS = [
     ("correlation_id", pa.int32()), ("cluster_id", pa.string()), ("controller_id", pa.int32()),
@@ -326,7 +330,52 @@ def _decode_pcap(src: str, broker_ports: Sequence[int], addresses: dict[str, int
     unpaired = tally.unpaired_requests + tally.unpaired_responses + tally.partial_frames
     if n_read or unpaired or not n_file_bad:
         side.add(stats_row(src, "frame", n_read, n_bad + chunk.bad, chunk.out, unpaired))
+    if not (n_read or unpaired or n_file_bad):  # read, but nothing on the broker ports: name the ports that had traffic
+        side.add({"row_kind": "info", "source": src, "position": 0,
+                  "reason": no_exchange_reason(broker_ports, pcap.tcp_ports(data, top=PORT_HINT_TOP))})
     yield side.flush()
+
+
+#: How many of the busiest TCP ports a capture without exchanges names (:func:`no_exchange_reason`).
+PORT_HINT_TOP = 5
+#: The start of the info line of a capture file read without a Metadata exchange on the configured broker ports.
+NO_EXCHANGE = "no Metadata exchange on the configured broker_ports"
+_PORT_PACKETS = re.compile(r"(\d+) \((\d+) packets?\)")
+
+
+def _ports_text(ports: Sequence[tuple[int, int]]) -> str:
+    return ", ".join(f"{p} ({n} packet{'s' if n != 1 else ''})" for p, n in ports)
+
+
+def no_exchange_reason(broker_ports: Sequence[int], ports: Sequence[tuple[int, int]]) -> str:
+    """The info line of a capture file without a Metadata exchange on ``broker_ports``, naming the TCP ports that
+    carried its traffic (``(port, packets)``, busiest first: :func:`epochlib.pcap.tcp_ports`)."""
+    configured = ", ".join(str(p) for p in broker_ports) or "none"
+    if not ports:
+        return f"{NO_EXCHANGE} ({configured}); the file holds no TCP traffic"
+    return (f"{NO_EXCHANGE} ({configured}); TCP ports with traffic in this file: {_ports_text(ports)} — set "
+            "[inputs] broker_ports to the brokers' listener ports")
+
+
+def no_exchange_hint(infos: Iterable[str], broker_ports: Sequence[int]) -> str | None:
+    """One sentence for the metadata source's status from the run's info lines (``<kind>: <source>: <reason>``):
+    how many capture files held no Metadata exchange on ``broker_ports`` and the TCP ports that carried their
+    traffic, summed over them (busiest first); None when every capture file read held one."""
+    lines = [i for i in infos if NO_EXCHANGE in i]
+    if not lines:
+        return None
+    totals: dict[int, int] = {}
+    for line in lines:
+        for port, n in _PORT_PACKETS.findall(line.split(NO_EXCHANGE, 1)[1]):
+            totals[int(port)] = totals.get(int(port), 0) + int(n)
+    top = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:PORT_HINT_TOP]
+    configured = ", ".join(str(p) for p in broker_ports) or "none"
+    files = f"{len(lines)} capture file{'s' if len(lines) != 1 else ''}"
+    if not top:
+        return f"{files} read with no Metadata exchange on broker_ports ({configured}) and no TCP traffic"
+    return (f"{files} read with no Metadata exchange on broker_ports ({configured}); TCP ports with traffic in "
+            f"{'them' if len(lines) != 1 else 'it'}: {_ports_text(top)} — set [inputs] broker_ports to the brokers' "
+            "listener ports")
 
 
 def decode_capture_files(broker_ports: Sequence[int], broker_addresses: Mapping[str, int] | None = None):
