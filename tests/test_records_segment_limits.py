@@ -347,6 +347,30 @@ def test_the_offsets_replay_ends_the_same_way():
     assert all(isinstance(i, OffsetsLogRecord) for i in replay_segment(seg + bytes(100), ends_file=True))
 
 
+def test_bytes_that_cannot_begin_a_batch_at_the_end_are_a_bad_batch_not_a_copy_s_cut():
+    """A final entry whose size runs past the end was taken for a live copy's cut whatever its bytes: random or
+    overwritten bytes (a 1 GiB size, magic 85) made an ok run that silently lost the rest of the file. A copy's cut
+    holds a real batch's beginning: a known magic, and a base offset inside the segment's range."""
+    seg, nxt = data_segment()
+    junk = bytearray(b"\x5a" * 600)
+    struct.pack_into(">qi", junk, 0, 0x5A5A5A5A5A5A5A5A, 1 << 30)  # offset, size; the magic byte is 0x5a = 90
+    heads, _, tail = agree(seg + bytes(junk), ends_file=True)
+    assert tail is None and heads[-1][:2] == (len(seg), 600)
+    assert heads[-1][4] == ("600 bytes at the end of the file that cannot begin a batch (magic 90): damaged or "
+                            "foreign bytes, not a copy's cut")
+    # a good magic, but a base offset the segment cannot hold (its file name says where it starts)
+    moved = bytearray(nxt)
+    struct.pack_into(">q", moved, 0, 1 << 40)
+    heads, _, tail = agree(seg + bytes(moved[:60]), ends_file=True, segment_base_offset=0)
+    assert tail is None and heads[-1][4].startswith("60 bytes at the end of the file that cannot begin a batch (base "
+                                                    f"offset {1 << 40} outside the segment's range [0, 0+2^31-1])")
+    # without the file name's base offset only the magic is known: the cut is taken as Kafka takes it
+    assert isinstance(agree(seg + bytes(moved[:60]), ends_file=True)[2], IncompleteTail)
+    # a real cut (a known magic, an offset in range) is still the copy's limit, from 8 bytes of it on
+    for cut in (8, 16, 17, 60):
+        assert isinstance(agree(seg + nxt[:cut], ends_file=True, segment_base_offset=0)[2], IncompleteTail)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 40), cut=st.integers(0, 200), zeros=st.integers(0, 300),
        flips=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 255)), max_size=3),

@@ -115,14 +115,14 @@ def _scan_entries(buf: Buffer) -> tuple[list[int], list[tuple[int, int, str | No
 
 def _split_tail(
     buf: Buffer, slow: list[tuple[int, int, str | None]], base_position: int, ends_file: bool,
-    last_segment: bool = True,
+    last_segment: bool = True, offset_range: tuple[int, int] | None = None,
 ) -> tuple[list[tuple[int, int, str | None]], IncompleteTail | None]:
     """The scanned entries without where the walk stopped when that is the end of the data (a zero fill: dropped)
     or an incomplete final entry (returned apart), as :func:`.segments.iter_batches` does with ``ends_file``."""
     if not ends_file or not slow or slow[-1][2] is None:
         return slow, None
     pos, length, problem = slow[-1]
-    last = _stop(buf, pos, length, problem, base_position, ends_file, last_segment)
+    last = _stop(buf, pos, length, problem, base_position, ends_file, last_segment, offset_range)
     if isinstance(last, BadBatch):  # with its reason: a damaged size field, a rolled segment's cut: not a torn tail
         return [*slow[:-1], (pos, length, last.reason if problem == "torn" else problem)], None
     return slow[:-1], last
@@ -143,8 +143,8 @@ def batches_arrow(
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
-    slow, tail = _split_tail(buf, slow, base_position, ends_file, last_segment)
     rng = _offset_range(segment_base_offset)
+    slow, tail = _split_tail(buf, slow, base_position, ends_file, last_segment, rng)
     return _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]._replace(tail=tail)
 
 
@@ -168,8 +168,8 @@ def iter_batches_arrow(
     """
     buf = _as_buffer(buf)
     fast_pos, slow = _scan_entries(buf)
-    slow, tail = _split_tail(buf, slow, base_position, ends_file, last_segment)
     rng = _offset_range(segment_base_offset)
+    slow, tail = _split_tail(buf, slow, base_position, ends_file, last_segment, rng)
     if not with_records or (not fast_pos and not slow):
         yield _decode(buf, fast_pos, slow, base_position, with_records, verify_crc, None, rng)[0]._replace(tail=tail)
         return

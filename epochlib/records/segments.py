@@ -114,8 +114,24 @@ def _whole_batch_inside(buf: Buffer, start: int, end: int) -> int | None:
     return None
 
 
+def _not_a_beginning(buf: Buffer, pos: int, length: int, offset_range: tuple[int, int] | None) -> str | None:
+    """Why the ``length`` bytes at ``pos`` cannot be the beginning of a batch that a copy cut short (a magic no
+    entry has; a base offset outside the segment's range, when known), None when they can: a live copy's last
+    batch is a real batch's first bytes, and random or overwritten bytes almost never pass both."""
+    if length >= HEADER_SIZE_UP_TO_MAGIC and buf[pos + 16] not in _MIN_SIZE:
+        return f"magic {buf[pos + 16]}"
+    if offset_range is not None and length >= 8:
+        offset = _ENTRY.unpack_from(buf, pos)[0] if length >= LOG_OVERHEAD else int.from_bytes(buf[pos:pos + 8], "big",
+                                                                                            signed=True)
+        if not offset_range[0] <= offset <= offset_range[1]:
+            return (f"base offset {offset} outside the segment's range [{offset_range[0]}, "
+                    f"{offset_range[0]}+2^31-1]")
+    return None
+
+
 def _stop(
     buf: Buffer, pos: int, length: int, problem: str, base_position: int, ends_file: bool, last_segment: bool = True,
+    offset_range: tuple[int, int] | None = None,
 ) -> BadBatch | IncompleteTail | None:
     """What a walk gives where it stops at an entry it cannot frame (``problem``: "torn" or a reason).
 
@@ -125,13 +141,20 @@ def _stop(
     data the walk cannot reach (a :class:`BadBatch`, quarantined, never a silent end). Anything else is a
     :class:`BadBatch`. An entry cut short at the end of a file that is not its partition's last segment
     (``last_segment`` False) is a :class:`BadBatch` too: Kafka appends only to the active (last) segment, so a
-    copy can cut only that one while it grows; a rolled segment that ends inside an entry lost its bytes.
+    copy can cut only that one while it grows; a rolled segment that ends inside an entry lost its bytes. So are
+    bytes that cannot be a batch's beginning (:func:`_not_a_beginning`, with the segment's ``offset_range``):
+    overwritten or foreign bytes whose size field happens to run past the end, not a copy's cut.
     """
     if ends_file:
         if _zero_fill(buf, pos):
             return None
         if problem == "torn":
             inside = _whole_batch_inside(buf, pos + 1, pos + length)
+            foreign = _not_a_beginning(buf, pos, length, offset_range) if inside is None else None
+            if foreign is not None:
+                reason = (f"{length} bytes at the end of the file that cannot begin a batch ({foreign}): damaged "
+                          "or foreign bytes, not a copy's cut")
+                return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
             if inside is None:
                 whole = length >= HEADER_SIZE_UP_TO_MAGIC  # the header is there: its size field announces the length
                 announced = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1] if whole else None
@@ -185,7 +208,7 @@ def iter_batches(
     while pos < n:
         length, problem = _entry_extent(buf, pos, n)
         if problem is not None:
-            last = _stop(buf, pos, length, problem, base_position, ends_file, last_segment)
+            last = _stop(buf, pos, length, problem, base_position, ends_file, last_segment, offset_range)
             if last is not None:
                 yield last
             return
