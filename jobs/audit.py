@@ -125,6 +125,7 @@ def run_audit(
     run_id: str | None = None,
     warn: Progress | None = None,
     on_start: Callable[[RunContext], None] | None = None,
+    on_result: Callable[[AuditResult], None] | None = None,
 ) -> AuditResult:
     """Audit ``[date_from, date_to]``: decode the inputs into silver tables, then write the reports.
 
@@ -144,6 +145,8 @@ def run_audit(
         on_start: called with the run's identity (:class:`~jobs.runlog.RunContext`: ``run_id``,
             ``started_at``) before any work, so that a caller can name the run even when it fails (the CLI's
             ``--summary-json`` of a failed run carries the ``run_id`` of its ``audit_runs`` row).
+        on_result: called with the run's :class:`AuditResult` before any work; it is filled in as the run goes,
+            so that a caller can tell what a run that failed had done (its units counted, source statuses).
 
     Returns:
         An :class:`AuditResult` whose ``status`` says whether every configured input yielded data
@@ -171,6 +174,8 @@ def run_audit(
     result = AuditResult(run=run)
     if on_start is not None:
         on_start(run)
+    if on_result is not None:
+        on_result(result)
     say(f"run {run.run_id[:12]}: cluster {config.cluster}, {start} .. {end}, "
         f"output {config.output.table_location('')}")
     try:

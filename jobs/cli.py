@@ -258,14 +258,14 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     t0 = time.monotonic()
     say = _say(quiet, t0)
     warned: list[str] = []
-    started: list[Any] = []  # the run's RunContext, once it has one: a failed run's JSON names it too
+    partial: list[Any] = []  # the run's AuditResult as far as it got: a failed run's JSON names it, its sources too
 
     def failed(exc: Exception) -> None:  # the --summary-json / --metrics-file of a run that raised
         code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
-        try:
+        try:  # the error as the terminal says it (no Rust backtrace of deltalake's, no Java stack trace)
             _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
-                           duration_s=time.monotonic() - t0, error=" ".join(str(exc).split()), exit_code=code,
-                           warnings=warned, run=started[0] if started else None)
+                           duration_s=time.monotonic() - t0, error=one_line(exc, 2000), exit_code=code,
+                           warnings=warned, partial=partial[0] if partial else None)
         except SinkError as out_exc:  # said, but the run's own error decides the exit code
             click.echo(f"epoch-audit: error: {printable(str(out_exc))}", err=True)
 
@@ -280,7 +280,7 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     spark = _session(config, ingest=not reports_only)
     try:
         result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
-                           warn=_warner(warned, t0), on_start=started.append)
+                           warn=_warner(warned, t0), on_result=partial.append)
     except Exception as exc:
         failed(exc)
         raise
@@ -311,10 +311,11 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
 
 def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, metrics_file: str | None,
                    *, status: str, summary: Any, duration_s: float, result: Any = None, error: str | None = None,
-                   exit_code: int | None = None, warnings: Sequence[str] = (), run: Any = None,
+                   exit_code: int | None = None, warnings: Sequence[str] = (), partial: Any = None,
                    sink_exit: int | None = None) -> None:
     """The --summary-json and --metrics-file outputs (also for a failed run, so an alert can fire; its
-    ``warnings`` are the ones printed before it failed, ``run`` its RunContext when it got that far).
+    ``warnings`` are the ones printed before it failed, ``partial`` its AuditResult as far as it got: its run id,
+    and the units counted and source statuses judged before it failed).
     ``sink_exit``: the exit code the process takes when one of the files cannot be written (a run that
     succeeded: :data:`EXIT_SINK`); a file that was written is then written again with it, so that it does not
     report the run's own code while the process says otherwise. None: the run's own code stands (a failed run)."""
@@ -322,14 +323,15 @@ def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, 
         return
     from .alerts import run_document, write_metrics, write_summary_json
 
-    run = result.run if result else run
+    got = result if result is not None else partial
+    run = got.run if got is not None else None
     doc = run_document(
         cluster=config.cluster, date_from=start, date_to=end, status=status, summary=summary,
         run_id=run.run_id if run else None, started_at=run.started_at if run else None,
-        duration_s=duration_s, sources=result.sources if result else None,
-        counts=result.ingest.counts if result is not None and result.ingest is not None else (),
-        rows_per_day=result.rows_per_day if result else None, error=error, exit_code=exit_code,
-        warnings=result.warnings if result else warnings)
+        duration_s=duration_s, sources=got.sources if got is not None else None,
+        counts=got.ingest.counts if got is not None and got.ingest is not None else (),
+        rows_per_day=got.rows_per_day if got is not None else None, error=error, exit_code=exit_code,
+        warnings=result.warnings if result is not None else warnings)
     outputs = [(flag, path, write) for flag, path, write in (("--summary-json", summary_json, write_summary_json),
                                                              ("--metrics-file", metrics_file, write_metrics)) if path]
     failed, written = [], []
