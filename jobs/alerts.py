@@ -148,7 +148,7 @@ def write_metrics(path: str | Path, doc: Mapping[str, Any], *, now: dt.datetime 
 
     path = Path(path)
     now = now or dt.datetime.now(dt.timezone.utc)
-    cluster = doc["cluster"]
+    cluster = doc["cluster"] or ""  # None: a config that could not be read named none
     registry = CollectorRegistry()
     p = METRIC_PREFIX
     findings = Gauge(f"{p}_findings", "Findings in the audited range, by report, rule, kind and severity.",

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -249,18 +250,14 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     from .summary import format_summary, summarise
 
     start, end = parse_date_range(date_from, date_to, audited=True)
-    config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
-                     cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster, reports=reports)
-    if not reports_only:
-        _check_inputs(config, dict(offsets=offsets, logdirs=logdirs, metadata=metadata,
-                                   cluster_metadata=cluster_metadata))
-    _check_output_files(summary_json=summary_json, metrics_file=metrics_file)
+    _check_output_files(summary_json=summary_json, metrics_file=metrics_file)  # else a failure could not say so
     t0 = time.monotonic()
     say = _say(quiet, t0)
     warned: list[str] = []
     partial: list[Any] = []  # the run's AuditResult as far as it got: a failed run's JSON names it, its sources too
+    config: Any = SimpleNamespace(cluster=cluster)  # the flag's, until the config is read
 
-    def failed(exc: Exception) -> None:  # the --summary-json / --metrics-file of a run that raised
+    def failed(exc: BaseException) -> None:  # the --summary-json / --metrics-file of a run that raised
         code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
         try:  # the error as the terminal says it (no Rust backtrace of deltalake's, no Java stack trace)
             _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
@@ -269,16 +266,18 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
         except SinkError as out_exc:  # said, but the run's own error decides the exit code
             click.echo(f"epoch-audit: error: {printable(str(out_exc))}", err=True)
 
-    if reports_only:  # a wrong location or a mistyped cluster, said before Spark's JVM starts (run_audit checks again)
-        from .audit import reports_only_sources
-
-        try:
-            reports_only_sources(config)
-        except Exception as exc:
-            failed(exc)
-            raise
-    spark = _session(config, ingest=not reports_only)
+    # from here on, every failure (the config, the inputs, Spark's start, the run) writes both files
     try:
+        config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
+                         cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster, reports=reports)
+        if reports_only:  # a wrong location or a mistyped cluster, said before Spark's JVM starts
+            from .audit import reports_only_sources
+
+            reports_only_sources(config)  # (run_audit checks again)
+        else:
+            _check_inputs(config, dict(offsets=offsets, logdirs=logdirs, metadata=metadata,
+                                       cluster_metadata=cluster_metadata))
+        spark = _session(config, ingest=not reports_only)
         result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
                            warn=_warner(warned, t0), on_result=partial.append)
     except Exception as exc:

@@ -9,12 +9,69 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
 
-from jobs.cli import EXIT_SINK, cli
+from jobs.cli import EXIT_INPUT, EXIT_SINK, EXIT_USAGE, cli
+
+
+def _failed_status(prom: Path) -> float:
+    for family in text_string_to_metric_families(prom.read_text()):
+        for s in family.samples:
+            if s.name == "epoch_audit_run_status" and s.labels["status"] == "failed":
+                return s.value
+    raise AssertionError("no epoch_audit_run_status{status=failed}")
+
+
+def _last_night(tmp_path: Path) -> tuple[Path, Path]:
+    """Files an earlier run left, saying ok: a failed run must replace them."""
+    js, prom = tmp_path / "s.json", tmp_path / "m.prom"
+    js.write_text(json.dumps({"status": "ok", "exit_code": 0}))
+    prom.write_text('epoch_audit_run_status{cluster="demo",status="ok"} 1.0\n'
+                    'epoch_audit_run_status{cluster="demo",status="failed"} 0.0\n')
+    return js, prom
 
 
 def _outputs(tmp_path: Path) -> list[str]:
     return ["--summary-json", str(tmp_path / "s.json"), "--metrics-file", str(tmp_path / "m.prom")]
+
+
+def test_a_missing_input_path_writes_both_files_failed_with_exit_3(tmp_path: Path) -> None:
+    js, prom = _last_night(tmp_path)
+    res = CliRunner().invoke(cli, ["run", "--offsets", str(tmp_path / "nonexistent"), "--output-root",
+                                   str(tmp_path / "t"), "--cluster", "demo", "--from", "2024-03-05",
+                                   *_outputs(tmp_path)])
+    assert res.exit_code == EXIT_INPUT and "input path does not exist" in res.output
+    doc = json.loads(js.read_text())
+    assert doc["status"] == "failed" and doc["exit_code"] == EXIT_INPUT and doc["cluster"] == "demo"
+    assert doc["error"] == f"--offsets: input path does not exist: {tmp_path / 'nonexistent'}"
+    assert _failed_status(prom) == 1
+
+
+def test_spark_that_cannot_start_writes_both_files_failed_with_exit_2(tmp_path: Path, monkeypatch) -> None:
+    import jobs.session
+
+    def refuse(**_kw):
+        raise RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number.")
+
+    monkeypatch.setattr(jobs.session, "get_or_create_session", refuse)
+    (tmp_path / "in").mkdir()
+    js, prom = _last_night(tmp_path)
+    res = CliRunner().invoke(cli, ["run", "--offsets", str(tmp_path / "in"), "--output-root", str(tmp_path / "t"),
+                                   "--cluster", "demo", "--from", "2024-03-05", *_outputs(tmp_path)])
+    assert res.exit_code == EXIT_USAGE and "could not start Spark" in res.output
+    doc = json.loads(js.read_text())
+    assert doc["status"] == "failed" and doc["exit_code"] == EXIT_USAGE and "could not start Spark" in doc["error"]
+    assert _failed_status(prom) == 1
+
+
+def test_a_config_that_cannot_be_read_writes_both_files_given_as_flags(tmp_path: Path) -> None:
+    js, prom = _last_night(tmp_path)
+    res = CliRunner().invoke(cli, ["run", "--conf", str(tmp_path / "nope.toml"), "--cluster", "demo",
+                                   "--from", "2024-03-05", *_outputs(tmp_path)])
+    assert res.exit_code == EXIT_USAGE and "not found" in res.output
+    doc = json.loads(js.read_text())
+    assert doc["status"] == "failed" and doc["exit_code"] == EXIT_USAGE and doc["cluster"] == "demo"
+    assert _failed_status(prom) == 1
 
 
 BACKTRACE = ("Generic DeltaTable error: Version mismatch\n\nStack backtrace:\n   0: <unknown>\n   1: <unknown>\n"
