@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, parse_date_range
-from .errors import InputError, one_line
+from .errors import InputError, interruption, one_line
 from .runlog import RunContext, SourceStatus
 from .schemas import COVERAGE_BY_SOURCE, SILVER_BY_SOURCE
 
@@ -155,7 +155,8 @@ def run_audit(
 
     Raises:
         jobs.errors.EpochAuditError: bad configuration, unreadable inputs, a failed table write. A run
-            that raises still appends its ``audit_runs`` row, with ``status = failed`` and the error,
+            that raises (or is interrupted: KeyboardInterrupt, the CLI's :class:`~jobs.errors.Terminated`) still
+            appends its ``audit_runs`` row, with ``status = failed`` and the error,
             followed by the run's warnings so far (unless that write fails too: the original error is
             raised either way).
     """
@@ -182,17 +183,21 @@ def run_audit(
         with running_as(run.run_id):
             _run(spark, config, start, end, run, result, reports, ingest, reread, say, on_warning,
                  progress_interval)
-    except Exception as exc:
+    except BaseException as exc:  # also an interrupt: SIGTERM from a scheduler (the CLI's Terminated), Ctrl-C
         result.status = "failed"
+        # an interrupt is what ended the run, also when the cleanup on its way out failed (a JVM that it ended)
+        cause = interruption(exc) or exc
         # the warnings so far follow the error, e.g. the memory setting that explains a MemoryError
         noted = "".join(f" [warning: {' '.join(w.split())}]" for w in result.warnings)  # one line, as the error
-        error = one_line(exc, max(500, 2000 - len(noted))) + noted
+        error = one_line(cause, max(500, 2000 - len(noted))) + noted
         counts = result.ingest.counts if result.ingest is not None else ()
         try:
             write_audit_runs(audit_run_table(run, counts, result.findings, status="failed",
                                              error=error[:2000]), config)
         except Exception as log_exc:  # the table itself may be what failed: keep the first error
             say(f"could not record the failed run in audit_runs: {log_exc}")
+        if cause is not exc:
+            raise cause from None
         raise
     return result
 

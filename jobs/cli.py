@@ -16,6 +16,7 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
 5     ``--fail-on SEVERITY``: findings at or above it exist
 6     ``--fail-on-no-input``: a configured input yielded nothing (run status ``no_input`` or ``partial``
       because of days without rows)
+130   ``run`` stopped by SIGINT (Ctrl-C); 143: by SIGTERM (a scheduler's timeout); the run is recorded as failed
 ====  ==========================================================
 """
 
@@ -23,13 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import re
 import shlex
 import shutil
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,11 +42,12 @@ import click
 
 from epochlib.incidents import printable
 
-from .errors import ConfigError, EpochAuditError, InputError, SinkError, one_line
+from .errors import ConfigError, EpochAuditError, InputError, SinkError, Terminated, interruption, one_line
 from .fs import replace_text
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INPUT, EXIT_SINK = 0, 1, 2, 3, 4
 EXIT_FINDINGS, EXIT_NO_INPUT = 5, 6
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: a shell's code for them
 
 #: The exit codes and statuses, as shown in ``run --help`` (\b keeps click from rewrapping them).
 EXIT_CODES_HELP = """\b
@@ -54,6 +59,7 @@ Exit codes:
   4  a table could not be written or read
   5  --fail-on: findings at or above that severity exist
   6  --fail-on-no-input: a configured input yielded nothing (or days without rows)
+  130, 143  stopped by SIGINT (Ctrl-C) or SIGTERM (a scheduler's timeout): recorded as failed
 \b
 Run status (summary, --summary-json, --metrics-file, audit_runs.status):
   ok        every configured source decoded data on every day of the range
@@ -71,6 +77,55 @@ def _exit_code(exc: EpochAuditError) -> int:
     if isinstance(exc, SinkError):
         return EXIT_SINK
     return EXIT_BUG
+
+
+def _failure_exit_code(exc: BaseException) -> int:
+    if isinstance(exc, Terminated):
+        return exc.exit_code
+    return _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
+
+
+def _exit_at_once(signum: int, _frame: Any) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, f"epoch-audit: {signal.Signals(signum).name} again: exiting at once\n".encode())
+    os._exit(128 + signum)
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    for s in (signal.SIGTERM, signal.SIGINT):  # the cleanup this starts is not to be interrupted, but cut short
+        signal.signal(s, _exit_at_once)
+    # Py4J logs a traceback for each call into a JVM the signal ended too (a process group's signal): the run's
+    # end is said in one line instead
+    logging.getLogger().setLevel(logging.CRITICAL)
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    raise Terminated(signum)
+
+
+def _reclaim_sigint() -> None:
+    """A SparkContext started in the main thread sets its own SIGINT handler (cancel the jobs, KeyboardInterrupt):
+    a run's Ctrl-C is to go :func:`_terminable`'s way, as SIGTERM does (``spark.stop()`` then cancels the jobs)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) not in (
+            _raise_terminated, _exit_at_once):
+        signal.signal(signal.SIGINT, _raise_terminated)
+
+
+@contextlib.contextmanager
+def _terminable(*, cleanup: bool = False) -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`~jobs.errors.Terminated` in the main thread while the block runs (a blocked
+    Py4J or lock wait is interrupted: CPython runs the handler there), so that a run stopped by its scheduler goes
+    the way of a failed one. Once one came, or in a ``cleanup`` block (recording a failed run), a further one ends
+    the process at once (exit 128 + its number): a second Ctrl-C must not wait for that cleanup. The previous
+    handlers are restored after the block. Outside the main thread, where Python sets no handler, signals are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = _exit_at_once if cleanup else _raise_terminated
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -95,6 +150,9 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             ctx.exit(0)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except Terminated as exc:  # a scheduler's timeout or Ctrl-C (`run` recorded it as failed)
+            click.echo(f"epoch-audit: {exc}: exit {exc.exit_code}", err=True)
+            ctx.exit(exc.exit_code)
         except Exception as exc:
             if debug:
                 raise
@@ -258,30 +316,44 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     config: Any = SimpleNamespace(cluster=cluster)  # the flag's, until the config is read
 
     def failed(exc: BaseException) -> None:  # the --summary-json / --metrics-file of a run that raised
-        code = _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
+        code = _failure_exit_code(exc)
+        so_far = partial[0] if partial else None
         try:  # the error as the terminal says it (no Rust backtrace of deltalake's, no Java stack trace)
             _write_outputs(config, start, end, summary_json, metrics_file, status="failed", summary=None,
                            duration_s=time.monotonic() - t0, error=one_line(exc, 2000), exit_code=code,
-                           warnings=warned, partial=partial[0] if partial else None)
+                           warnings=warned, partial=so_far)
         except SinkError as out_exc:  # said, but the run's own error decides the exit code
             click.echo(f"epoch-audit: error: {printable(str(out_exc))}", err=True)
 
-    # from here on, every failure (the config, the inputs, Spark's start, the run) writes both files
+    spark = None
+    # from here on, every failure (the config, the inputs, Spark's start, the run, SIGTERM/SIGINT) writes both files
     try:
-        config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
-                         cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster, reports=reports)
-        if reports_only:  # a wrong location or a mistyped cluster, said before Spark's JVM starts
-            from .audit import reports_only_sources
+        with _terminable():
+            config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
+                             cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster,
+                             reports=reports)
+            if reports_only:  # a wrong location or a mistyped cluster, said before Spark's JVM starts
+                from .audit import reports_only_sources
 
-            reports_only_sources(config)  # (run_audit checks again)
-        else:
-            _check_inputs(config, dict(offsets=offsets, logdirs=logdirs, metadata=metadata,
-                                       cluster_metadata=cluster_metadata))
-        spark = _session(config, ingest=not reports_only)
-        result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
-                           warn=_warner(warned, t0), on_result=partial.append)
-    except Exception as exc:
-        failed(exc)
+                reports_only_sources(config)  # (run_audit checks again)
+            else:
+                _check_inputs(config, dict(offsets=offsets, logdirs=logdirs, metadata=metadata,
+                                           cluster_metadata=cluster_metadata))
+            spark = _session(config, ingest=not reports_only)
+            _reclaim_sigint()
+            result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
+                               warn=_warner(warned, t0), on_result=partial.append)
+    except (Exception, Terminated, KeyboardInterrupt) as exc:
+        stop = interruption(exc)  # also behind the Py4J error of a cleanup in a JVM the signal ended
+        if isinstance(stop, KeyboardInterrupt):  # Spark's own SIGINT handler, before _reclaim_sigint
+            stop = Terminated(signal.SIGINT)
+        with _terminable(cleanup=True):  # the failure is recorded whole; a signal now ends the process at once
+            failed(stop or exc)
+            if stop is not None and spark is not None:
+                with contextlib.suppress(Exception):  # the scheduler may have ended the JVM already
+                    spark.stop()
+        if stop is not None and stop is not exc:
+            raise stop from None
         raise
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))

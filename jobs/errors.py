@@ -7,6 +7,7 @@ Anything else escaping a job is a bug.
 from __future__ import annotations
 
 __all__ = [
+    "interruption",
     "one_line",
     "CommitError",
     "ConfigError",
@@ -14,6 +15,7 @@ __all__ = [
     "InputError",
     "SchemaMismatchError",
     "SinkError",
+    "Terminated",
 ]
 
 
@@ -31,6 +33,36 @@ class InputError(EpochAuditError):
 
 class SinkError(EpochAuditError):
     """The Delta sink could not write or read a table."""
+
+
+class Terminated(BaseException):  # noqa: N818 - named as the scheduler's word for it, not an "Error"
+    """SIGTERM (a scheduler's timeout) or SIGINT (Ctrl-C) reached ``epoch-audit run``: raised in its main thread, a
+    BaseException so that nothing meant for errors swallows it, and caught where a failed run is recorded
+    (``audit_runs``, ``--summary-json``, ``--metrics-file``); the process then exits 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def interruption(exc: BaseException) -> BaseException | None:
+    """The interrupt (:class:`Terminated`, KeyboardInterrupt) that ``exc`` is, or arose while handling: a signal
+    that came during a Spark call often ends the JVM too (a scheduler signals the whole process group), and the
+    cleanup on the interrupt's way out then fails with a Py4J "Connection refused" that hides it. None: no interrupt."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, (Terminated, KeyboardInterrupt)):
+            return at
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return None
 
 
 class NoTableError(SinkError):

@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobs.cli import EXIT_INPUT, EXIT_SINK, EXIT_USAGE, cli
+from jobs.cli import EXIT_INPUT, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SINK, EXIT_USAGE, cli
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _failed_status(prom: Path) -> float:
@@ -108,3 +118,87 @@ def test_a_failed_run_s_json_error_is_the_terminal_s_one_line_and_keeps_what_ing
     assert doc["sources"]["offsets"]["status"] == "partial" and doc["sources"]["offsets"]["units_quarantined"] == 1
     assert doc["units"] == [{"source_kind": "offsets", "unit": "file", "read": 4, "decoded": 3, "quarantined": 1,
                              "records": 40}]
+
+
+SECOND_SIGNAL = textwrap.dedent("""
+    import os, signal, time
+    from jobs.cli import _terminable
+    from jobs.errors import Terminated
+    try:
+        with _terminable():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+    except Terminated as exc:
+        print(exc, flush=True)
+        with _terminable(cleanup=True):  # recording the failed run: a Ctrl-C now ends the process at once
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+            print("cleanup was not cut short")
+""")
+
+
+def test_a_second_signal_during_the_cleanup_ends_the_process_at_once() -> None:
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", SECOND_SIGNAL], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    assert res.stdout == "terminated by SIGTERM\n" and res.returncode == EXIT_SIGINT, res
+    assert "SIGINT again: exiting at once" in res.stderr
+    assert time.monotonic() - t0 < 20
+
+
+needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
+                                reason="no Java to start Spark with")
+
+
+@pytest.fixture(scope="module")
+def demo_inputs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("signals") / "demo"
+    res = CliRunner().invoke(cli, ["simulate", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.mark.slow
+@needs_java
+@pytest.mark.parametrize(("signum", "whole_group", "code"), [
+    (signal.SIGTERM, False, EXIT_SIGTERM),  # a scheduler that signals the job's process
+    (signal.SIGTERM, True, EXIT_SIGTERM),  # `timeout -s TERM`: the JVM gets it too
+    (signal.SIGINT, False, EXIT_SIGINT),  # Ctrl-C
+], ids=["sigterm", "sigterm-process-group", "sigint"])
+def test_a_run_stopped_by_a_signal_is_recorded_as_failed(demo_inputs: Path, tmp_path: Path, signum: int,
+                                                         whole_group: bool, code: int) -> None:
+    from deltalake import DeltaTable
+
+    js, prom = _last_night(tmp_path)
+    d = demo_inputs
+    argv = [sys.executable, "-m", "jobs.cli", "run", "--offsets", str(d / "offsets"), "--logdirs", str(d / "logdirs"),
+            "--metadata", str(d / "metadata"), "--cluster-metadata", str(d / "cluster_metadata"),
+            "--output-root", str(tmp_path / "t"), "--cluster", "demo", "--from", "2024-03-04", *_outputs(tmp_path)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+    try:
+        lines = []
+        for line in proc.stderr:  # the run is under way once it says it ingests
+            lines.append(line)
+            if "ingest:" in line:
+                break
+        else:
+            pytest.fail("the run ended before ingesting: " + "".join(lines))
+        time.sleep(1)  # in the middle of a Spark call
+        t0 = time.monotonic()
+        (os.killpg if whole_group else os.kill)(proc.pid, signum)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == code, err
+    assert time.monotonic() - t0 < 60
+    name = signal.Signals(signum).name
+    assert f"epoch-audit: terminated by {name}: exit {code}" in err
+    assert "Traceback" not in err
+    doc = json.loads(js.read_text())
+    assert doc["status"] == "failed" and doc["exit_code"] == code and doc["error"] == f"terminated by {name}"
+    assert _failed_status(prom) == 1
+    runs = DeltaTable(str(tmp_path / "t" / "audit_runs")).to_pyarrow_table().to_pylist()
+    assert {(r["run_id"], r["status"], r["error"]) for r in runs} == {(doc["run_id"], "failed", f"terminated by {name}")}
