@@ -99,7 +99,8 @@ def run_document(
         "sources": {k: _source_doc(s) for k, s in (sources or {}).items()},
         "units": [
             {"source_kind": c.source_kind, "unit": c.unit, "read": c.units_read, "decoded": c.units_decoded,
-             "quarantined": c.units_quarantined, "records": c.records_decoded}
+             "quarantined": c.units_quarantined, "records": c.records_decoded,
+             "unpaired": c.units_unpaired}  # the input's limits: a copy's cut batch, a capture's unpaired frames
             for c in counts
         ],
         "days": days,
@@ -136,7 +137,8 @@ def write_metrics(path: str | Path, doc: Mapping[str, Any], *, now: dt.datetime 
 
     Metrics (all labelled with ``cluster``): ``epoch_audit_findings{report,rule,kind,severity}`` (the rule too:
     two rules can share a kind, e.g. S1b and S2b ``operator_reset``),
-    ``epoch_audit_units_{read,decoded,quarantined}{source_kind,unit}``,
+    ``epoch_audit_units_{read,decoded,quarantined,unpaired}{source_kind,unit}`` (unpaired: the input's limits, not
+    bad input: a final batch a copy cut short, capture frames without their other half),
     ``epoch_audit_source_status{source_kind,status}`` and ``epoch_audit_run_status{status}`` (1 for the
     current one), ``epoch_audit_run_duration_seconds``, ``epoch_audit_last_run_timestamp_seconds`` and
     ``epoch_audit_last_success_timestamp_seconds`` (a run whose status is ok or partial; kept from the
@@ -162,11 +164,12 @@ def write_metrics(path: str | Path, doc: Mapping[str, Any], *, now: dt.datetime 
     units = {
         name: Gauge(f"{p}_units_{name}", f"Input units {name} by source kind and unit.",
                     ["cluster", "source_kind", "unit"], registry=registry)
-        for name in ("read", "decoded", "quarantined")
+        for name in ("read", "decoded", "quarantined", "unpaired")
     }
     for u in doc["units"]:
         for name, gauge in units.items():
-            gauge.labels(cluster, u["source_kind"], u["unit"]).set(u[name])
+            if u.get(name) is not None:  # unpaired: only where the input has such limits (segments, captures)
+                gauge.labels(cluster, u["source_kind"], u["unit"]).set(u[name])
     source_status = Gauge(f"{p}_source_status", "1 for each configured source's current status.",
                           ["cluster", "source_kind", "status"], registry=registry)
     for kind, s in doc["sources"].items():

@@ -117,7 +117,7 @@ def test_a_failed_run_s_json_error_is_the_terminal_s_one_line_and_keeps_what_ing
     assert f"epoch-audit: error: {doc['error']}" in res.output
     assert doc["sources"]["offsets"]["status"] == "partial" and doc["sources"]["offsets"]["units_quarantined"] == 1
     assert doc["units"] == [{"source_kind": "offsets", "unit": "file", "read": 4, "decoded": 3, "quarantined": 1,
-                             "records": 40}]
+                             "records": 40, "unpaired": None}]
 
 
 SECOND_SIGNAL = textwrap.dedent("""
