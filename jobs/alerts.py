@@ -31,6 +31,7 @@ def _source_doc(s: SourceStatus) -> dict[str, Any]:
         "records_decoded": s.records_decoded,
         "days_without_input": [d.isoformat() for d in s.days_without_input],
         "reason": s.reason,
+        "rows_kept": s.rows_kept,
     }
 
 

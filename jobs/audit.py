@@ -281,8 +281,11 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             met = {c.source_kind for c in counts}
             # a configured source with no input unit at all still gets its audit_runs row (no_input)
             counts = counts + tuple(SourceCounts(k, "file", 0, 0, 0) for k in configured if k not in met)
+            # a source of which the run read no unit kept the rows earlier runs stored (jobs.ingest): said with them
+            kept = set(getattr(result.ingest, "kept", ()) or ())
             result.sources = {
-                k: source_status(k, counts, covered_days(tables, k), (start, end))
+                k: source_status(k, counts, covered_days(tables, k), (start, end),
+                                 kept={d: n[k] for d, n in result.rows_per_day.items() if n.get(k)} if k in kept else None)
                 for k in configured
             }
             hint = no_exchange_hint(getattr(result.ingest, "infos", ()) or (), config.inputs.broker_ports)

@@ -303,6 +303,9 @@ class SourceStatus:
     days_without_input: tuple[dt.date, ...] = ()
     reason: str = ""
     """One human sentence when the status is not ``ok`` (what the summary prints)."""
+    rows_kept: int = 0
+    """Silver rows of the range earlier runs stored that this run kept, reading no unit of the source (not
+    replaced: the reports read them)."""
 
 
 def unit_count(n: int, unit: str) -> str:
@@ -319,9 +322,14 @@ def source_status(
     counts: Iterable[SourceCounts],
     days_with_rows: Iterable[dt.date],
     date_range: tuple[dt.date, dt.date],
+    kept: Mapping[dt.date, int] | None = None,
 ) -> SourceStatus:
     """The status of one configured source kind from its counts (every unit of that kind) and the days
-    of ``date_range`` on which its silver tables got rows (ignored for :data:`JUDGED_BY_UNITS` kinds)."""
+    of ``date_range`` on which its silver tables got rows (ignored for :data:`JUDGED_BY_UNITS` kinds).
+
+    ``kept``: day -> silver rows of the source that earlier runs stored in the range and this run kept, reading
+    none of its units (:attr:`jobs.ingest.IngestResult.kept`). The source is still ``no_input`` (this run read
+    nothing of it), said with the rows kept; the days they cover are covered (not in ``days_without_input``)."""
     mine = [c for c in counts if c.source_kind == source_kind]
     read = sum(int(c.units_read or 0) for c in mine)
     decoded = sum(c.units_decoded for c in mine)
@@ -331,7 +339,13 @@ def source_status(
     have = set(days_with_rows)
     missing = () if by_units else tuple(d for d in days_of(*date_range) if d not in have)
     units = ", ".join(unit_count(c.units_read, c.unit) for c in mine) or "nothing"
-    if read == 0:
+    rows_kept = sum(n for d, n in (kept or {}).items() if date_range[0] <= d <= date_range[1]) if read == 0 else 0
+    if read == 0 and rows_kept:
+        from .summary import spans
+
+        status, reason = "no_input", (f"no input units; kept the {rows_kept:,} rows earlier runs stored for "
+                                      + spans(d for d, n in (kept or {}).items() if n and date_range[0] <= d <= date_range[1]))
+    elif read == 0:
         status, reason = "no_input", "configured but no input units found"
     elif decoded == 0:
         status, reason = "no_input", f"{units} read, none decoded ({quarantined} quarantined)"
@@ -346,7 +360,7 @@ def source_status(
         status, reason = "partial", "; ".join(parts)
     else:
         status, reason = "ok", ""
-    return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason)
+    return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason, rows_kept)
 
 
 def no_input_on(source_kind: str) -> str:

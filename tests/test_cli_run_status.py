@@ -263,28 +263,42 @@ def test_reports_only_over_rows_from_damaged_input_is_partial_as_the_run_that_in
     assert {r["status"] for r in _runs(out) if r["run_id"] == doc["run_id"]} == {"partial"}
 
 
-def test_a_rerun_after_a_source_s_files_were_withdrawn_clears_that_source_s_rows_of_the_range(
+def test_a_rerun_after_a_source_s_files_are_gone_keeps_its_rows_and_findings_and_says_so(
         spark, tmp_path: Path) -> None:
-    """A rerun replaces exactly its dates: also with a configured source that now yields nothing. The old commits
-    stayed, and the rerun counted their finding again while saying the source was no_input."""
+    """A nightly catch-up after the offsets dumps rotated away (the folder still configured, empty) wiped the
+    day's commits and their findings (rc 0, "no_input" the only signal). The rows earlier runs stored stay, the
+    reports read them, and the run says it kept them; the source is still no_input (it read nothing)."""
     inputs = write_tiny_inputs(tmp_path / "in")
     out = tmp_path / "tables"
     args = ["run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
             "--output-root", str(out), "--cluster", "tiny", "-q"]
     first = CliRunner().invoke(cli, args)
     assert first.exit_code == 0 and "S1e spurious_rewind" in first.stdout, first.output
-    (Path(inputs["offsets"]) / "commits.jsonl").unlink()  # withdrawn: the folder is still configured
-    again = CliRunner().invoke(cli, args)
+    commits = DeltaTable(str(out / "offset_commits")).to_pyarrow_table().num_rows
+    assert commits > 0
+    (Path(inputs["offsets"]) / "commits.jsonl").unlink()  # rotated away: the folder is still configured
+    again = CliRunner().invoke(cli, [*args, "--summary-json", str(tmp_path / "s.json")])
     assert again.exit_code == 0, again.output
-    assert "input offsets: no_input" in again.stdout and "S1e" not in again.stdout
-    assert DeltaTable(str(out / "offset_commits")).to_pyarrow_table().num_rows == 0
-    assert DeltaTable(str(out / "spurious_offset_resets")).to_pyarrow_table().num_rows == 0
-    assert DeltaTable(str(out / "epoch_lineage")).to_pyarrow_table().num_rows == 2  # the other source is kept
+    assert (f"input offsets: no_input (no input units; kept the {commits} rows earlier runs stored for "
+            "2024-03-01)") in again.stdout
+    assert "S1e spurious_rewind" in again.stdout and "Status: partial" in again.stdout
+    assert DeltaTable(str(out / "offset_commits")).to_pyarrow_table().num_rows == commits
+    assert DeltaTable(str(out / "spurious_offset_resets")).to_pyarrow_table().num_rows == 1
+    doc = json.loads((tmp_path / "s.json").read_text())
+    off = doc["sources"]["offsets"]
+    assert off["status"] == "no_input" and off["rows_kept"] == commits and off["days_without_input"] == []
+    runs = [r for r in _runs(out) if r["run_id"] == doc["run_id"]]
+    assert {(r["source_kind"], r["source_status"], r["units_read"], tuple(r["days_without_input"])) for r in runs} == {
+        ("offsets", "no_input", 0, ()), ("logdirs", "ok", 4, ())}
+    # --fail-on-no-input still says the input is gone (exit 6), the rows stay
+    failing = CliRunner().invoke(cli, [*args, "--fail-on-no-input"])
+    assert failing.exit_code == EXIT_NO_INPUT and "S1e spurious_rewind" in failing.stdout, failing.output
+    assert DeltaTable(str(out / "offset_commits")).to_pyarrow_table().num_rows == commits
 
 
-def test_a_rerun_that_reads_nothing_clears_the_range_s_quarantine_too(spark, tmp_path: Path) -> None:
-    """Every configured folder emptied: the range's bad units of the earlier run stayed in quarantine, and L1 (which
-    reads them) reported the unreadable checkpoint again while the source said no_input."""
+def test_a_rerun_that_reads_nothing_keeps_the_range_s_rows_and_bad_units(spark, tmp_path: Path) -> None:
+    """Every configured folder emptied: the rows and the bad units earlier runs stored stay (L1, which reads the
+    unreadable checkpoint from the quarantine, reports it again), and the run is no_input, saying so."""
     inputs = write_tiny_inputs(tmp_path / "in")
     bad = Path(inputs["logdirs"]) / "broker=1" / "snapshot=20240301T060000Z" / "orders-0" / "leader-epoch-checkpoint"
     bad.write_text("0\n2\nnot a checkpoint\n")
@@ -293,14 +307,17 @@ def test_a_rerun_that_reads_nothing_clears_the_range_s_quarantine_too(spark, tmp
             "--cluster", "tiny", "-q"]
     first = CliRunner().invoke(cli, args)
     assert first.exit_code == 0 and "L1 checkpoint_unreadable" in first.stdout, first.output
+    lineage = DeltaTable(str(out / "epoch_lineage")).to_pyarrow_table().num_rows
     import shutil
 
     shutil.rmtree(inputs["logdirs"])
     Path(inputs["logdirs"]).mkdir()
     again = CliRunner().invoke(cli, args)
     assert again.exit_code == 0, again.output
-    assert "input logdirs: no_input" in again.stdout and "L1" not in again.stdout
-    assert DeltaTable(str(out / "quarantine")).to_pyarrow_table().num_rows == 0
+    assert "input logdirs: no_input (no input units; kept the" in again.stdout and "Status: no_input" in again.stdout
+    assert "L1 checkpoint_unreadable" in again.stdout
+    assert DeltaTable(str(out / "epoch_lineage")).to_pyarrow_table().num_rows == lineage
+    assert DeltaTable(str(out / "quarantine")).to_pyarrow_table().num_rows == 1
 
 
 def test_a_bad_unit_dated_outside_the_range_is_left_to_the_run_whose_range_holds_it(spark, tmp_path: Path) -> None:

@@ -33,6 +33,13 @@ def test_run_status_is_the_worst_that_matters() -> None:
     assert run_status([ok], failed=True) == "failed"
 
 
+def test_a_source_without_units_that_kept_earlier_rows_says_so_and_covers_those_days() -> None:
+    nothing = [SourceCounts("offsets", "file", 0, 0, 0)]
+    kept = source_status("offsets", nothing, [D1], (D1, D2), kept={D1: 4642, D2: 0})
+    assert (kept.status, kept.rows_kept, kept.days_without_input) == ("no_input", 4642, (D2,))
+    assert kept.reason == "no input units; kept the 4,642 rows earlier runs stored for 2024-03-01"
+
+
 def test_the_metadata_log_is_judged_by_its_units_not_by_rows_per_day() -> None:
     """A quiet day has no partition_history rows: that is no missing input for the metadata log."""
     quiet = [SourceCounts("cluster_metadata", "batch", 40, 0, 400), SourceCounts("cluster_metadata", "record", 12, 0, 3)]

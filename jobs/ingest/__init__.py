@@ -106,6 +106,9 @@ class IngestResult:
     held: tuple[HeldRows, ...] = ()
     """The sink's held-back lookback rows behind :attr:`lookback` (dropped by :meth:`release`)."""
     lookahead: dict[str, DataFrame] = field(default_factory=dict)
+    kept: tuple[str, ...] = ()
+    """The configured source kinds of which the run read no unit at all: their silver tables' rows of the range
+    were not replaced (the rows earlier runs stored stay, and the reports read them), nor their quarantine rows."""
 
     def release(self) -> None:
         """Drop the lookback and lookahead state (cached frames, held-back staging files) once the reports have
@@ -493,8 +496,12 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 if name in pass_writes:
                     out.append((name, pass_writes[name].get))
                 elif (rows := silver.get(name)) is None:
-                    if getattr(config.inputs, _SOURCE_OF[name]):  # configured, but it yielded nothing: a rerun
-                        out.append((name, functools.partial(cleared_write, name)))  # replaces the range's rows
+                    # configured, but not one unit read (a folder emptied, dumps rotated away): the rows earlier
+                    # runs stored for the range stay, and the reports read them (a nightly catch-up after the
+                    # offsets dumps rotated away wiped the day's commits and 44 of its 66 findings); a source
+                    # whose files were all unrecognised read units, and its rows are replaced by none
+                    if getattr(config.inputs, _SOURCE_OF[name]) and _SOURCE_OF[name] not in kept:
+                        out.append((name, functools.partial(cleared_write, name)))
                     continue
                 elif name in held_state:
                     out.append((name, functools.partial(held_write, name, rows)))
@@ -503,8 +510,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             return out
 
         def cleared_write(name: str) -> SinkResult:
-            # the range's rows of a configured source that yielded nothing are replaced by none, as any rerun's
-            # (a rerun after its captures were withdrawn kept the old rows and recounted their findings)
+            # the range's rows of a configured source whose files were all unrecognised are replaced by none, as
+            # any rerun's (it read units: its quarantine rows are this run's)
             return write_table(spark.createDataFrame([], spark_schema(name)), name, config=config,
                                mode="replace_range", date_range=run.date_range)
 
@@ -517,6 +524,10 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         # and one-task stages are filled by another's tasks. What reads a pass's side rows (the groups, the
         # quarantine, the counts, the notes) waits for that pass's write only: it used to wait for every silver
         # write, and started ~4 s after the offsets pass at 10 M bench commits, behind the log-dir writes
+        # (the configured sources with no input unit at all, no file decoded or unrecognised, are not written: kept)
+        kept = tuple(k for k in SILVER_BY_SOURCE if getattr(inputs, k) and not any(
+            _SOURCE_OF[n] == k for n in (*silver, *passes)) and not any(u.kind == k for u in inv.unrecognised)
+            and not (k == "cluster_metadata" and kraft_files))
         writes = silver_writes(tuple(n for n in SILVER if n in passes) + tuple(n for n in SILVER if n not in passes))
 
         # quarantine: executor rows; from the driver, unrecognised files (names only) and the range's rows of the
@@ -531,8 +542,9 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         def quarantine_rows() -> DataFrame:
             qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run, known.get().get(_WORK_KIND.get(kind, kind)))
                       for kind, w in all_works().items()]
-            owned = {k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)} | (
-                {"cluster_metadata"} if kraft_files else set())
+            # a kept source's bad units of the range stay with its kept rows (L1 reads them; its status said so)
+            owned = ({k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)} | (
+                {"cluster_metadata"} if kraft_files else set())) - set(kept)
             driver_rows = quarantine_table([make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
                                                       reason=u.reason, raw=None) for u in unrecognised.get()]).to_pylist()
             driver_rows += _quarantine_of_other_kinds(spark, config, run, owned)
@@ -686,7 +698,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     empty = {k: inv.reasons(k, "empty") for k in kinds if inv.reasons(k, "empty")}
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
                         infos=tuple(infos), lookback=lookback, input_bytes=input_bytes, held=tuple(held),
-                        lookahead=lookahead)
+                        lookahead=lookahead, kept=kept)
 
 
 def store_history_gaps(spark: SparkSession, config: Config, run: RunContext, state: DataFrame) -> int:
