@@ -7,7 +7,8 @@ range without rows) or ``no_input`` (the configured source yielded nothing: no u
 the KRaft metadata log (:data:`JUDGED_BY_UNITS`) is judged by its units alone — a quiet day changes
 nothing, so a day without ``partition_history`` rows is not missing input;
 the run's status (:func:`run_status`) is ``failed`` when it raised, ``no_input`` when every configured
-source has none, ``partial`` when any source is not ``ok``, else ``ok``.
+source has none — or every configured daily source (all but the metadata log, whose old files decode on any
+night) —, ``partial`` when any source is not ``ok``, else ``ok``.
 
 Ingestion jobs build quarantine rows on the executors with :func:`quarantine_frame` (a DataFrame
 transform) or on the driver with :func:`quarantine_row`; the run's end builds ``audit_runs`` rows with
@@ -373,8 +374,12 @@ def run_status(sources: Iterable[SourceStatus], *, failed: bool = False) -> str:
     """The run's status from its sources' (see the module docstring)."""
     if failed:
         return "failed"
+    sources = list(sources)
     states = [s.status for s in sources]
-    if not states or all(s == "no_input" for s in states):
+    # the metadata log is state, not daily data: its old files decode on every night, so alone it does not make a
+    # night without any daily input ok or partial (a copy configured turned such a night into a success)
+    daily = [s.status for s in sources if s.source_kind not in JUDGED_BY_UNITS]
+    if not states or all(s == "no_input" for s in (daily or states)):
         return "no_input"
     return "ok" if all(s == "ok" for s in states) else "partial"
 

@@ -184,6 +184,29 @@ def test_the_metadata_log_has_its_own_status_and_a_quiet_day_is_ok(spark, tmp_pa
         r["units_read"] for k, r in runs.items() if k[0] == "cluster_metadata" and k[1] != "batch")
 
 
+def test_a_night_without_new_input_is_no_input_though_a_metadata_log_copy_decodes(spark, tmp_path: Path) -> None:
+    """The metadata log is state, not daily data: its old files decode every night. With a copy configured, a night
+    whose daily inputs hold nothing of the range was ``partial`` and advanced "last success" (exit 6 only by
+    --fail-on-no-input); without the copy it was ``no_input``. Now both are ``no_input``."""
+    from fixtures_kraft import metadata_log
+
+    inputs = write_tiny_inputs(tmp_path / "in")  # offsets and logdirs on 2024-03-01 only
+    d = tmp_path / "in" / "cluster_metadata" / "node=1" / "__cluster_metadata-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(metadata_log(3))
+    out = tmp_path / "tables"
+    res = CliRunner().invoke(cli, [
+        "run", "--from", "2024-03-02", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
+        "--cluster-metadata", str(tmp_path / "in" / "cluster_metadata"), "--output-root", str(out),
+        "--cluster", "tiny", "-q", "--fail-on-no-input", "--metrics-file", str(tmp_path / "n.prom")])
+    assert res.exit_code == EXIT_NO_INPUT, res.output
+    assert "Status: no_input" in res.stdout
+    m = _metrics(tmp_path / "n.prom")
+    assert m[("epoch_audit_run_status", (("status", "no_input"),))] == 1
+    assert ("epoch_audit_last_success_timestamp_seconds", ()) not in m
+    assert {r["status"] for r in _runs(out)} == {"no_input"}
+
+
 def test_a_metadata_log_read_from_logdirs_is_judged_too(spark, tmp_path: Path) -> None:
     """A ``__cluster_metadata-0`` inside a log-dir snapshot is read without ``--cluster-metadata``: a hole in it
     (offsets 11-19 missing) made a run that said ``ok``. Its status is now the run's, and the reports' rerun

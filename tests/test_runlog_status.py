@@ -33,6 +33,16 @@ def test_run_status_is_the_worst_that_matters() -> None:
     assert run_status([ok], failed=True) == "failed"
 
 
+def test_a_metadata_log_alone_does_not_make_a_night_without_daily_input_a_success() -> None:
+    """Its old files decode every night: with every daily source no_input the run is no_input (it was partial)."""
+    log = source_status("cluster_metadata", [SourceCounts("cluster_metadata", "batch", 40, 0, 400)], [], (D1, D1))
+    none = source_status("offsets", [SourceCounts("offsets", "batch", 5, 0, 50)], [], (D1, D1))
+    assert log.status == "ok" and none.status == "no_input"
+    assert run_status([none, log]) == "no_input"
+    ok = source_status("offsets", [SourceCounts("offsets", "batch", 1, 0, 1)], [D1], (D1, D1))
+    assert run_status([ok, log]) == "ok" and run_status([log]) == "ok"  # a copy alone is judged by itself
+
+
 def test_a_source_without_units_that_kept_earlier_rows_says_so_and_covers_those_days() -> None:
     nothing = [SourceCounts("offsets", "file", 0, 0, 0)]
     kept = source_status("offsets", nothing, [D1], (D1, D2), kept={D1: 4642, D2: 0})
