@@ -64,7 +64,8 @@ Exit codes:
 Run status (summary, --summary-json, --metrics-file, audit_runs.status):
   ok        every configured source decoded data on every day of the range
   partial   some units quarantined, or days of the range without rows
-  no_input  no configured source yielded anything
+  no_input  no configured source yielded anything (the metadata log alone
+            does not count: its old files decode every night)
   failed    the run raised (audit_runs.error holds the message)"""
 SEVERITY_CHOICES = ("warning", "error", "critical")
 

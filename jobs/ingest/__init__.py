@@ -19,7 +19,9 @@
    cached work rows;
 3. every table is written through :func:`jobs.sink.write_table` replacing exactly the run's
    ``[from, to]`` ``event_date`` partitions: rows whose own date lies outside the range are not written;
-   rows without any time of their own land on the ``from`` date. The rows dated in the lookback days
+   rows without any time of their own land on the ``from`` date. A configured source of which the run finds no
+   input unit at all (:attr:`IngestResult.kept`) is not written: its rows of the range stay as earlier runs
+   stored them (dumps rotated away must not erase what was collected). The rows dated in the lookback days
    before ``from`` (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`:
    detection state the reports add to what earlier runs wrote for those days (a first run, or an
    incident run into a fresh output root, has no earlier runs). A table's state comes from its one write:
