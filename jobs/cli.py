@@ -86,13 +86,25 @@ def _failure_exit_code(exc: BaseException) -> int:
     return _exit_code(exc) if isinstance(exc, EpochAuditError) else EXIT_BUG
 
 
+#: When each signal first reached the run (monotonic seconds): the same signal again within
+#: :data:`SIGNAL_REPEAT_S` is that one signal, not a second.
+_FIRST_SIGNAL: dict[int, float] = {}
+#: ``timeout -s TERM`` signals its child and then the whole process group, so one timeout delivers SIGTERM twice
+#: within microseconds; a second Ctrl-C meant to cut the cleanup short comes later than this.
+SIGNAL_REPEAT_S = 1.0
+
+
 def _exit_at_once(signum: int, _frame: Any) -> None:
+    first = _FIRST_SIGNAL.get(signum)
+    if first is not None and time.monotonic() - first < SIGNAL_REPEAT_S:
+        return  # the first one's echo (timeout's process-group kill): the cleanup it started goes on
     with contextlib.suppress(OSError):
         os.write(2, f"epoch-audit: {signal.Signals(signum).name} again: exiting at once\n".encode())
     os._exit(128 + signum)
 
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
+    _FIRST_SIGNAL.setdefault(signum, time.monotonic())
     for s in (signal.SIGTERM, signal.SIGINT):  # the cleanup this starts is not to be interrupted, but cut short
         signal.signal(s, _exit_at_once)
     # Py4J logs a traceback for each call into a JVM the signal ended too (a process group's signal): the run's
@@ -210,6 +222,24 @@ def _config(conf: str | None, command: str, **flags: Any) -> Any:
     return config_from_flags(command=command, **flags)
 
 
+def _cluster_of(conf: str | None) -> str | None:
+    """The ``cluster`` a config file names, read as leniently as possible (for a run whose config cannot be loaded:
+    its failed outputs still name the cluster): the parsed TOML's, else a ``cluster = "…"`` line; None."""
+    if not conf:
+        return None
+    try:
+        text = Path(conf).read_text(encoding="utf-8-sig", errors="replace")
+    except OSError:
+        return None
+    import tomllib
+
+    with contextlib.suppress(tomllib.TOMLDecodeError):
+        value = tomllib.loads(text).get("cluster")
+        return value if isinstance(value, str) and value else None
+    line = re.search(r"""^[ \t]*cluster[ \t]*=[ \t]*(?:"([^"\n]+)"|'([^'\n]+)')""", text, re.MULTILINE)
+    return (line.group(1) or line.group(2)) if line else None
+
+
 #: An input given as a URL (a scheme of two letters or more, so that ``C:\\`` is none): checked by the run's reader.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 
@@ -314,7 +344,9 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     say = _say(quiet, t0)
     warned: list[str] = []
     partial: list[Any] = []  # the run's AuditResult as far as it got: a failed run's JSON names it, its sources too
-    config: Any = SimpleNamespace(cluster=cluster)  # the flag's, until the config is read
+    # the flag's, until the config is read; the config file's own cluster line when only the rest of it is wrong (the
+    # metrics file keeps that cluster's last success: its staleness alert must not lose the series)
+    config: Any = SimpleNamespace(cluster=cluster or _cluster_of(conf))
 
     def failed(exc: BaseException) -> None:  # the --summary-json / --metrics-file of a run that raised
         code = _failure_exit_code(exc)

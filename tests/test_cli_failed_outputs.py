@@ -84,6 +84,24 @@ def test_a_config_that_cannot_be_read_writes_both_files_given_as_flags(tmp_path:
     assert _failed_status(prom) == 1
 
 
+def test_a_config_whose_rest_is_wrong_keeps_its_cluster_s_last_success_in_the_metrics(tmp_path: Path) -> None:
+    """spark-submit.sh passes no --cluster: a config that failed to load wrote its failed metrics under cluster="",
+    and the cluster's last-success series vanished, so its "no success for 26 h" alert saw no data."""
+    prom = tmp_path / "m.prom"
+    prom.write_text('epoch_audit_last_success_timestamp_seconds{cluster="prod"} 1.7e+09\n')
+    for body in ('cluster = "prod"\n[spark]\nmaster = "local[two]"\n',  # TOML fine, a value wrong
+                 'cluster = "prod"\n[inputs\noffsets = 1\n'):  # not even TOML
+        conf = tmp_path / "c.toml"
+        conf.write_text(body)
+        res = CliRunner().invoke(cli, ["run", "--conf", str(conf), "--from", "2024-03-05", *_outputs(tmp_path)])
+        assert res.exit_code == EXIT_USAGE, res.output
+        assert json.loads((tmp_path / "s.json").read_text())["cluster"] == "prod"
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for fam in text_string_to_metric_families(prom.read_text()) for s in fam.samples}
+        assert samples[("epoch_audit_last_success_timestamp_seconds", (("cluster", "prod"),))] == 1.7e9
+        assert samples[("epoch_audit_run_status", (("cluster", "prod"), ("status", "failed")))] == 1
+
+
 BACKTRACE = ("Generic DeltaTable error: Version mismatch\n\nStack backtrace:\n   0: <unknown>\n   1: <unknown>\n"
              "  13: clone3\n             at ./misc/../sysdeps/unix/sysv/linux/x86_64/clone3.S:78:0")
 
@@ -144,6 +162,36 @@ def test_a_second_signal_during_the_cleanup_ends_the_process_at_once() -> None:
     assert res.stdout == "terminated by SIGTERM\n" and res.returncode == EXIT_SIGINT, res
     assert "SIGINT again: exiting at once" in res.stderr
     assert time.monotonic() - t0 < 20
+
+
+ECHOED_SIGNAL = textwrap.dedent("""
+    import os, signal, time
+    from jobs.cli import _terminable
+    from jobs.errors import Terminated
+    try:
+        with _terminable():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+    except Terminated as exc:
+        print(exc, flush=True)
+        with _terminable(cleanup=True):
+            os.kill(os.getpid(), signal.SIGTERM)  # timeout's second SIGTERM, to the process group, at once
+            time.sleep(0.2)
+            print("the cleanup went on", flush=True)
+            time.sleep(1.5)
+            os.kill(os.getpid(), signal.SIGTERM)  # a second SIGTERM of its own, later: cuts the cleanup short
+            time.sleep(30)
+            print("cleanup was not cut short")
+""")
+
+
+def test_timeout_s_echo_of_the_same_sigterm_does_not_cut_the_cleanup_short() -> None:
+    """`timeout -s TERM` signals its child, then the whole process group: the run saw SIGTERM twice within
+    microseconds, took the second for a second signal and exited at once, with no trace of the run (1 in 3 runs)."""
+    res = subprocess.run([sys.executable, "-c", ECHOED_SIGNAL], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    assert res.stdout == "terminated by SIGTERM\nthe cleanup went on\n" and res.returncode == EXIT_SIGTERM, res
+    assert res.stderr.count("SIGTERM again: exiting at once") == 1
 
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
