@@ -318,7 +318,18 @@ if [[ -n "$work_dir" ]]; then
   work="$(cd "$work_dir" && pwd)"
 else
   work="$(mktemp -d "${TMPDIR:-/tmp}/epoch-audit-submit.XXXXXX")"
-  trap 'rm -rf "$work"' EXIT
+  # The Python driver names itself here: a signal ends the JVM at once, while the driver, its child, still records
+  # the failed run importing from the zip; the zip goes only after the driver (up to 60 s)
+  export EPOCH_AUDIT_DRIVER_PID_FILE="$work/driver.pid"
+  remove_work() {
+    local pid="" i
+    [[ -f "$EPOCH_AUDIT_DRIVER_PID_FILE" ]] && pid="$(<"$EPOCH_AUDIT_DRIVER_PID_FILE")"
+    if [[ "$pid" =~ ^[0-9]+$ ]]; then
+      for ((i = 0; i < 600; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    rm -rf "$work"
+  }
+  trap remove_work EXIT
 fi
 "$PYTHON" - "$src" "$work/epoch_audit.zip" <<'EOF'
 import os
@@ -352,6 +363,14 @@ if _fifo:
         sys.stderr.flush()
         os.dup2(_fd, 2)
         os.close(_fd)
+    except OSError:
+        pass
+
+_pid_file = os.environ.get("EPOCH_AUDIT_DRIVER_PID_FILE")
+if _pid_file:  # spark-submit.sh removes its code zip only after this process ended (a signal ends the JVM first)
+    try:
+        with open(_pid_file, "w") as f:
+            f.write(str(os.getpid()))
     except OSError:
         pass
 
@@ -394,8 +413,19 @@ if [[ -z "${EPOCH_AUDIT_STDERR:-}" ]] && command -v mkfifo >/dev/null 2>&1; then
     export EPOCH_AUDIT_STDERR="$fifo"
   fi
 fi
+# In the background, waited for: a signal to this script (a scheduler's SIGTERM, Ctrl-C) is passed on and the driver
+# records the failed run before the EXIT trap removes the code zip it imports from (it ran at once and the driver's
+# --summary-json/--metrics-file were lost). `timeout` and Ctrl-C signal the whole process group anyway.
 status=0
-"${cmd[@]}" || status=$?
+"${cmd[@]}" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null || true' TERM
+trap 'kill -INT "$child" 2>/dev/null || true' INT
+while :; do
+  wait "$child" && status=0 || status=$?
+  kill -0 "$child" 2>/dev/null || break  # ended; else a trapped signal interrupted the wait
+done
+trap - TERM INT
 if [[ -n "${reader:-}" ]]; then
   exec 4>&-
   wait "$reader" || true

@@ -201,6 +201,42 @@ def test_real_run_on_local_spark(tmp_path):
     assert "spark-submit.sh: auditing 2024-03-01 .. 2024-03-01" in res.stderr
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_run_a_scheduler_stops_is_recorded_as_failed_before_its_code_is_removed(tmp_path):
+    """`timeout -s TERM` on spark-submit.sh: the script's exit trap removed the code zip at once, while the Python
+    driver (the JVM's child) still imported from it to record the failed run: both alerting files were lost."""
+    import json
+    import signal
+    import time
+
+    from test_notebook import write_tiny_inputs as tiny
+
+    conf = _config(tmp_path, tiny(tmp_path / "in"))
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp_path / "tmp")}
+    proc = subprocess.Popen(["bash", str(SCRIPT), "--conf", str(conf), "--from", "2024-03-01", "--summary-json",
+                             str(tmp_path / "s.json"), "--metrics-file", str(tmp_path / "m.prom"), "--", "--master",
+                             "local[1]", "--conf", "spark.ui.enabled=false"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        for line in proc.stderr:  # the driver runs: its first progress line
+            if "ingest:" in line or time.monotonic() > deadline:
+                break
+        os.kill(proc.pid, signal.SIGTERM)  # as timeout does: the script, then its whole process group
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert (doc["status"], doc["exit_code"], doc["error"]) == ("failed", 143, "terminated by SIGTERM")
+    assert 'epoch_audit_run_status{cluster="submit-test",status="failed"} 1.0' in (tmp_path / "m.prom").read_text()
+    assert list((tmp_path / "tmp").glob("epoch-audit-submit.*")) == []  # and the code zip is gone after all
+
+
 def test_dry_run_for_a_local_master_prints_the_python_it_sets(tmp_path):
     """For local masters the script points Spark's workers at its own Python; the printed command must
     carry that, or it fails as printed with 'No module named pyarrow' under a bare python3."""
