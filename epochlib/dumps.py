@@ -111,16 +111,23 @@ def invalid_bytes_line(line: str) -> tuple[int, str] | None:
 
 def last_dumped_segments(text: str) -> set[str]:
     """The paths of the ``Dumping <path>`` lines of ``text`` that are log segments (``<20 digits>.log``) with the
-    highest base offset among the dump's segments of their folder (only those may end in a live copy's cut)."""
+    highest base offset among the dump's segments of their folder (only those may end in a live copy's cut). A path
+    without a folder (the tool run inside each partition's folder) names no partition: it is taken as its own last
+    segment, as a run takes a segment given alone."""
     top: dict[str, tuple[int, str]] = {}
+    alone: set[str] = set()
     for path in _DUMPING.findall(text):
         base = segment_base_offset(path)
         if base is None:
             continue
-        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        cut = max(path.rfind("/"), path.rfind("\\"))  # a Windows path too
+        if cut < 0:
+            alone.add(path)
+            continue
+        folder = path[:cut]
         if folder not in top or base > top[folder][0]:
             top[folder] = (base, path)
-    return {p for _, p in top.values()}
+    return {p for _, p in top.values()} | alone
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,3 +82,21 @@ def test_an_offsets_dump_s_invalid_bytes_at_its_last_segment_s_end_are_counted_n
                        "short, but not the partition's last segment (a later segment of its folder is in the dump; "
                        "Kafka never appends to a rolled segment: bytes lost)")]
     assert stats == [(n_read + 1, n_bad + 1, None)]
+    # the tool run inside each partition's folder prints bare names: they name no folder, so a later segment of
+    # another partition in the same dump does not make this one rolled (it was quarantined so)
+    bare = DUMP_38.replace("Dumping /data/__consumer_offsets-7/", "Dumping ")
+    assert bare != DUMP_38
+    q, stats = decode(bare + found + "Dumping 00000000000000000100.log\nLog starting offset: 100\n")
+    assert (q, stats) == (q0, [(n_read, n_bad, 1)])
+
+
+def test_the_last_dumped_segment_of_each_folder_windows_paths_too_and_bare_names_each_their_own() -> None:
+    from epochlib.dumps import last_dumped_segments
+
+    text = "".join(f"Dumping {p}\n" for p in (
+        "/d/t-0/00000000000000000000.log", "/d/t-0/00000000000000000050.log", "/d/t-1/00000000000000000000.log",
+        "C:\\kafka\\t-2\\00000000000000000000.log", "C:\\kafka\\t-2\\00000000000000000007.log",
+        "00000000000000000003.log", "00000000000000000009.log", "/d/t-0/00000000000000000050.index"))
+    assert last_dumped_segments(text) == {
+        "/d/t-0/00000000000000000050.log", "/d/t-1/00000000000000000000.log",
+        "C:\\kafka\\t-2\\00000000000000000007.log", "00000000000000000003.log", "00000000000000000009.log"}

@@ -47,7 +47,7 @@ _SEGMENT_NAME = re.compile(r"(\d{20})\.log")
 def segment_base_offset(name: str) -> int | None:
     """The base offset a segment file's name gives (``00000000000000001234.log`` -> 1234; the last part of a
     path is read), or None for any other name, and for one beyond Kafka's largest offset (2^63 - 1)."""
-    m = _SEGMENT_NAME.fullmatch(name.rsplit("/", 1)[-1])
+    m = _SEGMENT_NAME.fullmatch(re.split(r"[/\\]", name)[-1])  # a Windows path's last part too
     if m is None:
         return None
     base = int(m.group(1))
