@@ -244,10 +244,11 @@ def test_a_rolled_segment_cut_short_is_a_bad_batch_not_a_tail(cut):
     part = nxt[:cut]
     heads, recs, tail = agree(seg + part, ends_file=True, last_segment=False, segment_base_offset=0)
     assert (heads[:-1], recs) == reference(seg)[:2] and tail is None
-    announced = f" of the {len(nxt)} bytes its size field announces" if len(part) >= 17 else ""
+    announced = f" of the {len(nxt)} its size field announces" if len(part) >= 17 else ""
     assert heads[-1] == (len(seg), len(part), None, None,
-                         f"cut short, but not the partition's last segment: {len(part)}{announced} bytes at the end "
-                         "of a rolled segment, which Kafka never appends to (bytes lost, not a live copy's cut)")
+                         f"cut short, but not the partition's last segment: the final entry has {len(part)} bytes"
+                         f"{announced}, at the end of a rolled segment, which Kafka never appends to (bytes lost, not a"
+                         " live copy's cut)")
     (bad,) = [b for b in iter_batches(seg + part, ends_file=True, last_segment=False) if isinstance(b, BadBatch)]
     assert bad.raw_slice == part and bad.length == len(part)
     assert agree(seg + part, ends_file=True, base_position=1000, last_segment=False)[0][-1][0] == 1000 + len(seg)

@@ -160,9 +160,10 @@ def _stop(
                 announced = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1] if whole else None
                 if last_segment:
                     return IncompleteTail(base_position + pos, length, announced)
-                of = f" of the {announced} bytes its size field announces" if announced is not None else ""
-                reason = (f"cut short, but not the partition's last segment: {length}{of} bytes at the end of a "
-                          "rolled segment, which Kafka never appends to (bytes lost, not a live copy's cut)")
+                of = f" of the {announced} its size field announces" if announced is not None else ""
+                reason = (f"cut short, but not the partition's last segment: the final entry has {length} bytes{of}, "
+                          "at the end of a rolled segment, which Kafka never appends to (bytes lost, not a live copy's "
+                          "cut)")
                 return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
             reason = (f"entry size beyond the file's end, but a whole batch starts {inside - pos} bytes into it: a "
                       f"damaged size field, not a copy's cut ({length} bytes unreadable)")
