@@ -344,6 +344,11 @@ def test_report_partition_without_html_prints_its_findings_and_lineage(runner: C
     assert res.stderr.strip().splitlines() == [
         "epoch-audit: error: --partition nosuch:9: no snapshot in epoch_lineage for 2024-03-01 .. 2024-03-01, "
         "no lineage shown (the rest of the report is printed)"]
+    # with --fail-on and findings at that severity, the findings decide the exit (a scheduled report alerts on
+    # them; a deployment without log dirs has no lineage for any partition): 5, the partition still said
+    res = runner.invoke(cli, [*base, "--partition", "nosuch:9", "--fail-on", "warning"])
+    assert res.exit_code == EXIT_FINDINGS, res.output
+    assert "epoch-audit: error: --partition nosuch:9: no snapshot in epoch_lineage" in res.stderr
 
 
 def test_findings_in_three_formats(runner: CliRunner, tmp_path: Path) -> None:
