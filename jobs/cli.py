@@ -741,9 +741,10 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
         return json.dumps(v, default=text) if isinstance(v, (list, dict)) else text(v)
 
     # json and csv carry every column of the findings (evidence, topic_id, correlation ids, the report's numbers)
-    if fmt == "json":
+    if fmt == "json":  # one key set for every line, as csv's header (null where a report has no such column)
+        fields = export_fields(rows)
         for r in rows:
-            click.echo(json.dumps(r, default=text))
+            click.echo(json.dumps({k: r.get(k) for k in fields}, default=text))
     elif fmt == "csv":
         writer = csv.DictWriter(sys.stdout, fieldnames=export_fields(rows), lineterminator="\n")
         writer.writeheader()
