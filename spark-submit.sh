@@ -156,11 +156,6 @@ EOF
 )" || die "$(printf '%s' "$range" | tail -n 1)"
 read -r date_from date_to <<<"$range"
 
-[[ -n "$conf" ]] || die "--conf FILE is required (an epoch-audit TOML config; see conf/nightly.example.toml)"
-[[ -f "$conf" ]] || die "config file not found: $conf"
-[[ -r "$conf" ]] || die "config file not readable: $conf"
-conf="$(cd "$(dirname "$conf")" && pwd)/$(basename "$conf")"
-
 # Where our packages are: this checkout, else wherever the installed package lives.
 if [[ -d "$here/jobs" && -d "$here/epochlib" ]]; then
   src="$here"
@@ -168,6 +163,33 @@ else
   src="$("$PYTHON" -c 'import jobs, os; print(os.path.dirname(os.path.dirname(os.path.abspath(jobs.__file__))))' \
     2>/dev/null)" || die "cannot find the epoch-audit code (jobs, epochlib): run from a checkout or install it"
 fi
+
+# A config that fails its check fails the run: its --summary-json/--metrics-file say so (status failed, exit 2), as
+# `epoch-audit run` writes them for a config it cannot load: an alert on the failed status fires, and last night's
+# files do not stand. Then the one-line error.
+config_failed() {
+  if [[ -n "$summary_json$metrics_file" ]]; then
+    PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$conf" "$date_from" "$date_to" "$summary_json" \
+      "$metrics_file" "$*" >/dev/null 2>&1 <<'EOF' || true
+import datetime as dt
+import sys
+from types import SimpleNamespace
+
+from jobs.cli import EXIT_USAGE, _cluster_of, _write_outputs
+
+conf, start, end, summary_json, metrics_file, error = sys.argv[1:7]
+_write_outputs(SimpleNamespace(cluster=_cluster_of(conf)), dt.date.fromisoformat(start), dt.date.fromisoformat(end),
+               summary_json or None, metrics_file or None, status="failed", summary=None, duration_s=0.0,
+               error=error, exit_code=EXIT_USAGE)
+EOF
+  fi
+  die "$@"
+}
+
+[[ -n "$conf" ]] || config_failed "--conf FILE is required (an epoch-audit TOML config; see conf/nightly.example.toml)"
+[[ -f "$conf" ]] || config_failed "config file not found: $conf"
+[[ -r "$conf" ]] || config_failed "config file not readable: $conf"
+conf="$(cd "$(dirname "$conf")" && pwd)/$(basename "$conf")"
 
 # Check the config now (one line, before a JVM starts), with the same parser the job uses; it also names
 # the driver JVM flags for the size of the config's local inputs (jobs.session.java_options_for_input).
@@ -197,7 +219,7 @@ except Exception:
     pass
 EOF
 )"; then
-  die "$(printf '%s' "$err" | tail -n 1)"
+  config_failed "$(printf '%s' "$err" | tail -n 1)"
 fi
 local_jvm="$(printf '%s\n' "$err" | sed -n 's/^java-options://p' | tail -n 1)"
 class_data="$(printf '%s\n' "$err" | sed -n 's/^class-data://p' | tail -n 1)"

@@ -79,6 +79,26 @@ def test_missing_or_bad_config(tmp_path):
     assert res.returncode == 2 and "bad config:" in res.stderr and "unknown key 'rules.lookback'" in res.stderr
 
 
+def test_a_bad_config_still_writes_the_alerting_files_as_failed(tmp_path):
+    """The script checks the config before the job runs: a bad one exited 2 and left last night's --summary-json
+    and --metrics-file standing (status ok), so the failed-run alert never fired."""
+    import json
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('cluster = "prod"\n[output]\nroot = "x"\n[rules]\nlookback = 1\n')
+    js, prom = tmp_path / "s.json", tmp_path / "m.prom"
+    js.write_text('{"status": "ok"}')
+    prom.write_text('epoch_audit_last_success_timestamp_seconds{cluster="prod"} 1.7e+09\n')
+    res = _run("--conf", str(bad), "--from", "2024-03-01", "--summary-json", str(js), "--metrics-file", str(prom))
+    assert res.returncode == 2 and res.stderr.strip().splitlines()[-1].startswith("spark-submit.sh: error: bad config:")
+    doc = json.loads(js.read_text())
+    assert (doc["status"], doc["exit_code"], doc["cluster"]) == ("failed", 2, "prod")
+    assert "unknown key 'rules.lookback'" in doc["error"]
+    text = prom.read_text()
+    assert 'epoch_audit_run_status{cluster="prod",status="failed"} 1.0' in text
+    assert 'epoch_audit_last_success_timestamp_seconds{cluster="prod"} 1.7e+09' in text  # kept for the staleness alert
+
+
 def test_dry_run_defaults_to_yesterday_and_forwards_options(tmp_path):
     conf = _config(tmp_path)
     cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
