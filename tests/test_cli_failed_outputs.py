@@ -138,20 +138,27 @@ def test_a_failed_run_s_json_error_is_the_terminal_s_one_line_and_keeps_what_ing
                              "records": 40, "unpaired": None}]
 
 
-SECOND_SIGNAL = textwrap.dedent("""
-    import os, signal, time
-    from jobs.cli import _terminable
-    from jobs.errors import Terminated
-    try:
-        with _terminable():
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(30)
-    except Terminated as exc:
-        print(exc, flush=True)
-        with _terminable(cleanup=True):  # recording the failed run: a Ctrl-C now ends the process at once
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(30)
-            print("cleanup was not cut short")
+def _after_a_sigterm(cleanup: str) -> str:
+    """A script that takes one SIGTERM as a run does (:func:`jobs.cli._terminable`), then runs ``cleanup`` where a
+    failed run is recorded (``_terminable(cleanup=True)``)."""
+    return textwrap.dedent("""
+        import os, signal, time
+        from jobs.cli import _terminable
+        from jobs.errors import Terminated
+        try:
+            with _terminable():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(30)
+        except Terminated as exc:
+            print(exc, flush=True)
+            with _terminable(cleanup=True):
+    """) + textwrap.indent(textwrap.dedent(cleanup), " " * 8)
+
+
+SECOND_SIGNAL = _after_a_sigterm("""
+    os.kill(os.getpid(), signal.SIGINT)  # recording the failed run: a Ctrl-C now ends the process at once
+    time.sleep(30)
+    print("cleanup was not cut short")
 """)
 
 
@@ -164,24 +171,14 @@ def test_a_second_signal_during_the_cleanup_ends_the_process_at_once() -> None:
     assert time.monotonic() - t0 < 20
 
 
-ECHOED_SIGNAL = textwrap.dedent("""
-    import os, signal, time
-    from jobs.cli import _terminable
-    from jobs.errors import Terminated
-    try:
-        with _terminable():
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(30)
-    except Terminated as exc:
-        print(exc, flush=True)
-        with _terminable(cleanup=True):
-            os.kill(os.getpid(), signal.SIGTERM)  # timeout's second SIGTERM, to the process group, at once
-            time.sleep(0.2)
-            print("the cleanup went on", flush=True)
-            time.sleep(1.5)
-            os.kill(os.getpid(), signal.SIGTERM)  # a second SIGTERM of its own, later: cuts the cleanup short
-            time.sleep(30)
-            print("cleanup was not cut short")
+ECHOED_SIGNAL = _after_a_sigterm("""
+    os.kill(os.getpid(), signal.SIGTERM)  # timeout's second SIGTERM, to the process group, at once
+    time.sleep(0.2)
+    print("the cleanup went on", flush=True)
+    time.sleep(1.5)
+    os.kill(os.getpid(), signal.SIGTERM)  # a second SIGTERM of its own, later: cuts the cleanup short
+    time.sleep(30)
+    print("cleanup was not cut short")
 """)
 
 

@@ -158,15 +158,22 @@ def test_a_day_without_log_dir_snapshots_is_missing_input_though_a_later_snapsho
     assert doc["days"]["2024-03-02"]["rows"]["logdirs"] == 2  # the two snapshots
 
 
-def test_the_metadata_log_has_its_own_status_and_a_quiet_day_is_ok(spark, tmp_path: Path) -> None:
-    """cluster_metadata gets a per-source status like the three inputs, judged by its units: the log's only
-    changes are two months after the range (a quiet range), which is no missing input."""
+def _tiny_inputs_and_metadata_log(tmp_path: Path) -> dict[str, str]:
+    """The tiny inputs (offsets and logdirs on 2024-03-01) and a copy of a metadata log under ``in/cluster_metadata``
+    whose changes lie two months later."""
     from fixtures_kraft import metadata_log
 
-    inputs = write_tiny_inputs(tmp_path / "in")  # offsets and logdirs on 2024-03-01
+    inputs = write_tiny_inputs(tmp_path / "in")
     d = tmp_path / "in" / "cluster_metadata" / "node=1" / "__cluster_metadata-0"
     d.mkdir(parents=True)
     (d / "00000000000000000000.log").write_bytes(metadata_log(3))
+    return inputs
+
+
+def test_the_metadata_log_has_its_own_status_and_a_quiet_day_is_ok(spark, tmp_path: Path) -> None:
+    """cluster_metadata gets a per-source status like the three inputs, judged by its units: the log's only
+    changes are two months after the range (a quiet range), which is no missing input."""
+    inputs = _tiny_inputs_and_metadata_log(tmp_path)  # offsets and logdirs on 2024-03-01
     out = tmp_path / "tables"
     res = CliRunner().invoke(cli, [
         "run", "--from", "2024-03-01", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
@@ -188,12 +195,7 @@ def test_a_night_without_new_input_is_no_input_though_a_metadata_log_copy_decode
     """The metadata log is state, not daily data: its old files decode every night. With a copy configured, a night
     whose daily inputs hold nothing of the range was ``partial`` and advanced "last success" (exit 6 only by
     --fail-on-no-input); without the copy it was ``no_input``. Now both are ``no_input``."""
-    from fixtures_kraft import metadata_log
-
-    inputs = write_tiny_inputs(tmp_path / "in")  # offsets and logdirs on 2024-03-01 only
-    d = tmp_path / "in" / "cluster_metadata" / "node=1" / "__cluster_metadata-0"
-    d.mkdir(parents=True)
-    (d / "00000000000000000000.log").write_bytes(metadata_log(3))
+    inputs = _tiny_inputs_and_metadata_log(tmp_path)  # offsets and logdirs on 2024-03-01 only
     out = tmp_path / "tables"
     res = CliRunner().invoke(cli, [
         "run", "--from", "2024-03-02", "--offsets", inputs["offsets"], "--logdirs", inputs["logdirs"],
