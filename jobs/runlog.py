@@ -310,8 +310,8 @@ class SourceStatus:
 
 
 def unit_count(n: int, unit: str) -> str:
-    """``n`` units in words: ``1 file``, ``2 files``, ``1363 batches`` (not "batchs")."""
-    return f"{n} {unit}" if n == 1 else f"{n} {unit}{'es' if unit.endswith(('ch', 'sh', 's', 'x')) else 's'}"
+    """``n`` units in words: ``1 file``, ``2 files``, ``1,363 batches`` (not "batchs"), ``1 run``."""
+    return f"{n:,} {unit}" if n == 1 else f"{n:,} {unit}{'es' if unit.endswith(('ch', 'sh', 's', 'x')) else 's'}"
 
 
 def days_of(start: dt.date, end: dt.date) -> list[dt.date]:

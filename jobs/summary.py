@@ -253,7 +253,7 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
     """Which days of the range the cluster's finished runs covered, as each day's latest run recorded them; None
     when ``audit_runs`` cannot be read without Spark (catalog tables) or does not exist."""
     from .errors import NoTableError, SinkError
-    from .runlog import no_input_on
+    from .runlog import no_input_on, unit_count
     from .sink import read_table_arrow
 
     if config.output.root is None:
@@ -292,7 +292,7 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
                 continue
             gaps.setdefault(kind, set()).update(d for d in (r["days_without_input"] or []) if d in days)
             if r["units_quarantined"]:
-                quarantined.setdefault(kind, []).append(f"{r['units_quarantined']:,} {r['unit'] or 'unit'}(s) in "
+                quarantined.setdefault(kind, []).append(f"{unit_count(r['units_quarantined'], r['unit'] or 'unit')} in "
                                                         f"run {run}")
     for kind in sorted(set(gaps) | set(quarantined)):
         if gaps.get(kind):
@@ -304,7 +304,10 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
 
 def format_coverage(cov: Coverage) -> str:
     """The lines ``report`` prints after the summary: the runs' status, days not audited, inputs missing."""
-    lines = [f"  Status: {cov.status or 'not audited'} (audit_runs: {cov.runs} run(s) last covered the range)"]
+    from .runlog import unit_count
+
+    lines = [f"  Status: {cov.status or 'not audited'} (audit_runs: {unit_count(cov.runs, 'run')} last covered the "
+             "range)"]
     if cov.not_audited:
         lines.append(f"  not audited (no finished run covers them): {spans(cov.not_audited)}")
     lines += [f"  {n}" for n in cov.notes]

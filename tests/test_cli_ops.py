@@ -240,7 +240,7 @@ def test_report_summary_names_subjects_and_fail_on(runner: CliRunner, tmp_path: 
     assert "warning  M2 broker_served_stale: orders-0, broker 2, client app (4,500 ms stale)" in res.output
     # 02-29 is no "0": no run covered it
     assert "2024-02-29  not audited" in res.output and "2024-03-01       3  (1 error, 1 warning, 1 info)" in res.output
-    assert "  Status: ok (audit_runs: 1 run(s) last covered the range)" in res.output
+    assert "  Status: ok (audit_runs: 1 run last covered the range)" in res.output
     assert "  not audited (no finished run covers them): 2024-02-29" in res.output
     assert runner.invoke(cli, [*base, "--fail-on", "critical"]).exit_code == 0
     assert runner.invoke(cli, [*base, "--fail-on", "error"]).exit_code == EXIT_FINDINGS
@@ -276,10 +276,10 @@ def test_report_prints_the_runs_status_days_without_input_and_quarantine(runner:
     assert "Status of the runs that last covered the range" in page and "<strong>partial</strong>" in page
     assert "Not audited (no finished run covers them, so no findings is no verdict): 2024-02-28 .. 2024-02-29, " \
            "2024-03-03." in page and "input logdirs: no snapshots taken on 2024-03-02." in page
-    assert "  Status: partial (audit_runs: 1 run(s) last covered the range)" in res.output
+    assert "  Status: partial (audit_runs: 1 run last covered the range)" in res.output
     assert "  not audited (no finished run covers them): 2024-02-28 .. 2024-02-29, 2024-03-03" in res.output
     assert "  input logdirs: no snapshots taken on 2024-03-02" in res.output  # as `run` said it
-    assert f"  input logdirs: quarantined 1 file(s) in run {run.run_id} (the quarantine table)" in res.output
+    assert f"  input logdirs: quarantined 1 file in run {run.run_id} (the quarantine table)" in res.output
     assert "input offsets" not in res.output
 
 

@@ -68,6 +68,6 @@ def test_the_reasons_count_units_in_english() -> None:
     """The summary said "1363 batchs, 4671 records decoded" and "1 files read"."""
     counts = [SourceCounts("logdirs", "batch", 1363, 0, 0), SourceCounts("logdirs", "record", 4671, 0, 0)]
     assert source_status("logdirs", counts, [], (D1, D1)).reason == (
-        "1363 batches, 4671 records decoded, but no rows in the range")
+        "1,363 batches, 4,671 records decoded, but no rows in the range")
     one = source_status("offsets", [SourceCounts("offsets", "file", 0, 1, 0)], [], (D1, D1))
     assert one.reason == "1 file read, none decoded (1 quarantined)"
