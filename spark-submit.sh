@@ -340,19 +340,25 @@ if [[ -n "$work_dir" ]]; then
   work="$(cd "$work_dir" && pwd)"
 else
   work="$(mktemp -d "${TMPDIR:-/tmp}/epoch-audit-submit.XXXXXX")"
-  # The Python driver names itself here: a signal ends the JVM at once, while the driver, its child, still records
-  # the failed run importing from the zip; the zip goes only after the driver (up to 60 s)
-  export EPOCH_AUDIT_DRIVER_PID_FILE="$work/driver.pid"
-  remove_work() {
-    local pid="" i
-    [[ -f "$EPOCH_AUDIT_DRIVER_PID_FILE" ]] && pid="$(<"$EPOCH_AUDIT_DRIVER_PID_FILE")"
-    if [[ "$pid" =~ ^[0-9]+$ ]]; then
-      for ((i = 0; i < 600; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    fi
-    rm -rf "$work"
-  }
-  trap remove_work EXIT
 fi
+# The Python driver (the JVM's child) writes its pid here: a signal to this script reaches it (the JVM alone would
+# leave it to fail on a dead gateway), and a temporary work folder goes only after it ended (up to 60 s: a signal
+# ends the JVM at once, while the driver still records the failed run importing from the zip)
+export EPOCH_AUDIT_DRIVER_PID_FILE="$work/driver.$$.pid"
+driver_pid() {
+  local pid=""
+  [[ -f "$EPOCH_AUDIT_DRIVER_PID_FILE" ]] && pid="$(<"$EPOCH_AUDIT_DRIVER_PID_FILE")"
+  [[ "$pid" =~ ^[0-9]+$ ]] && printf '%s' "$pid"
+}
+remove_work() {
+  local pid i
+  pid="$(driver_pid)"
+  if [[ -n "$pid" ]]; then
+    for ((i = 0; i < 600; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  if [[ -z "$work_dir" ]]; then rm -rf "$work"; else rm -f "$EPOCH_AUDIT_DRIVER_PID_FILE"; fi
+}
+[[ $dry_run -eq 1 ]] || trap remove_work EXIT
 "$PYTHON" - "$src" "$work/epoch_audit.zip" <<'EOF'
 import os
 import sys
@@ -435,14 +441,22 @@ if [[ -z "${EPOCH_AUDIT_STDERR:-}" ]] && command -v mkfifo >/dev/null 2>&1; then
     export EPOCH_AUDIT_STDERR="$fifo"
   fi
 fi
-# In the background, waited for: a signal to this script (a scheduler's SIGTERM, Ctrl-C) is passed on and the driver
-# records the failed run before the EXIT trap removes the code zip it imports from (it ran at once and the driver's
-# --summary-json/--metrics-file were lost). `timeout` and Ctrl-C signal the whole process group anyway.
+# In the background, waited for: a signal to this script (a scheduler's SIGTERM, Ctrl-C) is passed on to the driver
+# and the JVM, and the driver records the failed run before the EXIT trap removes the code zip it imports from (it ran
+# at once and the driver's --summary-json/--metrics-file were lost). `timeout` and Ctrl-C signal the whole process
+# group anyway (the driver takes the same signal again within a second for the same one). A subshell that execs, not
+# `cmd &`: bash starts a background command with SIGINT ignored, and a JVM that outlives Ctrl-C hung the driver.
+forward() {
+  local pid
+  pid="$(driver_pid)"
+  [[ -n "$pid" ]] && kill -s "$1" "$pid" 2>/dev/null
+  kill -s "$1" "$child" 2>/dev/null || true
+}
 status=0
-"${cmd[@]}" &
+( exec "${cmd[@]}" ) &
 child=$!
-trap 'kill -TERM "$child" 2>/dev/null || true' TERM
-trap 'kill -INT "$child" 2>/dev/null || true' INT
+trap 'forward TERM' TERM
+trap 'forward INT' INT
 while :; do
   wait "$child" && status=0 || status=$?
   kill -0 "$child" 2>/dev/null || break  # ended; else a trapped signal interrupted the wait

@@ -223,12 +223,22 @@ def test_real_run_on_local_spark(tmp_path):
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_run_a_scheduler_stops_is_recorded_as_failed_before_its_code_is_removed(tmp_path):
+@pytest.mark.parametrize(("signame", "to_script", "to_group"), [
+    ("SIGTERM", True, True),  # timeout -s TERM: the script, then its process group
+    ("SIGTERM", True, False),  # a scheduler that signals the script alone: passed on to the driver and the JVM
+    ("SIGINT", False, True),  # Ctrl-C: the process group
+], ids=["timeout", "script-only", "ctrl-c"])
+def test_a_run_a_scheduler_stops_is_recorded_as_failed_before_its_code_is_removed(tmp_path, signame, to_script,
+                                                                                  to_group):
     """`timeout -s TERM` on spark-submit.sh: the script's exit trap removed the code zip at once, while the Python
-    driver (the JVM's child) still imported from it to record the failed run: both alerting files were lost."""
+    driver (the JVM's child) still imported from it to record the failed run: both alerting files were lost. A
+    SIGTERM to the script alone ended only the JVM (the driver failed on a dead gateway: exit 1); a Ctrl-C left a
+    JVM started in the background with SIGINT ignored, and the run hung."""
     import json
     import signal
     import time
+
+    signum = getattr(signal, signame)
 
     from test_notebook import write_tiny_inputs as tiny
 
@@ -244,15 +254,18 @@ def test_a_run_a_scheduler_stops_is_recorded_as_failed_before_its_code_is_remove
         for line in proc.stderr:  # the driver runs: its first progress line
             if "ingest:" in line or time.monotonic() > deadline:
                 break
-        os.kill(proc.pid, signal.SIGTERM)  # as timeout does: the script, then its whole process group
-        os.killpg(proc.pid, signal.SIGTERM)
+        if to_script:
+            os.kill(proc.pid, signum)
+        if to_group:
+            os.killpg(proc.pid, signum)
         proc.stderr.read()
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     doc = json.loads((tmp_path / "s.json").read_text())
-    assert (doc["status"], doc["exit_code"], doc["error"]) == ("failed", 143, "terminated by SIGTERM")
+    assert (doc["status"], doc["exit_code"], doc["error"]) == ("failed", 128 + signum, f"terminated by {signame}")
+    assert proc.returncode == 128 + signum
     assert 'epoch_audit_run_status{cluster="submit-test",status="failed"} 1.0' in (tmp_path / "m.prom").read_text()
     assert list((tmp_path / "tmp").glob("epoch-audit-submit.*")) == []  # and the code zip is gone after all
 
