@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JUDGED_BY_UNITS",
     "days_of",
+    "spans",
     "unit_count",
     "MAX_RAW_BYTES",
     "SOURCE_KINDS",
@@ -314,6 +315,17 @@ def unit_count(n: int, unit: str) -> str:
     return f"{n:,} {unit}" if n == 1 else f"{n:,} {unit}{'es' if unit.endswith(('ch', 'sh', 's', 'x')) else 's'}"
 
 
+def spans(days: Iterable[dt.date]) -> str:
+    """``2024-06-29, 2024-07-02 .. 2024-07-05``: consecutive days as one span."""
+    out: list[list[dt.date]] = []
+    for d in sorted(days):
+        if out and (d - out[-1][-1]).days == 1:
+            out[-1].append(d)
+        else:
+            out.append([d])
+    return ", ".join(str(s[0]) if len(s) == 1 else f"{s[0]} .. {s[-1]}" for s in out)
+
+
 def days_of(start: dt.date, end: dt.date) -> list[dt.date]:
     return [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
 
@@ -342,8 +354,6 @@ def source_status(
     units = ", ".join(unit_count(c.units_read, c.unit) for c in mine) or "nothing"
     rows_kept = sum(n for d, n in (kept or {}).items() if date_range[0] <= d <= date_range[1]) if read == 0 else 0
     if read == 0 and rows_kept:
-        from .summary import spans
-
         status, reason = "no_input", (f"no input units; kept the {rows_kept:,} rows earlier runs stored for "
                                       + spans(d for d, n in (kept or {}).items() if n and date_range[0] <= d <= date_range[1]))
     elif read == 0:

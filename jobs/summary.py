@@ -25,6 +25,7 @@ from epochlib.incidents import Incident, group_incidents, iso, printable
 
 from .config import Config
 from .errors import InputError
+from .runlog import spans
 
 __all__ = [
     "REPORT_TABLES",
@@ -236,17 +237,6 @@ class Coverage:
     not_audited: list[dt.date] = field(default_factory=list)
     status: str | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def spans(days: Iterable[dt.date]) -> str:
-    """``2024-06-29, 2024-07-02 .. 2024-07-05``: consecutive days as one span."""
-    out: list[list[dt.date]] = []
-    for d in sorted(days):
-        if out and (d - out[-1][-1]).days == 1:
-            out[-1].append(d)
-        else:
-            out.append([d])
-    return ", ".join(str(s[0]) if len(s) == 1 else f"{s[0]} .. {s[-1]}" for s in out)
 
 
 def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Coverage | None:

@@ -308,12 +308,13 @@ def test_decode_reads_a_segments_end_as_kafka_does(runner: CliRunner, tmp_path: 
     (m.parent / "00000000000000000002.log").write_bytes(kp_batch(2, key=None, value=NOOP))
     rows = [json.loads(line) for line in runner.invoke(cli, ["decode", str(m)]).output.splitlines()]
     assert [r["type"] for r in rows] == ["metadata_record", "error"]
-    assert rows[1]["reason"].startswith("cut short, but not the partition's last segment: 20 of the")
+    assert rows[1]["reason"].startswith(
+        "cut short, but not the partition's last segment: the final entry has 20 bytes of the")
     (p.parent / "00000000000000000005.log").write_bytes(kp_batch(5))
     p.write_bytes(kp_batch(0, 2) + kp_batch(2, 3)[:40])
     rows = [json.loads(line) for line in runner.invoke(cli, ["decode", str(p)]).output.splitlines()]
     assert [r["type"] for r in rows] == ["batch", "record", "record", "error"]
-    assert rows[3]["reason"].startswith("cut short, but not the partition's last segment: 40 of the")
+    assert rows[3]["reason"].startswith("cut short, but not the partition's last segment: the final entry has 40 bytes of the")
 
 
 def test_decode_checkpoint_reports_line_of_a_bad_entry(runner: CliRunner, tmp_path: Path) -> None:
