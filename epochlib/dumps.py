@@ -69,6 +69,7 @@ __all__ = [
     "invalid_bytes_line",
     "iter_scala_lines",
     "last_dumped_segments",
+    "rolled_segment_cut",
     "resolve_txn_states",
 ]
 
@@ -128,6 +129,16 @@ def last_dumped_segments(text: str) -> set[str]:
         if folder not in top or base > top[folder][0]:
             top[folder] = (base, path)
     return {p for _, p in top.values()} | alone
+
+
+def rolled_segment_cut(path: str, last: set[str]) -> str | None:
+    """Why kafka-dump-log's invalid bytes at the end of the log segment ``path`` are lost bytes, not a live copy's cut
+    (a later segment of its folder is in the dump: ``path`` is not in ``last``, :func:`last_dumped_segments`); None
+    when they can be that cut (or ``path`` is no log segment)."""
+    if segment_base_offset(path) is None or path in last:
+        return None
+    return ("cut short, but not the partition's last segment (a later segment of its folder is in the dump; Kafka "
+            "never appends to a rolled segment: bytes lost)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -906,9 +917,9 @@ def _invalid_bytes_item(i: int, line: str, file: str | None, last: set[str], at_
     n, name = invalid_bytes_line(stripped) or (0, "")
     if file is None or not at_end:
         return _err(i, "invalid-bytes line that does not end a dumped file's section", line)
-    if segment_base_offset(file) is not None and file not in last:
-        return _err(i, f"{stripped}: cut short, but not the partition's last segment (a later segment of its folder "
-                       "is in the dump; Kafka never appends to a rolled segment: bytes lost)", line)
+    rolled = rolled_segment_cut(file, last)
+    if rolled is not None:
+        return _err(i, f"{stripped}: {rolled}", line)
     return DumpTail(i, n, None, name)
 
 

@@ -57,7 +57,7 @@ from .summary import REPORT_TABLES, SEVERITIES, Coverage, input_roots, report_ro
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["partitions_text", "partitions_without_lineage", "render_html_report", "write_html_report"]
+__all__ = ["partitions_text", "render_html_report", "write_html_report"]
 
 #: Findings listed in "Top findings" (the rest are counted in the summary table).
 TOP_FINDINGS = 100
@@ -118,20 +118,6 @@ def write_html_report(
     return out
 
 
-def partitions_without_lineage(
-    config: Config,
-    date_from: dt.date,
-    date_to: dt.date,
-    partitions: Iterable[tuple[str, int]],
-    *,
-    spark: SparkSession | None = None,
-) -> list[tuple[str, int]]:
-    """The requested ``partitions`` with no replica snapshot in ``epoch_lineage`` for the range (or no such
-    table): their lineage section can only say so, and the CLI says it on stderr too (a typo in
-    ``--partition`` must not pass unnoticed)."""
-    return [(t, p) for t, p in partitions if not _load_lanes(config, date_from, date_to, t, p, spark)]
-
-
 #: Findings listed per partition by :func:`partitions_text` (the rest are counted: ``findings`` lists them all).
 MAX_PARTITION_FINDINGS = 20
 
@@ -147,8 +133,9 @@ def partitions_text(
     """What ``report --partition`` prints in the terminal: for each requested partition, its findings in the range
     (most severe first) and its epoch lineage across replicas (the HTML chart's data table: one line per broker and
     snapshot, the last :data:`MAX_SNAPSHOT_GROUPS` snapshot times), with the offsets replicas of one snapshot assign
-    to different epochs. Also returns the partitions with no snapshot in ``epoch_lineage`` for the range (as
-    :func:`partitions_without_lineage`). Each line is :func:`~epochlib.incidents.printable`."""
+    to different epochs. Also returns the partitions with no snapshot in ``epoch_lineage`` for the range (or no such
+    table), which the CLI says on stderr too: a typo in ``--partition`` must not pass unnoticed. Each line is
+    :func:`~epochlib.incidents.printable`."""
     from epochlib.incidents import printable
 
     order = {s: i for i, s in enumerate(SEVERITIES)}

@@ -40,7 +40,7 @@ from typing import Any
 
 from .._schema import FieldSpec, MessageSpec
 from .._wire import Buffer
-from ..dumps import DumpTail, invalid_bytes_line, last_dumped_segments
+from ..dumps import DumpTail, invalid_bytes_line, last_dumped_segments, rolled_segment_cut
 from ..errors import DecodeError
 from ..records import BadBatch, iter_batches, segment_base_offset
 from .codec import (
@@ -189,10 +189,9 @@ def _invalid_bytes(s: str, n: int, line: str, section: DumpFile | None, last_log
     is_log = section.kind == "log" or (section.kind == "unknown" and segment_base_offset(section.path) is not None)
     if not is_log:  # a snapshot is written whole: a cut one is damaged, as in the bytes
         return MetadataError(n, "line", s, line.encode()[:4096])
-    if segment_base_offset(section.path) is not None and section.path not in last_logs:
-        return MetadataError(n, "line", f"{s}: cut short, but not the partition's last segment (a later segment of "
-                             "its folder is in the dump; Kafka never appends to a rolled segment: bytes lost)",
-                             line.encode()[:4096])
+    rolled = rolled_segment_cut(section.path, last_logs)
+    if rolled is not None:
+        return MetadataError(n, "line", f"{s}: {rolled}", line.encode()[:4096])
     return DumpTail(n, m[0], None, m[1])
 
 

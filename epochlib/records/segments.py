@@ -121,8 +121,7 @@ def _not_a_beginning(buf: Buffer, pos: int, length: int, offset_range: tuple[int
     if length >= HEADER_SIZE_UP_TO_MAGIC and buf[pos + 16] not in _MIN_SIZE:
         return f"magic {buf[pos + 16]}"
     if offset_range is not None and length >= 8:
-        offset = _ENTRY.unpack_from(buf, pos)[0] if length >= LOG_OVERHEAD else int.from_bytes(buf[pos:pos + 8], "big",
-                                                                                            signed=True)
+        offset = int.from_bytes(buf[pos:pos + 8], "big", signed=True)
         if not offset_range[0] <= offset <= offset_range[1]:
             return (f"base offset {offset} outside the segment's range [{offset_range[0]}, "
                     f"{offset_range[0]}+2^31-1]")
@@ -149,26 +148,31 @@ def _stop(
         if _zero_fill(buf, pos):
             return None
         if problem == "torn":
-            inside = _whole_batch_inside(buf, pos + 1, pos + length)
-            foreign = _not_a_beginning(buf, pos, length, offset_range) if inside is None else None
-            if foreign is not None:
-                reason = (f"{length} bytes at the end of the file that cannot begin a batch ({foreign}): damaged "
-                          "or foreign bytes, not a copy's cut")
-                return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
-            if inside is None:
-                whole = length >= HEADER_SIZE_UP_TO_MAGIC  # the header is there: its size field announces the length
-                announced = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1] if whole else None
-                if last_segment:
-                    return IncompleteTail(base_position + pos, length, announced)
-                of = f" of the {announced} its size field announces" if announced is not None else ""
-                reason = (f"cut short, but not the partition's last segment: the final entry has {length} bytes{of}, "
-                          "at the end of a rolled segment, which Kafka never appends to (bytes lost, not a live copy's "
-                          "cut)")
-                return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
-            reason = (f"entry size beyond the file's end, but a whole batch starts {inside - pos} bytes into it: a "
-                      f"damaged size field, not a copy's cut ({length} bytes unreadable)")
-            return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+            return _cut_at_end(buf, pos, length, base_position, last_segment, offset_range)
     reason = f"torn tail: {length} bytes" if problem == "torn" else problem
+    return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+
+
+def _cut_at_end(buf: Buffer, pos: int, length: int, base_position: int, last_segment: bool,
+                offset_range: tuple[int, int] | None) -> BadBatch | IncompleteTail:
+    """An entry the file ends inside (:func:`_stop`): a live copy's cut (:class:`IncompleteTail`), or why not."""
+    inside = _whole_batch_inside(buf, pos + 1, pos + length)
+    if inside is not None:
+        reason = (f"entry size beyond the file's end, but a whole batch starts {inside - pos} bytes into it: a "
+                  f"damaged size field, not a copy's cut ({length} bytes unreadable)")
+        return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+    foreign = _not_a_beginning(buf, pos, length, offset_range)
+    if foreign is not None:
+        reason = (f"{length} bytes at the end of the file that cannot begin a batch ({foreign}): damaged or foreign "
+                  "bytes, not a copy's cut")
+        return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+    whole = length >= HEADER_SIZE_UP_TO_MAGIC  # the header is there: its size field announces the length
+    announced = LOG_OVERHEAD + _ENTRY.unpack_from(buf, pos)[1] if whole else None
+    if last_segment:
+        return IncompleteTail(base_position + pos, length, announced)
+    of = f" of the {announced} its size field announces" if announced is not None else ""
+    reason = (f"cut short, but not the partition's last segment: the final entry has {length} bytes{of}, at the end "
+              "of a rolled segment, which Kafka never appends to (bytes lost, not a live copy's cut)")
     return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
 
 

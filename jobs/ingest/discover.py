@@ -45,6 +45,7 @@ from functools import lru_cache
 
 from epochlib.checkpoint import parse_partition_dir_name
 from epochlib.errors import DecodeError
+from epochlib.records import segment_base_offset
 from jobs.fs import FileEntry, list_files, resolve
 
 __all__ = ["InputFile", "Inventory", "Skipped", "classify_logdirs", "classify_metadata", "classify_offsets",
@@ -131,16 +132,14 @@ def mark_last_segments(files: list[InputFile], forms: Iterable[str] = (SEGMENT,)
     """``files`` with :attr:`InputFile.last_segment` set on every segment (form in ``forms``): True on the one with
     the highest base offset (file name) of each folder, False on the others (rolled segments). Empty segment files
     must be in ``files`` too: a newly rolled active segment may still be empty, and the one before it is rolled."""
+    bases = [segment_base_offset(f.name) if f.form in forms and f.name else None for f in files]
     top: dict[str, int] = {}
-    seg = [f for f in files if f.form in forms and f.name and _SEGMENT.fullmatch(f.name)]
-    for f in seg:
-        folder = f.source.rsplit("/", 1)[0]
-        base = int(f.name[:20])
-        top[folder] = max(top.get(folder, base), base)
-    if not seg:
-        return files
-    return [replace(f, last_segment=int(f.name[:20]) == top[f.source.rsplit("/", 1)[0]])
-            if f.form in forms and f.name and _SEGMENT.fullmatch(f.name) else f for f in files]
+    for f, base in zip(files, bases, strict=True):
+        if base is not None:
+            folder = f.source.rsplit("/", 1)[0]
+            top[folder] = max(top.get(folder, base), base)
+    return [f if base is None else replace(f, last_segment=base == top[f.source.rsplit("/", 1)[0]])
+            for f, base in zip(files, bases, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)
