@@ -9,7 +9,8 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
 0     success (findings are data, not failures)
 1     unexpected failure (a bug: rerun with ``--debug`` for the traceback)
 2     usage or configuration error (bad flag, bad config, invalid date range)
-3     an input path is missing or unreadable; ``report``/``findings``: no table, unknown cluster, or
+3     an input path is missing or unreadable; ``decode``: nothing decoded from the file (every unit an error);
+      ``report``/``findings``: no table, unknown cluster, or
       the output location cannot be reached; ``report``: no finished run covers the range;
       ``report --partition``: no snapshot of it in the range
 4     a table could not be written or read
@@ -552,7 +553,11 @@ def _clear_previous_demo(root: Path, say: Callable[[str], None]) -> None:
 @click.option("--broker-port", "broker_ports", type=int, multiple=True, help="Broker port in pcap files (9092).")
 @_guarded
 def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_ports: tuple[int, ...]) -> None:
-    """Print any supported file as JSON lines: one per batch, record, entry or observation."""
+    """Print any supported file as JSON lines: one per batch, record, entry or observation.
+
+    Units that cannot be decoded are {"type": "error"} lines, and decoding goes on (exit 0). Exit 3 when the file
+    is missing or unreadable, of no kind epoch-audit knows, or when nothing at all could be decoded from it (every
+    unit an error: the error lines are printed, then one line on stderr), so that a script can tell."""
     from .decode import decode_path, to_json
 
     if not Path(path).is_file():  # a missing input is exit 3, as for `run` (click's own check says 2)
@@ -561,14 +566,24 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
     if problem:  # and an unreadable one, as for `run`
         raise InputError(f"input file cannot be read ({problem}): {path}")
 
+    decoded, errors, first_error = 0, 0, {}  # rows decoded, error rows, the first of them
     try:
         rows = decode_path(path, kind=kind, offsets_decoder=offsets_decoder, broker_ports=broker_ports or (9092,))
         for row in rows:
             sys.stdout.write(to_json(row) + "\n")
+            if row.get("type") == "error":
+                errors += 1
+                first_error = first_error or row
+            elif row.get("type") != "info":
+                decoded += 1
     except ValueError as exc:
         raise InputError(str(exc)) from None
     except (PermissionError, FileNotFoundError) as exc:  # gone or locked since the check: as above
         raise InputError(f"input file cannot be read ({exc.strerror or exc}): {path}") from None
+    if errors and not decoded:  # a file of garbage, or of the wrong kind: a script piping decode must see it
+        raise InputError(f"nothing decoded from {path}: {errors:,} error line{'s' if errors != 1 else ''}, the first "
+                         f"({first_error.get('unit')}, position {first_error.get('position')}): "
+                         f"{first_error.get('reason')}")
     # `| head` closing the pipe (BrokenPipeError) is a normal end: the command guard exits 0 quietly
 
 

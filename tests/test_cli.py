@@ -321,9 +321,35 @@ def test_decode_checkpoint_reports_line_of_a_bad_entry(runner: CliRunner, tmp_pa
     p = tmp_path / "leader-epoch-checkpoint"
     p.write_text(format_leader_epoch_checkpoint([(0, 0), (2, 10)]).replace("2 10", "2 ten"))
     res = runner.invoke(cli, ["decode", str(p)])
-    assert res.exit_code == 0
-    row = json.loads(res.output)
+    assert res.exit_code == EXIT_INPUT  # its one unit (the file) is an error: nothing decoded
+    row = json.loads(res.stdout)
     assert row["type"] == "error" and row["unit"] == "line" and row["position"] == 4
+
+
+def test_decode_exits_3_when_nothing_at_all_could_be_decoded(runner: CliRunner, tmp_path: Path) -> None:
+    """A script piping ``decode`` must tell a file of garbage (or of the wrong kind) from one that decoded: every
+    unit an error is exit 3, the error lines still printed and one line on stderr naming the file; one good unit
+    among bad ones is exit 0 (the errors are the data, as for a run's quarantine)."""
+    seg = tmp_path / "orders-0" / "00000000000000000000.log"
+    seg.parent.mkdir()
+    seg.write_bytes(b"\xbd" * 2000)  # no batch can begin with these bytes
+    lines = tmp_path / "dump.jsonl"
+    lines.write_text('{"a": 1}\nnot json\n{"key": "!!"}\n')
+    for path, n in ((seg, 1), (lines, 3)):
+        res = runner.invoke(cli, ["decode", str(path)])
+        assert res.exit_code == EXIT_INPUT, res.output
+        assert [json.loads(x)["type"] for x in res.stdout.splitlines()] == ["error"] * n
+        assert res.stderr.count("\n") == 1 and res.stderr.startswith(f"epoch-audit: error: nothing decoded from {path}: ")
+    assert "3 error lines, the first (line, position 1): neither a capture line" in runner.invoke(
+        cli, ["decode", str(lines)]).stderr
+    seg.write_bytes(kp_batch(0) + b"\xbd" * 2000)  # one batch decodes: the error line is data
+    res = runner.invoke(cli, ["decode", str(seg)])
+    assert res.exit_code == 0 and [json.loads(x)["type"] for x in res.stdout.splitlines()] == ["batch", "record", "error"]
+    assert res.stderr == ""
+    empty = tmp_path / "t-0" / "00000000000000000000.log"  # an empty segment (a new active one): no error, exit 0
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    assert runner.invoke(cli, ["decode", str(empty)]).exit_code == 0
 
 
 def test_decode_unknown_file_is_input_error(runner: CliRunner, tmp_path: Path) -> None:
