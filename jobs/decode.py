@@ -6,7 +6,8 @@ pcap/pcapng, Parquet/JSONL offset dumps and the tools' text dumps, and the KRaft
 (``__cluster_metadata-0`` segments, ``<end>-<epoch>.checkpoint`` snapshots, ``bootstrap.checkpoint``,
 ``--cluster-metadata-decoder`` text: one ``metadata_record``/``control_record`` line per record). One JSON object per
 batch / record / entry / observation; anything undecodable is an ``{"type": "error", ...}``
-line with its position, and decoding goes on. What is decoded but worth knowing — bytes after a
+line with its position, and decoding goes on (a Parquet file without ``key``/``value`` columns, or no Parquet at
+all, is one such line for the whole file). What is decoded but worth knowing — bytes after a
 complete MetadataResponse body or ``__consumer_offsets`` key/value (ignored, as Kafka's clients and
 tools do), or a value version above the newest known one (read with the newest layout) — gets an
 ``{"type": "info", "unit", "position", "reason"}`` line right after the unit it concerns; so does a
@@ -340,18 +341,41 @@ def _jsonl(data: bytes) -> Iterator[dict[str, Any]]:
             yield {"type": "error", "unit": "line", "position": n, "reason": str(e)}
 
 
+#: What a Parquet dump must be (the run quarantines any other file as one unit, with the same words).
+PARQUET_EXPECTED = "not a readable key/value Parquet dump (expected Parquet with key and value columns, as Spark's " \
+                   "Kafka source writes)"
+
+
 def _parquet(path: Path) -> Iterator[dict[str, Any]]:
+    """A Parquet dump's rows as records; a file that is not one (not Parquet at all, no key/value columns) is one
+    error line saying what was expected, and a row group that cannot be read ends the file with one."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(path)
+    try:
+        pf = pq.ParquetFile(path)
+        names = set(pf.schema_arrow.names)
+        if not {"key", "value"} <= names:
+            raise ValueError(f"no key/value columns (has {', '.join(sorted(names)) or 'none'})")
+    except (pa.ArrowException, ValueError) as e:  # pyarrow's own words, after ours: "Parquet magic bytes not found…"
+        yield {"type": "error", "unit": "file", "position": 0, "reason": f"{PARQUET_EXPECTED}: {_first_line(e)}"}
+        return
     row = 0
-    for batch in pf.iter_batches(batch_size=10_000):
-        cols = batch.to_pydict()
-        for i in range(batch.num_rows):
-            key, value = cols.get("key", [None] * batch.num_rows)[i], cols.get("value", [None] * batch.num_rows)[i]
-            rec = {"type": "record", "row": row, "partition": cols.get("partition", [None] * batch.num_rows)[i],
-                   "offset": cols.get("offset", [None] * batch.num_rows)[i],
-                   **_coordinator_fields(key, value)}
-            yield rec
-            yield from _coordinator_notes(rec, "row", row)
-            row += 1
+    try:
+        # row group by row group: the rows before a damaged one are printed
+        for batch in (b for g in range(pf.num_row_groups) for b in pf.iter_batches(batch_size=10_000, row_groups=[g])):
+            cols = batch.to_pydict()
+            for i in range(batch.num_rows):
+                rec = {"type": "record", "row": row, "partition": cols.get("partition", [None] * batch.num_rows)[i],
+                       "offset": cols.get("offset", [None] * batch.num_rows)[i],
+                       **_coordinator_fields(cols["key"][i], cols["value"][i])}
+                yield rec
+                yield from _coordinator_notes(rec, "row", row)
+                row += 1
+    except (pa.ArrowException, OSError) as e:  # a damaged row group: the rest of the file is one bad unit, as a run has it
+        yield {"type": "error", "unit": "row", "position": row,
+               "reason": f"unreadable Parquet data after row {row}: {_first_line(e)}"}
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -407,3 +407,42 @@ def test_input_urls_are_left_to_the_reader_and_local_paths_are_checked(tmp_path:
     with pytest.raises(InputError, match="does not exist"):
         cli_mod._check_inputs(Config(cluster="c", inputs=Inputs(offsets=str(tmp_path / "nowhere")),
                                      output=Output(root=str(tmp_path))))
+
+
+def test_decode_of_a_file_that_is_no_parquet_dump_says_what_was_expected(runner: CliRunner, tmp_path: Path) -> None:
+    """A garbage ``.parquet`` exited 3 with pyarrow's bare "Parquet magic bytes not found in footer…" (no file named),
+    a Parquet file without key/value columns printed one "record has no key" row per row, and a damaged row group
+    ended decoding with pyarrow's exception: each is now an error line saying what was expected, as the run
+    quarantines it, and the file's rows before a damaged row group are printed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    garbage = tmp_path / "dump.parquet"
+    garbage.write_bytes(b"not parquet at all")
+    res = runner.invoke(cli, ["decode", str(garbage)])
+    assert res.exit_code == EXIT_INPUT and res.stdout.startswith('{"type":"error"'), res.output
+    row = json.loads(res.stdout)
+    assert (row["type"], row["unit"], row["position"]) == ("error", "file", 0)
+    assert row["reason"].startswith("not a readable key/value Parquet dump (expected Parquet with key and value "
+                                    "columns, as Spark's Kafka source writes): Parquet magic bytes not found")
+    assert res.stderr.count("\n") == 1 and f"nothing decoded from {garbage}: " in res.stderr and row["reason"] in res.stderr
+
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), other)
+    res = runner.invoke(cli, ["decode", str(other)])
+    assert res.exit_code == EXIT_INPUT and json.loads(res.stdout)["reason"].endswith(": no key/value columns (has a)")
+
+    key = coordinator.encode_offset_commit_key("g", "orders", 3)
+    value = coordinator.encode_offset_commit_value(42, leader_epoch=5, commit_timestamp=1_700_000_000_000)
+    dump = tmp_path / "two-groups.parquet"
+    pq.write_table(pa.table({"key": [key] * 20, "value": [value] * 20, "offset": list(range(20))}), dump,
+                   row_group_size=10)
+    data = bytearray(dump.read_bytes())
+    at = pq.ParquetFile(dump).metadata.row_group(1).column(0).data_page_offset
+    data[at + 20:at + 200] = b"\xff" * 180  # the second row group's first page
+    dump.write_bytes(bytes(data))
+    res = runner.invoke(cli, ["decode", str(dump)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in res.stdout.splitlines()]
+    assert [r["type"] for r in rows] == ["record"] * 10 + ["error"]
+    assert rows[-1]["position"] == 10 and rows[-1]["reason"].startswith("unreadable Parquet data after row 10: ")
