@@ -33,7 +33,7 @@ from epochlib.kraft import dumptext as kraft_dump
 from epochlib.kraft import snapshot as kraft_snapshot
 from jobs.ingest.metadata import LINE_ERRORS, parse_capture_line
 
-__all__ = ["detect_kind", "decode_path", "to_json"]
+__all__ = ["capture_time", "detect_kind", "decode_path", "to_json"]
 
 _SEGMENT = re.compile(r"^\d{20}\.log$")
 _OFFSET_CHECKPOINTS = {
@@ -282,7 +282,12 @@ def _pcap(data: bytes, broker_ports: tuple[int, ...]) -> Iterator[dict[str, Any]
         if isinstance(item, pcap.CaptureError):
             yield {"type": "error", "unit": item.unit, "position": item.position, "reason": item.reason}
             continue
-        base = {"ts": item.ts, "client": item.client, "broker": item.broker, "client_id": item.client_id,
+        ts = capture_time(item.ts)
+        if ts is None:  # as a run quarantines the frame
+            yield {"type": "error", "unit": "frame", "position": item.frame_index,
+                   "reason": f"capture time {item.ts!r:.40} is outside 0001-01-01..9999-12-31"}
+            continue
+        base = {"ts": ts, "client": item.client, "broker": item.broker, "client_id": item.client_id,
                 "api_key": item.api_key, "api_version": item.api_version,
                 "correlation_id": item.correlation_id, "frame": item.frame_index}
         if item.api_key != protocol.METADATA:
@@ -300,6 +305,19 @@ def _pcap(data: bytes, broker_ports: tuple[int, ...]) -> Iterator[dict[str, Any]
         from .ingest.metadata import PORT_HINT_TOP, no_exchange_reason
 
         yield _info("file", 0, no_exchange_reason(broker_ports, pcap.tcp_ports(data, top=PORT_HINT_TOP)))
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def capture_time(seconds: float) -> str | None:
+    """A pcap packet's time (epoch seconds) as the ``ts`` of decode's JSON lines: ISO-8601 UTC to the microsecond,
+    as capture JSONL lines spell theirs (``2024-03-04T00:03:14.956123Z``); None when no date can hold it."""
+    try:
+        t = _EPOCH + dt.timedelta(microseconds=round(seconds * 1_000_000))
+    except (OverflowError, ValueError):  # inf, nan, or beyond 0001..9999
+        return None
+    return t.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _b64(v: Any) -> bytes | None:

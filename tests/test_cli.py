@@ -446,3 +446,25 @@ def test_decode_of_a_file_that_is_no_parquet_dump_says_what_was_expected(runner:
     rows = [json.loads(x) for x in res.stdout.splitlines()]
     assert [r["type"] for r in rows] == ["record"] * 10 + ["error"]
     assert rows[-1]["position"] == 10 and rows[-1]["reason"].startswith("unreadable Parquet data after row 10: ")
+
+
+def test_decode_of_a_pcap_prints_its_capture_times_as_iso_to_the_microsecond(runner: CliRunner, tmp_path: Path) -> None:
+    """A capture JSONL line's ``ts`` is printed as the line spells it (ISO-8601), a pcap's was float seconds
+    (``1709510594.956123``): the same field now reads the same way, in UTC to the capture's microsecond; a packet time
+    no date can hold is an error line, as the run quarantines that frame."""
+    from test_pcap import _capture, metadata_request, metadata_response
+
+    c, b = ("10.0.0.9", 50001), ("10.0.0.1", 9092)
+    p = tmp_path / "cap.pcapng"
+    p.write_bytes(_capture([(1_709_510_594.000001, *c, *b, metadata_request(1, 7)),
+                            (1_709_510_594.956123, *b, *c, metadata_response(1, 7)),
+                            (1_709_510_595.0, *c, *b, metadata_request(1, 8)),
+                            (1e12, *b, *c, metadata_response(1, 8))], pcapng=True))  # 64-bit times
+    res = runner.invoke(cli, ["decode", str(p)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in res.stdout.splitlines()]
+    assert rows[0]["ts"] == "2024-03-04T00:03:14.956123Z"
+    assert [r["type"] for r in rows] == ["metadata_observation"] * 3 + ["error"]
+    assert {r["ts"] for r in rows[:3]} == {"2024-03-04T00:03:14.956123Z"}
+    assert dt.datetime.fromisoformat(rows[0]["ts"]) == dt.datetime(2024, 3, 4, 0, 3, 14, 956123, tzinfo=dt.timezone.utc)
+    assert rows[3]["unit"] == "frame" and rows[3]["reason"].startswith("capture time 1000000000000.0 is outside ")
