@@ -13,7 +13,8 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
       ``report``/``findings``: no table, unknown cluster, or
       the output location cannot be reached; ``report``: no finished run covers the range;
       ``report --partition``: no snapshot of it in the range
-4     a table could not be written or read
+4     a table could not be written or read (``report``/``findings``: one there whose Delta log or a data file is
+      damaged or missing)
 5     ``--fail-on SEVERITY``: findings at or above it exist
 6     ``--fail-on-no-input``: a configured input yielded nothing (run status ``no_input`` or ``partial``
       because of days without rows)
@@ -669,7 +670,7 @@ def report(conf: str | None, output_root: str | None, cluster: str | None, date_
     """Summarise the findings of a date range (and optionally write an HTML report).
 
     Exits 3 when the location has no report tables, the cluster has no run there, or the location
-    cannot be reached."""
+    cannot be reached; 4 when a table there cannot be read (a damaged Delta log or data file)."""
     from .config import parse_date_range
     from .summary import format_coverage, format_summary, run_coverage
 

@@ -74,19 +74,18 @@ JUDGED_BY_UNITS: frozenset[str] = frozenset({"cluster_metadata"})
 
 def clusters_with_runs(config: Config) -> set[str] | None:
     """The clusters with runs in ``audit_runs`` (None when that table cannot be read without Spark; none when
-    there is no such table: report tables without it are a run stopped before its end, not a finished one)."""
-    from .errors import NoTableError, SinkError
-    from .sink import read_table_arrow
+    there is no such table: report tables without it are a run stopped before its end, not a finished one).
+
+    Raises:
+        InputError, SinkError: as :func:`jobs.sink.read_stored_table` — a damaged ``audit_runs`` is said, not read
+            as "any cluster" (a mistyped one then passed for "no findings").
+    """
+    from .sink import read_stored_table
 
     if config.output.root is None:
         return None
-    try:
-        runs = read_table_arrow("audit_runs", config)
-    except NoTableError:
-        return set()
-    except SinkError:
-        return None
-    return set(runs.column("cluster").to_pylist())
+    runs = read_stored_table("audit_runs", config, columns=["cluster"])
+    return set() if runs is None else set(runs.column("cluster").to_pylist())
 
 
 def no_run_of_cluster(config: Config, clusters: set[str] | None) -> str:

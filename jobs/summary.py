@@ -4,7 +4,8 @@ and the rows of ``epoch-audit findings``.
 Findings are few compared with the evidence, so the gold tables are read through delta-rs into
 Arrow (filtered by cluster and ``event_date`` partitions) without Spark. A table that does not exist
 is noted (``Summary.missing``); a location that cannot be reached (object store down, bad
-credentials) raises :class:`~jobs.errors.InputError` instead of passing for "no findings".
+credentials) raises :class:`~jobs.errors.InputError`, and a table that is there but cannot be read (a damaged
+Delta log or data file) :class:`~jobs.errors.SinkError`, instead of passing for "no findings".
 
 The findings are also grouped into incidents (:func:`epochlib.incidents.group_incidents`): the terminal
 summary lists them, the JSON summary (:func:`jobs.alerts.run_document`) carries them with their re-check
@@ -24,7 +25,6 @@ import pyarrow as pa
 from epochlib.incidents import Incident, group_incidents, iso, printable
 
 from .config import Config
-from .errors import InputError
 from .runlog import spans
 
 __all__ = [
@@ -105,21 +105,12 @@ def load_findings(config: Config, report: str, date_from: dt.date, date_to: dt.d
     """The findings of one report table in the range, or None when the table does not exist.
 
     Raises:
-        InputError: the output location cannot be reached or read (not the same as "no table yet").
+        InputError: the output location cannot be reached (not the same as "no table yet").
+        SinkError: the table is there but cannot be read (a damaged Delta log or data file): not "no findings".
     """
-    from .errors import SinkError
-    from .sink import read_table_arrow
+    from .sink import read_stored_table
 
-    try:
-        return read_table_arrow(report, config, cluster=config.cluster, date_range=(date_from, date_to))
-    except SinkError as exc:
-        # The sink says "no Delta table" for a missing one, and chains the store's error when it could
-        # not even look (connection refused, access denied): that must not read as "no findings".
-        if exc.__cause__ is not None:
-            first = str(exc.__cause__).strip().splitlines()[0] if str(exc.__cause__).strip() else ""
-            where = config.output.table_location(report)
-            raise InputError(f"cannot reach {where}: {type(exc.__cause__).__name__}: {first}") from None
-        return None
+    return read_stored_table(report, config, cluster=config.cluster, date_range=(date_from, date_to))
 
 
 def finding_subject(row: dict[str, Any]) -> str:
@@ -241,16 +232,18 @@ class Coverage:
 
 def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Coverage | None:
     """Which days of the range the cluster's finished runs covered, as each day's latest run recorded them; None
-    when ``audit_runs`` cannot be read without Spark (catalog tables) or does not exist."""
-    from .errors import NoTableError, SinkError
+    when ``audit_runs`` cannot be read without Spark (catalog tables) or does not exist.
+
+    Raises:
+        InputError, SinkError: as :func:`jobs.sink.read_stored_table` (unreachable; there but unreadable).
+    """
     from .runlog import no_input_on, unit_count
-    from .sink import read_table_arrow
+    from .sink import read_stored_table
 
     if config.output.root is None:
         return None
-    try:
-        runs = read_table_arrow("audit_runs", config)
-    except (NoTableError, SinkError):
+    runs = read_stored_table("audit_runs", config)
+    if runs is None:
         return None
     rows = [r for r in runs.to_pylist() if r["cluster"] == config.cluster and r["status"] not in (None, "failed")
             and r["range_from"] is not None and r["range_to"] is not None

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from jobs import cli as cli_mod
 from jobs import schemas
-from jobs.cli import EXIT_FINDINGS, EXIT_INPUT, EXIT_USAGE, cli
+from jobs.cli import EXIT_FINDINGS, EXIT_INPUT, EXIT_SINK, EXIT_USAGE, cli
 from jobs.config import Config, Output, load_config
 from jobs.runlog import RunContext, audit_run_table
 from jobs.sink import write_small
@@ -228,6 +228,41 @@ def test_report_on_an_unreachable_store_is_cannot_reach_not_no_table(runner: Cli
     assert res.exit_code == EXIT_INPUT, res.output
     assert "cannot reach s3://audit-bucket/epoch/" in res.output and "no table" not in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def _damage(root: Path, how: str) -> str:
+    """Damage one table under ``root`` as a disk, a copy or a person can; returns the table's name."""
+    log = root / ("audit_runs" if how == "missing checkpoint" else "stale_metadata") / "_delta_log"
+    first = log / "00000000000000000000.json"
+    if how == "garbage commit":
+        first.write_text("garbage\n")
+    elif how == "truncated commit":
+        last = sorted(log.glob("*.json"))[-1]
+        last.write_bytes(last.read_bytes()[:100])
+    elif how == "missing checkpoint":  # _last_checkpoint names a checkpoint that is not there
+        (log / "_last_checkpoint").write_text('{"version":0,"size":3}')
+    else:  # a data file the log names, deleted
+        next(log.parent.rglob("*.parquet")).unlink()
+    return log.parent.name
+
+
+@pytest.mark.parametrize("how", ["garbage commit", "truncated commit", "missing checkpoint", "missing data file"])
+@pytest.mark.parametrize("command", ["report", "findings"])
+def test_a_table_that_is_there_but_cannot_be_read_is_exit_4_naming_it(runner: CliRunner, tmp_path: Path,
+                                                                      command: str, how: str) -> None:
+    """A damaged Delta log read as "cannot reach …" (exit 3, a store problem), a missing data file as an unexpected
+    failure (exit 1), and a damaged audit_runs was skipped (a mistyped cluster then read as "no findings"): a table
+    that is there but cannot be read is exit 4, one line naming the table and the reason (README's exit codes)."""
+    write_findings(tmp_path / "t")
+    table = _damage(tmp_path / "t", how)
+    res = runner.invoke(cli, [command, "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1"])
+    assert res.exit_code == EXIT_SINK, res.output
+    assert res.stderr.count("\n") == 1 and res.stdout == ""
+    assert res.stderr.startswith(f"epoch-audit: error: table {table} at {tmp_path / 't' / table} cannot be read: ")
+    assert "cannot reach" not in res.stderr
+    reason = {"garbage commit": "DeltaError: Kernel error: Json error", "truncated commit": "DeltaError: Kernel error",
+              "missing checkpoint": "_last_checkpoint", "missing data file": "FileNotFoundError: "}[how]
+    assert reason in res.stderr
 
 
 def test_report_summary_names_subjects_and_fail_on(runner: CliRunner, tmp_path: Path) -> None:

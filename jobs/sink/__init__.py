@@ -62,7 +62,8 @@ without it, Spark cannot read the Delta log, so the file list comes from delta-r
 those Parquet files (``spark.read.schema(...).parquet(*files)``), one read per partition with the
 partition values added as literals (partition columns are not stored in Delta data files). Tables with
 deletion vectors (only delta-spark writes them) cannot be read this way and raise :class:`SinkError`.
-:func:`read_table_arrow` reads through delta-rs alone (tests, small tables).
+:func:`read_table_arrow` reads through delta-rs alone (tests, small tables); :func:`read_stored_table` does for
+``report``/``findings``, telling a table that cannot be read (exit 4) from a location that cannot be reached (3).
 
 Modules: :mod:`._target` (where a table is, options and result types, back-end choice),
 :mod:`._write` (the verbs), :mod:`._delta_spark`, :mod:`._staged` (the delta-rs commit path),
@@ -73,7 +74,7 @@ staging folder), :mod:`._read`, :mod:`._fit` (schema fitting); locations go thro
 from __future__ import annotations
 
 from ._lease import running_as
-from ._read import read_table, read_table_arrow, table_files
+from ._read import read_stored_table, read_table, read_table_arrow, table_files
 from ._staged import STAGING_DIR
 from ._target import Backend, FileSource, HeldRows, Mode, SinkOptions, SinkResult, table_location
 from ._write import adopts_files, write_small, write_table
@@ -87,6 +88,7 @@ __all__ = [
     "Mode",
     "SinkOptions",
     "SinkResult",
+    "read_stored_table",
     "read_table",
     "read_table_arrow",
     "table_files",

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["DataFile", "TableFiles", "read_partition_files", "read_table", "read_table_arrow", "table_files"]
+__all__ = ["DataFile", "TableFiles", "read_partition_files", "read_stored_table", "read_table", "read_table_arrow",
+           "table_files"]
 
 
 def read_table(
@@ -191,6 +192,46 @@ def read_table_arrow(
     # arrow#34314) - 3 in 20 CLI runs here did. These reads are small (findings, tests).
     cols = None if columns is None else list(columns)
     return dtable.to_pyarrow_dataset().to_table(columns=cols, filter=wanted, use_threads=False)
+
+
+def read_stored_table(
+    table: str,
+    config: Config,
+    *,
+    cluster: str | None = None,
+    date_range: tuple[dt.date | str, dt.date | str] | None = None,
+    columns: Sequence[str] | None = None,
+) -> pa.Table | None:
+    """:func:`read_table_arrow` for the commands that read what runs stored (``report``, ``findings``): None when
+    there is no such table; a table that is there but cannot be read told apart from a location that cannot be
+    reached, since one is a damaged table (exit 4) and the other a store or credentials problem (exit 3).
+
+    Raises:
+        InputError: the location cannot be reached (an object store down, credentials, an endpoint: the store's
+            OSError).
+        SinkError: the table is there but cannot be read, named with the reason: its Delta log is damaged (a
+            truncated or garbage commit file, a checkpoint ``_last_checkpoint`` names that is missing), or a data
+            file the log names is missing or damaged.
+    """
+    from jobs.errors import InputError
+
+    try:
+        return read_table_arrow(table, config, cluster=cluster, date_range=date_range, columns=columns)
+    except NoTableError:
+        return None
+    except SinkError as exc:
+        if exc.__cause__ is None:  # not a failed read (a catalog table: only Spark reads it)
+            raise
+        problem: BaseException = exc.__cause__
+    except (OSError, pa.ArrowException) as exc:  # scanning the data files the log names
+        problem = exc
+    lines = str(problem).strip().splitlines()
+    reason = f"{type(problem).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    where = config.output.table_location(table)
+    if isinstance(problem, OSError) and not isinstance(problem, FileNotFoundError):
+        raise InputError(f"cannot reach {where}: {reason}") from None
+    raise SinkError(f"table {table} at {where} cannot be read: {reason} (its Delta log, or a data file the log "
+                    "names, is damaged or missing)") from None
 
 
 def _live_files(dtable: Any) -> Iterable[dict[str, Any]]:
