@@ -10,8 +10,8 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
 1     unexpected failure (a bug: rerun with ``--debug`` for the traceback)
 2     usage or configuration error (bad flag, bad config, invalid date range)
 3     an input path is missing or unreadable; ``decode``: nothing decoded from the file (every unit an error);
-      ``report``/``findings``: no table, unknown cluster, or
-      the output location cannot be reached; ``report``: no finished run covers the range;
+      ``report``/``findings``: no table, unknown cluster, the output location cannot be reached, or no
+      finished run covers the range;
       ``report --partition``: no snapshot of it in the range
 4     a table could not be written or read (``report``/``findings``: one there whose Delta log or a data file is
       damaged or missing)
@@ -654,6 +654,18 @@ def _known_summary(config: Any, start: Any, end: Any) -> Any:
     return summary
 
 
+def _covered(config: Any, start: Any, end: Any) -> Any:
+    """What ``audit_runs`` says of the range (None for catalog tables or without the table), or exit 3 with one line
+    when no finished run covers any day of it: a date typo must not read as "no findings" (``report``, ``findings``)."""
+    from .summary import run_coverage
+
+    coverage = run_coverage(config, start, end)
+    if coverage is not None and not coverage.runs:
+        raise InputError(f"no finished run of cluster {config.cluster!r} covers {start} .. {end} at "
+                         f"{config.output.table_location('')} (`epoch-audit run` that range first)")
+    return coverage
+
+
 @cli.command()
 @_target_options
 @click.option("--from", "date_from", required=True, metavar="YYYY-MM-DD")
@@ -672,16 +684,13 @@ def report(conf: str | None, output_root: str | None, cluster: str | None, date_
     Exits 3 when the location has no report tables, the cluster has no run there, or the location
     cannot be reached; 4 when a table there cannot be read (a damaged Delta log or data file)."""
     from .config import parse_date_range
-    from .summary import format_coverage, format_summary, run_coverage
+    from .summary import format_coverage, format_summary
 
     start, end = parse_date_range(date_from, date_to, audited=True)
     subjects = [_topic_partition(p) for p in partitions]
     config = _config(conf, "report", output_root=output_root, cluster=cluster)
     summary = _known_summary(config, start, end)
-    coverage = run_coverage(config, start, end)
-    if coverage is not None and not coverage.runs:  # a date typo must not read as "no findings" either
-        raise InputError(f"no finished run of cluster {config.cluster!r} covers {start} .. {end} at "
-                         f"{config.output.table_location('')} (`epoch-audit run` that range first)")
+    coverage = _covered(config, start, end)
     click.echo(format_summary(summary, coverage.not_audited if coverage is not None else ()))
     if coverage is not None:
         click.echo(format_coverage(coverage))
@@ -731,7 +740,10 @@ FINDINGS_FORMATS = ("table", "json", "csv")
 @_guarded
 def findings(conf: str | None, output_root: str | None, cluster: str | None, date_from: str,
              date_to: str | None, severity: str, fmt: str) -> None:
-    """List the findings of a date range, most severe first (exit 3 as for `report`)."""
+    """List the findings of a date range, most severe first.
+
+    Exits 3 as `report` does: no report tables at the location, a cluster with no run there, a location that cannot
+    be reached, or a range no finished run covers; 4 when a table there cannot be read."""
     import csv
     import json
 
@@ -741,6 +753,7 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
     start, end = parse_date_range(date_from, date_to, audited=True)
     config = _config(conf, "findings", output_root=output_root, cluster=cluster)
     _known_summary(config, start, end)
+    _covered(config, start, end)  # an empty listing of a range no run audited would read as "no findings"
     keep = at_least(severity)
     rows = []
     for report_name in REPORT_TABLES:

@@ -281,14 +281,21 @@ def test_report_summary_names_subjects_and_fail_on(runner: CliRunner, tmp_path: 
     assert runner.invoke(cli, [*base, "--fail-on", "error"]).exit_code == EXIT_FINDINGS
 
 
-def test_report_of_a_range_no_run_covered_is_exit_3_not_no_findings(runner: CliRunner, tmp_path: Path) -> None:
-    """A date typo (or a range nobody audited) must not read as "no findings"."""
+@pytest.mark.parametrize("command", ["report", "findings", "findings --format json"])
+def test_report_of_a_range_no_run_covered_is_exit_3_not_no_findings(runner: CliRunner, tmp_path: Path,
+                                                                    command: str) -> None:
+    """A date typo (or a range nobody audited) must not read as "no findings": `findings` printed an empty listing
+    and exited 0 where `report` said so (exit 3); both now say it in the same line. A range that a run covers in part
+    is listed (exit 0)."""
     write_findings(tmp_path / "t")
-    res = runner.invoke(cli, ["report", "--from", "2024-07-03", "--to", "2024-07-05", "--output-root",
-                              str(tmp_path / "t"), "--cluster", "c1"])
+    where = ["--output-root", str(tmp_path / "t"), "--cluster", "c1"]
+    res = runner.invoke(cli, [*command.split(), "--from", "2024-07-03", "--to", "2024-07-05", *where])
     assert res.exit_code == EXIT_INPUT, res.output
-    assert "no finished run of cluster 'c1' covers 2024-07-03 .. 2024-07-05" in res.output
-    assert "no findings" not in res.output
+    assert res.stderr == (f"epoch-audit: error: no finished run of cluster 'c1' covers 2024-07-03 .. 2024-07-05 at "
+                          f"{tmp_path / 't'}/ (`epoch-audit run` that range first)\n")
+    assert res.stdout == ""
+    res = runner.invoke(cli, [*command.split(), "--from", "2024-02-29", "--to", "2024-03-01", *where])
+    assert res.exit_code == 0 and "S1e" in res.stdout, res.output
 
 
 def test_report_prints_the_runs_status_days_without_input_and_quarantine(runner: CliRunner, tmp_path: Path) -> None:
