@@ -235,22 +235,24 @@ def render_html_report(
 
 def _load(config: Config, table: str, start: dt.date, end: dt.date, *, spark: SparkSession | None = None,
           where: Mapping[str, Any] | None = None) -> pa.Table | None:
-    """Rows of ``table`` for the cluster and range (and ``where`` equalities); None when it does not exist."""
-    from .sink import read_table, read_table_arrow
+    """Rows of ``table`` for the cluster and range (and ``where`` equalities); None when it does not exist. A path
+    table that is there but cannot be read raises (:func:`jobs.sink.read_stored_table`): a damaged ``epoch_lineage``
+    is not "no snapshot"."""
+    from .sink import read_stored_table, read_table
+
+    if config.output.root is not None:
+        return read_stored_table(table, config, cluster=config.cluster, date_range=(start, end), where=where)
+    if spark is None:  # catalog tables: only Spark can read them
+        return None
+    from pyspark.sql import functions as F
 
     try:
-        if config.output.root is None:  # catalog tables: only Spark can read them
-            if spark is None:
-                return None
-            from pyspark.sql import functions as F
-
-            df = read_table(spark, table, config, cluster=config.cluster, date_range=(start, end))
-            for col, value in (where or {}).items():
-                df = df.where(F.col(col) == value)
-            return df.toArrow()
-        return read_table_arrow(table, config, cluster=config.cluster, date_range=(start, end), where=where)
+        df = read_table(spark, table, config, cluster=config.cluster, date_range=(start, end))
     except SinkError:
         return None
+    for col, value in (where or {}).items():
+        df = df.where(F.col(col) == value)
+    return df.toArrow()
 
 
 def _rows(table: pa.Table | None, columns: Sequence[str]) -> list[dict[str, Any]]:

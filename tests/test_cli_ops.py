@@ -355,6 +355,27 @@ def test_report_partition_that_is_not_there_says_so_exit_3(runner: CliRunner, tm
     assert "no snapshots of <code>nosuch-9</code>" in (tmp_path / "r.html").read_text()
 
 
+@pytest.mark.parametrize("html", [False, True])
+def test_report_partition_whose_lineage_table_cannot_be_read_is_exit_4_not_no_snapshot(
+        runner: CliRunner, tmp_path: Path, html: bool) -> None:
+    """A damaged `epoch_lineage` read as "no snapshot in epoch_lineage" (exit 3: a typo's message), or, in the HTML
+    page's automatic lineage, as none: it is exit 4 naming the table, as for the report tables."""
+    write_findings(tmp_path / "t")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+    lineage = {f.name: None for f in schemas.arrow_schema("epoch_lineage")}
+    lineage.update(cluster="c1", event_date=DAY, broker=1, snapshot_ts=TS, topic="orders", partition=0,
+                   entries=[{"epoch": 0, "start_offset": 0}], source="broker=1/orders-0/leader-epoch-checkpoint")
+    write_small(pa.Table.from_pylist([lineage], schema=schemas.arrow_schema("epoch_lineage")), "epoch_lineage",
+                config=config, date_range=(DAY, DAY))
+    (tmp_path / "t" / "epoch_lineage" / "_delta_log" / "00000000000000000000.json").write_text("garbage\n")
+    flags = ["--html", str(tmp_path / "r.html")] if html else ["--partition", "orders:0"]
+    res = runner.invoke(cli, ["report", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1",
+                              *flags])
+    assert res.exit_code == EXIT_SINK, res.output
+    assert res.stderr.startswith(f"epoch-audit: error: table epoch_lineage at {tmp_path / 't' / 'epoch_lineage'} "
+                                 "cannot be read: DeltaError: ") and res.stderr.count("\n") == 1
+
+
 def test_report_partition_without_html_prints_its_findings_and_lineage(runner: CliRunner, tmp_path: Path) -> None:
     """`--partition` without `--html` was silently ignored: the operator asked for a partition and got nothing."""
     write_findings(tmp_path / "t")

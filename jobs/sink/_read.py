@@ -200,6 +200,7 @@ def read_stored_table(
     *,
     cluster: str | None = None,
     date_range: tuple[dt.date | str, dt.date | str] | None = None,
+    where: Mapping[str, Any] | None = None,
     columns: Sequence[str] | None = None,
 ) -> pa.Table | None:
     """:func:`read_table_arrow` for the commands that read what runs stored (``report``, ``findings``): None when
@@ -216,7 +217,7 @@ def read_stored_table(
     from jobs.errors import InputError
 
     try:
-        return read_table_arrow(table, config, cluster=cluster, date_range=date_range, columns=columns)
+        return read_table_arrow(table, config, cluster=cluster, date_range=date_range, where=where, columns=columns)
     except NoTableError:
         return None
     except SinkError as exc:
