@@ -32,6 +32,7 @@ def _source_doc(s: SourceStatus) -> dict[str, Any]:
         "days_without_input": [d.isoformat() for d in s.days_without_input],
         "reason": s.reason,
         "rows_kept": s.rows_kept,
+        "quarantine_kept": s.quarantine_kept,
     }
 
 

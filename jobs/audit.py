@@ -12,7 +12,7 @@ import functools
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -283,9 +283,13 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             counts = counts + tuple(SourceCounts(k, "file", 0, 0, 0) for k in configured if k not in met)
             # a source of which the run read no unit kept the rows earlier runs stored (jobs.ingest): said with them
             kept = set(getattr(result.ingest, "kept", ()) or ())
+            # and with the bad units it kept (the quarantine rows of the range are all earlier runs': it read none)
+            bad = quarantined_per_source(spark, config, start, end) if kept else {}
+            empty = getattr(result.ingest, "empty", None) or {}
             result.sources = {
                 k: source_status(k, counts, covered_days(tables, k), (start, end),
-                                 kept={d: n[k] for d, n in result.rows_per_day.items() if n.get(k)} if k in kept else None)
+                                 kept={d: n[k] for d, n in result.rows_per_day.items() if n.get(k)} if k in kept else None,
+                                 quarantine_kept=bad.get(k, 0) if k in kept else 0, empty=empty_inputs(empty.get(k)))
                 for k in configured
             }
             hint = no_exchange_hint(getattr(result.ingest, "infos", ()) or (), config.inputs.broker_ports)
@@ -411,6 +415,25 @@ def silver_status(source_kind: str, days_with_rows: Sequence[dt.date], date_rang
     else:
         status, reason = "ok", ""
     return SourceStatus(source_kind, status, 0, 0, 0, 0, missing, reason)  # it read no units: counts stay 0
+
+
+def empty_inputs(by_reason: Mapping[str, int] | None) -> str:
+    """What a source's inputs read with zero units were (:attr:`jobs.ingest.IngestResult.empty`), in words for its
+    status reason: ``3 empty files, 1 empty directory named like an input file`` ("" for none) — a folder of
+    zero-byte files is not a folder with nothing in it."""
+    from .ingest.discover import EMPTY_DIR, EMPTY_FILE
+    from .runlog import unit_count
+
+    out = []
+    for reason, n in sorted((by_reason or {}).items()):
+        if reason == EMPTY_FILE:
+            out.append(unit_count(n, "empty file"))
+        elif reason == EMPTY_DIR:
+            out.append("1 empty directory named like an input file" if n == 1
+                       else f"{n:,} empty directories named like input files")
+        else:
+            out.append(f"{n:,} read with zero units ({reason})")
+    return ", ".join(out)
 
 
 def quarantined_per_source(spark: SparkSession, config: Config, start: dt.date, end: dt.date) -> dict[str, int]:

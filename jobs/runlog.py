@@ -307,6 +307,8 @@ class SourceStatus:
     rows_kept: int = 0
     """Silver rows of the range earlier runs stored that this run kept, reading no unit of the source (not
     replaced: the reports read them)."""
+    quarantine_kept: int = 0
+    """``quarantine`` rows of the range earlier runs stored that this run kept with them (L1 reads them)."""
 
 
 def unit_count(n: int, unit: str) -> str:
@@ -335,13 +337,19 @@ def source_status(
     days_with_rows: Iterable[dt.date],
     date_range: tuple[dt.date, dt.date],
     kept: Mapping[dt.date, int] | None = None,
+    *,
+    quarantine_kept: int = 0,
+    empty: str = "",
 ) -> SourceStatus:
     """The status of one configured source kind from its counts (every unit of that kind) and the days
     of ``date_range`` on which its silver tables got rows (ignored for :data:`JUDGED_BY_UNITS` kinds).
 
     ``kept``: day -> silver rows of the source that earlier runs stored in the range and this run kept, reading
     none of its units (:attr:`jobs.ingest.IngestResult.kept`). The source is still ``no_input`` (this run read
-    nothing of it), said with the rows kept; the days they cover are covered (not in ``days_without_input``)."""
+    nothing of it), said with the rows kept; the days they cover are covered (not in ``days_without_input``).
+    ``quarantine_kept``: the ``quarantine`` rows of the range that such a source kept (the run wrote none of its
+    own; L1 reads them), said with the rows. ``empty``: what the source's inputs held that were read with zero
+    units (``3 empty files``), said when it read none: files were there, not nothing."""
     mine = [c for c in counts if c.source_kind == source_kind]
     read = sum(int(c.units_read or 0) for c in mine)
     decoded = sum(c.units_decoded for c in mine)
@@ -352,11 +360,18 @@ def source_status(
     missing = () if by_units else tuple(d for d in days_of(*date_range) if d not in have)
     units = ", ".join(unit_count(c.units_read, c.unit) for c in mine) or "nothing"
     rows_kept = sum(n for d, n in (kept or {}).items() if date_range[0] <= d <= date_range[1]) if read == 0 else 0
+    bad_kept = quarantine_kept if read == 0 and kept is not None else 0
+    held = f" ({empty})" if empty else ""
     if read == 0 and rows_kept:
-        status, reason = "no_input", (f"no input units; kept the {rows_kept:,} rows earlier runs stored for "
+        status, reason = "no_input", (f"no input units{held}; kept the {rows_kept:,} rows earlier runs stored for "
                                       + spans(d for d, n in (kept or {}).items() if n and date_range[0] <= d <= date_range[1]))
+        if bad_kept:
+            reason += f", and their {unit_count(bad_kept, 'quarantined unit')} (the quarantine table)"
+    elif bad_kept:
+        status, reason = "no_input", (f"no input units{held}; kept the {unit_count(bad_kept, 'quarantined unit')} "
+                                      "earlier runs stored for the range (the quarantine table)")
     elif read == 0:
-        status, reason = "no_input", "configured but no input units found"
+        status, reason = "no_input", f"configured but no input units found{held}"
     elif decoded == 0:
         status, reason = "no_input", f"{units} read, none decoded ({quarantined} quarantined)"
     elif not by_units and (records == 0 or len(missing) == len(days_of(*date_range))):
@@ -370,7 +385,7 @@ def source_status(
         status, reason = "partial", "; ".join(parts)
     else:
         status, reason = "ok", ""
-    return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason, rows_kept)
+    return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason, rows_kept, bad_kept)
 
 
 def no_input_on(source_kind: str) -> str:

@@ -265,6 +265,7 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
     cov.runs = len(chosen)
     gaps: dict[str, set[dt.date]] = {}
     quarantined: dict[str, list[str]] = {}
+    unread: dict[str, dict[str, list[dt.date]]] = {}  # kind -> run -> its days, where it read no unit of the kind
     # the worst status of the runs chosen (one a version of this job does not know reads as partial)
     statuses = [r["status"] if r["status"] in _STATUS_RANK else "partial" for run in chosen for r in by_run[run]]
     cov.status = max(statuses, key=_STATUS_RANK.__getitem__, default=None)
@@ -277,12 +278,43 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
             if r["units_quarantined"]:
                 quarantined.setdefault(kind, []).append(f"{unit_count(r['units_quarantined'], r['unit'] or 'unit')} in "
                                                         f"run {run}")
+        for kind in {r["source_kind"] for r in by_run[run]} - {None}:
+            if not any(r["units_read"] for r in by_run[run] if r["source_kind"] == kind):
+                unread.setdefault(kind, {})[run] = days
+    # a run that read no unit of a source kept the quarantine rows earlier runs stored for its days (L1 reads them)
+    for kind, n_run in _kept_bad_units(config, date_from, date_to, unread).items():
+        for run, n in n_run.items():
+            quarantined.setdefault(kind, []).append(f"{unit_count(n, 'unit')} earlier runs stored, kept by run {run} "
+                                                    "(it read no unit of it)")
     for kind in sorted(set(gaps) | set(quarantined)):
         if gaps.get(kind):
             cov.notes.append(f"input {kind}: {no_input_on(kind)} {spans(gaps[kind])}")  # as `run` says it
         if quarantined.get(kind):
             cov.notes.append(f"input {kind}: quarantined " + "; ".join(quarantined[kind]) + " (the quarantine table)")
     return cov
+
+
+def _kept_bad_units(config: Config, date_from: dt.date, date_to: dt.date,
+                    unread: dict[str, dict[str, list[dt.date]]]) -> dict[str, dict[str, int]]:
+    """Per source kind and run that read no unit of it (``unread``: the days it is the latest run of), the
+    ``quarantine`` rows of those days: what earlier runs stored and that run kept (it wrote none of its own)."""
+    from .errors import NoTableError, SinkError
+    from .sink import read_table_arrow
+
+    if not unread:
+        return {}
+    try:
+        q = read_table_arrow("quarantine", config, cluster=config.cluster, date_range=(date_from, date_to),
+                             columns=["event_date", "source_kind"]).to_pylist()
+    except (NoTableError, SinkError):
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for kind, runs in unread.items():
+        for run, days in runs.items():
+            n = sum(1 for r in q if r["source_kind"] == kind and r["event_date"] in set(days))
+            if n:
+                out.setdefault(kind, {})[run] = n
+    return out
 
 
 def format_coverage(cov: Coverage) -> str:

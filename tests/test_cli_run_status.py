@@ -315,15 +315,20 @@ def test_a_rerun_after_a_source_s_files_are_gone_keeps_its_rows_and_findings_and
     runs = [r for r in _runs(out) if r["run_id"] == doc["run_id"]]
     assert {(r["source_kind"], r["source_status"], r["units_read"], tuple(r["days_without_input"])) for r in runs} == {
         ("offsets", "no_input", 0, ()), ("logdirs", "ok", 4, ())}
-    # --fail-on-no-input still says the input is gone (exit 6), the rows stay
+    # --fail-on-no-input still says the input is gone (exit 6), the rows stay; zero-byte dumps left in the folder
+    # are said (the reason read as if the folder were empty)
+    for name in ("commits-1.jsonl", "commits-2.jsonl"):
+        (Path(inputs["offsets"]) / name).touch()
     failing = CliRunner().invoke(cli, [*args, "--fail-on-no-input"])
     assert failing.exit_code == EXIT_NO_INPUT and "S1e spurious_rewind" in failing.stdout, failing.output
+    assert f"input offsets: no_input (no input units (2 empty files); kept the {commits} rows" in failing.stdout
     assert DeltaTable(str(out / "offset_commits")).to_pyarrow_table().num_rows == commits
 
 
 def test_a_rerun_that_reads_nothing_keeps_the_range_s_rows_and_bad_units(spark, tmp_path: Path) -> None:
     """Every configured folder emptied: the rows and the bad units earlier runs stored stay (L1, which reads the
-    unreadable checkpoint from the quarantine, reports it again), and the run is no_input, saying so."""
+    unreadable checkpoint from the quarantine, reports it again), and the run is no_input, saying so — the bad unit
+    it kept too (its reason and `report`'s coverage named the rows only: L1 with no quarantined unit to show)."""
     inputs = write_tiny_inputs(tmp_path / "in")
     bad = Path(inputs["logdirs"]) / "broker=1" / "snapshot=20240301T060000Z" / "orders-0" / "leader-epoch-checkpoint"
     bad.write_text("0\n2\nnot a checkpoint\n")
@@ -337,10 +342,16 @@ def test_a_rerun_that_reads_nothing_keeps_the_range_s_rows_and_bad_units(spark, 
 
     shutil.rmtree(inputs["logdirs"])
     Path(inputs["logdirs"]).mkdir()
-    again = CliRunner().invoke(cli, args)
+    again = CliRunner().invoke(cli, [*args, "--summary-json", str(tmp_path / "s.json")])
     assert again.exit_code == 0, again.output
     assert "input logdirs: no_input (no input units; kept the" in again.stdout and "Status: no_input" in again.stdout
+    assert "2024-03-01, and their 1 quarantined unit (the quarantine table))" in again.stdout
+    assert json.loads((tmp_path / "s.json").read_text())["sources"]["logdirs"]["quarantine_kept"] == 1
     assert "L1 checkpoint_unreadable" in again.stdout
+    rerun = max(_runs(out), key=lambda r: r["finished_at"])["run_id"]
+    report = CliRunner().invoke(cli, ["report", "--from", "2024-03-01", "--output-root", str(out), "--cluster", "tiny"])
+    assert (f"  input logdirs: quarantined 1 unit earlier runs stored, kept by run {rerun} (it read no unit of it) "
+            "(the quarantine table)") in report.output, report.output
     assert DeltaTable(str(out / "epoch_lineage")).to_pyarrow_table().num_rows == lineage
     assert DeltaTable(str(out / "quarantine")).to_pyarrow_table().num_rows == 1
 

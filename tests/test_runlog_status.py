@@ -48,6 +48,16 @@ def test_a_source_without_units_that_kept_earlier_rows_says_so_and_covers_those_
     kept = source_status("offsets", nothing, [D1], (D1, D2), kept={D1: 4642, D2: 0})
     assert (kept.status, kept.rows_kept, kept.days_without_input) == ("no_input", 4642, (D2,))
     assert kept.reason == "no input units; kept the 4,642 rows earlier runs stored for 2024-03-01"
+    # the bad units it kept with them, and inputs read with zero units, are said too
+    bad = source_status("offsets", nothing, [D1], (D1, D2), kept={D1: 4642}, quarantine_kept=2, empty="3 empty files")
+    assert (bad.reason, bad.quarantine_kept) == ("no input units (3 empty files); kept the 4,642 rows earlier runs "
+                                                 "stored for 2024-03-01, and their 2 quarantined units (the quarantine "
+                                                 "table)", 2)
+    only_bad = source_status("logdirs", nothing, [], (D1, D1), kept={}, quarantine_kept=1)
+    assert only_bad.reason == ("no input units; kept the 1 quarantined unit earlier runs stored for the range (the "
+                               "quarantine table)")
+    empty = source_status("offsets", nothing, [], (D1, D1), empty="1 empty file")
+    assert empty.reason == "configured but no input units found (1 empty file)"
 
 
 def test_the_metadata_log_is_judged_by_its_units_not_by_rows_per_day() -> None:
