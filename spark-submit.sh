@@ -27,7 +27,8 @@
 #
 # Exit codes: those of `epoch-audit run` (0 ok, 1 bug, 2 bad configuration/dates, 3 unreadable input,
 # 4 table write failed, 5 findings at/above --fail-on, 6 a configured input yielded nothing with
-# --fail-on-no-input), and 2 for bad usage of this script.
+# --fail-on-no-input, 7 another run of the cluster holds the output root's run lease), and 2 for bad usage of
+# this script.
 set -euo pipefail
 
 prog=spark-submit.sh

@@ -154,14 +154,15 @@ def run_audit(
         found problems still succeeded.
 
     Raises:
+        jobs.errors.RunLeaseHeld: another live run of ``config.cluster`` holds the output root's run lease
+            (:func:`jobs.sink.hold_run`); nothing is written, not even an ``audit_runs`` row.
         jobs.errors.EpochAuditError: bad configuration, unreadable inputs, a failed table write. A run
             that raises (or is interrupted: KeyboardInterrupt, the CLI's :class:`~jobs.errors.Terminated`) still
             appends its ``audit_runs`` row, with ``status = failed`` and the error,
             followed by the run's warnings so far (unless that write fails too: the original error is
             raised either way).
     """
-    from .runlog import audit_run_table, write_audit_runs
-    from .sink import running_as
+    from .sink import hold_run
 
     say = progress or (lambda _line: None)
     on_warning = warn or (lambda text: say(f"warning: {text}"))
@@ -173,6 +174,24 @@ def run_audit(
     size_shuffles(spark)  # a session handed straight here (a notebook's) is sized as the CLI's; explicit settings win
     run = RunContext.start(config, start, end, run_id=run_id)
     result = AuditResult(run=run)
+    # one writing run per cluster and output root; refused (RunLeaseHeld) before anything is written, audit_runs
+    # included: the live run's tables are not this one's to touch. Released however the run ends.
+    with hold_run(config, run.run_id, warn=on_warning) as lease:
+        if lease is not None and lease.took_over:  # (said by whoever took the lease: the CLI, or hold_run here)
+            result.warnings.append(lease.took_over)
+        _audit(spark, config, start, end, run, result, reports, ingest, reread, say, on_warning, progress_interval,
+               on_start, on_result)
+    return result
+
+
+def _audit(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run: RunContext,
+           result: AuditResult, reports: Sequence[str] | None, ingest: bool, reread: Sequence[str], say: Progress,
+           on_warning: Progress, progress_interval: float, on_start: Callable[[RunContext], None] | None,
+           on_result: Callable[[AuditResult], None] | None) -> None:
+    """:func:`run_audit` under its run lease: the run, and its ``audit_runs`` row also when it fails."""
+    from .runlog import audit_run_table, write_audit_runs
+    from .sink import running_as
+
     if on_start is not None:
         on_start(run)
     if on_result is not None:
@@ -199,7 +218,6 @@ def run_audit(
         if cause is not exc:
             raise cause from None
         raise
-    return result
 
 
 def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run: RunContext,

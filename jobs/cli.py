@@ -18,6 +18,7 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
 5     ``--fail-on SEVERITY``: findings at or above it exist
 6     ``--fail-on-no-input``: a configured input yielded nothing (run status ``no_input`` or ``partial``
       because of days without rows)
+7     ``run``: another live run of the same cluster holds the output root's run lease (nothing written)
 130   ``run`` stopped by SIGINT (Ctrl-C); 143: by SIGTERM (a scheduler's timeout); the run is recorded as failed
 ====  ==========================================================
 """
@@ -44,11 +45,20 @@ import click
 
 from epochlib.incidents import printable
 
-from .errors import ConfigError, EpochAuditError, InputError, SinkError, Terminated, interruption, one_line
+from .errors import (
+    ConfigError,
+    EpochAuditError,
+    InputError,
+    RunLeaseHeld,
+    SinkError,
+    Terminated,
+    interruption,
+    one_line,
+)
 from .fs import replace_text
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INPUT, EXIT_SINK = 0, 1, 2, 3, 4
-EXIT_FINDINGS, EXIT_NO_INPUT = 5, 6
+EXIT_FINDINGS, EXIT_NO_INPUT, EXIT_LEASE_HELD = 5, 6, 7
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: a shell's code for them
 
 #: The exit codes and statuses, as shown in ``run --help`` (\b keeps click from rewrapping them).
@@ -61,6 +71,8 @@ Exit codes:
   4  a table could not be written or read
   5  --fail-on: findings at or above that severity exist
   6  --fail-on-no-input: a configured input yielded nothing (or days without rows)
+  7  another run of the cluster is writing to the output root (its run lease
+     is live): nothing written; wait, or remove its lease file if it is gone
   130, 143  stopped by SIGINT (Ctrl-C) or SIGTERM (a scheduler's timeout): recorded as failed
 \b
 Run status (summary, --summary-json, --metrics-file, audit_runs.status):
@@ -75,6 +87,8 @@ SEVERITY_CHOICES = ("warning", "error", "critical")
 def _exit_code(exc: EpochAuditError) -> int:
     if isinstance(exc, ConfigError):
         return EXIT_USAGE
+    if isinstance(exc, RunLeaseHeld):
+        return EXIT_LEASE_HELD
     if isinstance(exc, InputError):
         return EXIT_INPUT
     if isinstance(exc, SinkError):
@@ -338,6 +352,8 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     yielded data (run status below), names the top findings, and breaks a range down per day."""
     from .audit import run_audit
     from .config import parse_date_range
+    from .runlog import new_run_id
+    from .sink import hold_run
     from .summary import format_summary, summarise
 
     start, end = parse_date_range(date_from, date_to, audited=True)
@@ -361,58 +377,67 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
             click.echo(f"epoch-audit: error: {printable(str(out_exc))}", err=True)
 
     spark = None
-    # from here on, every failure (the config, the inputs, Spark's start, the run, SIGTERM/SIGINT) writes both files
-    try:
-        with _terminable():
-            config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
-                             cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster,
-                             reports=reports)
-            if reports_only:  # a wrong location or a mistyped cluster, said before Spark's JVM starts
-                from .audit import reports_only_sources
+    # the run lease, taken before Spark starts and held to the end (run_audit shares it: the same run id)
+    owned = contextlib.ExitStack()
+    run_id = new_run_id()
+    with owned:  # released on every way out: success, failure, SIGTERM/SIGINT, exit codes 5 and 6
+        # from here on, every failure (the config, the inputs, the lease, Spark's start, the run, SIGTERM/SIGINT) writes
+        # both files
+        try:
+            with _terminable():
+                config = _config(conf, "run", offsets=offsets, logdirs=logdirs, metadata=metadata,
+                                 cluster_metadata=cluster_metadata, output_root=output_root, cluster=cluster,
+                                 reports=reports)
+                if reports_only:  # a wrong location or a mistyped cluster, said before Spark's JVM starts
+                    from .audit import reports_only_sources
 
-                reports_only_sources(config)  # (run_audit checks again)
-            else:
-                _check_inputs(config, dict(offsets=offsets, logdirs=logdirs, metadata=metadata,
-                                           cluster_metadata=cluster_metadata))
-            spark = _session(config, ingest=not reports_only)
-            _reclaim_sigint()
-            result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say,
-                               warn=_warner(warned, t0), on_result=partial.append)
-    except (Exception, Terminated, KeyboardInterrupt) as exc:
-        stop = interruption(exc)  # also behind the Py4J error of a cleanup in a JVM the signal ended
-        if isinstance(stop, KeyboardInterrupt):  # Spark's own SIGINT handler, before _reclaim_sigint
-            stop = Terminated(signal.SIGINT)
-        with _terminable(cleanup=True):  # the failure is recorded whole; a signal now ends the process at once
-            failed(stop or exc)
-            if stop is not None and spark is not None:
-                with contextlib.suppress(Exception):  # the scheduler may have ended the JVM already
-                    spark.stop()
-        if stop is not None and stop is not exc:
-            raise stop from None
-        raise
-    summary = summarise(config, start, end)
-    click.echo(format_summary(summary))
-    for s in result.sources.values():
-        if s.status != "ok":
-            click.echo(f"  input {s.source_kind}: {s.status} ({printable(s.reason)})")
-    if result.quarantined:
-        click.echo(f"  {result.quarantined} input units quarantined: see "
-                   f"{printable(config.output.table_location('quarantine'))}")
-    click.echo(f"Status: {result.status}   Tables: {printable(config.output.table_location(''))}")
-    code = EXIT_OK
-    if fail_on_no_input and result.status in ("no_input", "partial") and any(
-            s.status == "no_input" or s.days_without_input for s in result.sources.values()):
-        code = EXIT_NO_INPUT
-        click.echo(f"epoch-audit: a configured input yielded nothing (--fail-on-no-input): exit {code}", err=True)
-    elif fail_on and summary.count(severity_at_least=fail_on):
-        code = EXIT_FINDINGS
-        click.echo(f"epoch-audit: {summary.count(severity_at_least=fail_on)} findings at or above {fail_on} "
-                   f"(--fail-on): exit {code}", err=True)
-    _write_outputs(config, start, end, summary_json, metrics_file, status=result.status, summary=summary,
-                   duration_s=result.timings["total"], result=result, exit_code=code,  # = "done in", audit_runs
-                   sink_exit=EXIT_SINK)
-    if code:
-        click.get_current_context().exit(code)
+                    reports_only_sources(config)  # (run_audit checks again)
+                else:
+                    _check_inputs(config, dict(offsets=offsets, logdirs=logdirs, metadata=metadata,
+                                               cluster_metadata=cluster_metadata))
+                warn = _warner(warned, t0)
+                # a live run of the cluster refuses this one here (exit 7), before Spark starts and before anything is
+                # written: no audit_runs row, no table touched; only --summary-json/--metrics-file say failed
+                owned.enter_context(hold_run(config, run_id, warn=warn))
+                spark = _session(config, ingest=not reports_only)
+                _reclaim_sigint()
+                result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say, run_id=run_id,
+                                   warn=warn, on_result=partial.append)
+        except (Exception, Terminated, KeyboardInterrupt) as exc:
+            stop = interruption(exc)  # also behind the Py4J error of a cleanup in a JVM the signal ended
+            if isinstance(stop, KeyboardInterrupt):  # Spark's own SIGINT handler, before _reclaim_sigint
+                stop = Terminated(signal.SIGINT)
+            with _terminable(cleanup=True):  # the failure is recorded whole; a signal now ends the process at once
+                failed(stop or exc)
+                if stop is not None and spark is not None:
+                    with contextlib.suppress(Exception):  # the scheduler may have ended the JVM already
+                        spark.stop()
+            if stop is not None and stop is not exc:
+                raise stop from None
+            raise
+        summary = summarise(config, start, end)
+        click.echo(format_summary(summary))
+        for s in result.sources.values():
+            if s.status != "ok":
+                click.echo(f"  input {s.source_kind}: {s.status} ({printable(s.reason)})")
+        if result.quarantined:
+            click.echo(f"  {result.quarantined} input units quarantined: see "
+                       f"{printable(config.output.table_location('quarantine'))}")
+        click.echo(f"Status: {result.status}   Tables: {printable(config.output.table_location(''))}")
+        code = EXIT_OK
+        if fail_on_no_input and result.status in ("no_input", "partial") and any(
+                s.status == "no_input" or s.days_without_input for s in result.sources.values()):
+            code = EXIT_NO_INPUT
+            click.echo(f"epoch-audit: a configured input yielded nothing (--fail-on-no-input): exit {code}", err=True)
+        elif fail_on and summary.count(severity_at_least=fail_on):
+            code = EXIT_FINDINGS
+            click.echo(f"epoch-audit: {summary.count(severity_at_least=fail_on)} findings at or above {fail_on} "
+                       f"(--fail-on): exit {code}", err=True)
+        _write_outputs(config, start, end, summary_json, metrics_file, status=result.status, summary=summary,
+                       duration_s=result.timings["total"], result=result, exit_code=code,  # = "done in", audit_runs
+                       sink_exit=EXIT_SINK)
+        if code:
+            click.get_current_context().exit(code)
 
 
 def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, metrics_file: str | None,

@@ -13,6 +13,7 @@ __all__ = [
     "ConfigError",
     "EpochAuditError",
     "InputError",
+    "RunLeaseHeld",
     "SchemaMismatchError",
     "SinkError",
     "Terminated",
@@ -29,6 +30,11 @@ class ConfigError(EpochAuditError, ValueError):
 
 class InputError(EpochAuditError):
     """An input location is missing or unreadable (not a decode failure: those are quarantined)."""
+
+
+class RunLeaseHeld(EpochAuditError):
+    """Another live run of the same cluster holds the run lease of the output root (:mod:`jobs.sink._runlease`):
+    this run writes nothing. The message names that run (id, host, pid, start) and the lease file."""
 
 
 class SinkError(EpochAuditError):

@@ -49,6 +49,7 @@ __all__ = [
     "SourceStatus",
     "audit_run_table",
     "clusters_with_runs",
+    "new_run_id",
     "no_run_of_cluster",
     "run_status",
     "source_status",
@@ -107,6 +108,11 @@ def _code_version() -> str:
     return str(getattr(epochlib, "__version__", "unknown"))
 
 
+def new_run_id() -> str:
+    """A fresh run id (what ``audit_runs.run_id`` and the run lease name a run by)."""
+    return uuid.uuid4().hex
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Identity of one run: what every row it writes is stamped with."""
@@ -114,7 +120,7 @@ class RunContext:
     cluster: str
     range_from: dt.date
     range_to: dt.date
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str = field(default_factory=new_run_id)
     started_at: dt.datetime = field(default_factory=_utcnow)
     code_version: str = field(default_factory=_code_version)
     input_roots: tuple[tuple[str, str], ...] = ()

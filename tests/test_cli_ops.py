@@ -506,6 +506,7 @@ def test_run_help_documents_exit_codes_and_statuses(runner: CliRunner) -> None:
     res = runner.invoke(cli, ["run", "--help"])
     assert res.exit_code == 0
     for needle in ("0  ok", "2  usage", "3  an input path", "4  a table", "5  --fail-on", "6  --fail-on-no-input",
+                   "7  another run of the cluster",
                    "partial", "no_input", "failed", "--summary-json", "--metrics-file"):
         assert needle in res.output, needle
 

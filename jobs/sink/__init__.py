@@ -68,19 +68,22 @@ deletion vectors (only delta-spark writes them) cannot be read this way and rais
 Modules: :mod:`._target` (where a table is, options and result types, back-end choice),
 :mod:`._write` (the verbs), :mod:`._delta_spark`, :mod:`._staged` (the delta-rs commit path),
 :mod:`._conflict` (commit races: bounded retries, naming the other run), :mod:`._lease` (who owns a
-staging folder), :mod:`._read`, :mod:`._fit` (schema fitting); locations go through :mod:`jobs.fs`.
+staging folder), :mod:`._runlease` (one writing run per cluster and output root: :func:`hold_run`), :mod:`._read`, :mod:`._fit` (schema fitting); locations go through :mod:`jobs.fs`.
 """
 
 from __future__ import annotations
 
 from ._lease import running_as
 from ._read import read_stored_table, read_table, read_table_arrow, table_files
+from ._runlease import hold_run, run_lease_path
 from ._staged import STAGING_DIR
 from ._target import Backend, FileSource, HeldRows, Mode, SinkOptions, SinkResult, table_location
 from ._write import adopts_files, write_small, write_table
 
 __all__ = [
     "running_as",
+    "hold_run",
+    "run_lease_path",
     "STAGING_DIR",
     "Backend",
     "FileSource",

@@ -1,0 +1,223 @@
+"""One writing run per cluster and output root (jobs.sink._runlease): a second `epoch-audit run` while another holds
+the run lease fails before Spark starts, exit 7, naming the holder, and still writes its --summary-json and
+--metrics-file as failed, but no audit_runs row; a dead run's lease (expired heartbeat, or a pid gone on this host)
+is taken over with a warning; every way out of a run releases the lease; read-only commands take none."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_cli_ops import write_findings
+
+from jobs import cli as cli_mod
+from jobs.audit import AuditResult
+from jobs.cli import EXIT_LEASE_HELD, EXIT_SIGTERM, EXIT_USAGE, cli
+from jobs.config import Config, Output
+from jobs.errors import ConfigError, RunLeaseHeld, Terminated
+from jobs.runlog import RunContext
+from jobs.sink import hold_run, run_lease_path
+
+HOST = socket.gethostname()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _lease_file(root: Path, cluster: str = "c1") -> Path:
+    return root / "_run_leases" / f"{cluster}.lease"
+
+
+def _plant(root: Path, *, run: str = "nightly-42", host: str = HOST, pid: int | None = None,
+           age: dt.timedelta = dt.timedelta(seconds=5), seconds: float = 600, cluster: str = "c1") -> Path:
+    """A lease as another process's run leaves it: its heartbeat ``age`` old."""
+    path = _lease_file(root, cluster)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "run": run, "host": host, "pid": os.getppid() if pid is None else pid,
+        "started": "2024-03-02T02:00:00+00:00",
+        "heartbeat": (dt.datetime.now(dt.timezone.utc) - age).isoformat(), "lease_seconds": seconds}))
+    return path
+
+
+def _args(tmp_path: Path, *extra: str) -> list[str]:
+    (tmp_path / "offsets").mkdir(exist_ok=True)
+    return ["run", "--from", "2024-03-01", "--offsets", str(tmp_path / "offsets"), "--output-root",
+            str(tmp_path / "t"), "--cluster", "c1", "--summary-json", str(tmp_path / "s.json"),
+            "--metrics-file", str(tmp_path / "m.prom"), *extra]
+
+
+@pytest.fixture
+def no_spark(monkeypatch) -> None:
+    def refuse(config, **_kw):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(cli_mod, "_session", refuse)
+
+
+def test_a_live_lease_of_another_process_refuses_the_run_before_spark_with_exit_7(tmp_path, no_spark) -> None:
+    lease = _plant(tmp_path / "t")
+    before = lease.read_text()
+    res = CliRunner().invoke(cli, _args(tmp_path))
+    assert res.exit_code == EXIT_LEASE_HELD, res.output
+    line = res.output.strip()
+    assert line.splitlines() == [line]  # one line
+    assert line.startswith("epoch-audit: error: another run of cluster 'c1' is writing to this output root: ")
+    for needle in ("run nightly-42", f"on host {HOST}", f"(pid {os.getppid()})", "started at 2024-03-02T02:00:00",
+                   "wait for it to finish", f"remove the lease file {lease} if you are sure that run is gone"):
+        assert needle in line, needle
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "failed" and doc["exit_code"] == EXIT_LEASE_HELD and doc["cluster"] == "c1"
+    assert "run nightly-42" in doc["error"] and doc["run_id"] is None
+    assert 'epoch_audit_run_status{cluster="c1",status="failed"} 1.0' in (tmp_path / "m.prom").read_text()
+    # the live run's lease and tables are untouched: no audit_runs row of the refused run
+    assert lease.read_text() == before
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["_run_leases"]
+
+
+def test_a_live_lease_on_another_host_refuses_a_reports_only_run_too(tmp_path, monkeypatch, no_spark) -> None:
+    monkeypatch.setattr("jobs.audit.reports_only_sources", lambda config: ["offsets"])
+    _plant(tmp_path / "t", host="other-host", pid=1)
+    res = CliRunner().invoke(cli, _args(tmp_path, "--reports-only"))
+    assert res.exit_code == EXIT_LEASE_HELD, res.output
+    assert "on host other-host (pid 1)" in res.output
+
+
+@pytest.mark.parametrize("how", ["dead pid here", "expired heartbeat"])
+def test_a_dead_run_s_lease_is_taken_over_with_a_warning_and_released_after_a_failure(
+        tmp_path, monkeypatch, how) -> None:
+    lease = _lease_file(tmp_path / "t")
+    if how == "dead pid here":
+        _plant(tmp_path / "t", pid=_dead_pid())
+        why = "its process is no longer running on this host"
+    else:  # another host, where no pid can be checked: its heartbeat is older than its lease
+        _plant(tmp_path / "t", host="other-host", pid=1, age=dt.timedelta(minutes=11))
+        why = "s (the lease is 600 s), so that run is gone"
+    seen = {}
+
+    def fake_run_audit(spark, config, start, end, **kwargs):
+        seen.update(json.loads(lease.read_text()), run_id=kwargs["run_id"])
+        raise ConfigError("the run failed")
+
+    monkeypatch.setattr("jobs.audit.run_audit", fake_run_audit)
+    monkeypatch.setattr(cli_mod, "_session", lambda config, **kw: None)
+    res = CliRunner().invoke(cli, _args(tmp_path, "-q"))
+    assert res.exit_code == EXIT_USAGE and "the run failed" in res.output
+    assert f"warning: took over the run lease {lease} of run nightly-42" in res.output and why in res.output
+    assert seen["run"] == seen["run_id"] and seen["pid"] == os.getpid() and seen["host"] == HOST  # held while it ran
+    assert not lease.exists() and not lease.parent.exists()  # released after the failure, nothing left beside tables
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "failed" and any("took over the run lease" in w for w in doc["warnings"])
+
+
+def test_a_normal_run_holds_the_lease_and_leaves_none_behind(tmp_path, monkeypatch) -> None:
+    write_findings(tmp_path / "t")
+    lease = _lease_file(tmp_path / "t")
+    seen = {}
+
+    def fake_run_audit(spark, config, start, end, **kwargs):
+        seen.update(json.loads(lease.read_text()))
+        # run_audit's own hold_run, the same run in the same process, shares the CLI's lease
+        with hold_run(config, kwargs["run_id"]) as inner:
+            assert inner is not None and inner.run_id == kwargs["run_id"]
+        assert lease.exists()
+        return AuditResult(run=RunContext.start(config, start, run_id=kwargs["run_id"]), timings={"total": 1.0})
+
+    monkeypatch.setattr("jobs.audit.run_audit", fake_run_audit)
+    monkeypatch.setattr(cli_mod, "_session", lambda config, **kw: None)
+    res = CliRunner().invoke(cli, _args(tmp_path, "-q"))
+    assert res.exit_code == 0, res.output
+    assert seen["run"] == json.loads((tmp_path / "s.json").read_text())["run_id"] and seen["pid"] == os.getpid()
+    assert dt.datetime.fromisoformat(seen["started"]) <= dt.datetime.fromisoformat(seen["heartbeat"])
+    assert not lease.exists()
+
+
+def test_a_run_stopped_by_sigterm_releases_the_lease(tmp_path, monkeypatch) -> None:
+    def stopped(spark, config, start, end, **kwargs):
+        assert _lease_file(tmp_path / "t").exists()
+        raise Terminated(signal.SIGTERM)
+
+    monkeypatch.setattr("jobs.audit.run_audit", stopped)
+    monkeypatch.setattr(cli_mod, "_session", lambda config, **kw: None)
+    res = CliRunner().invoke(cli, _args(tmp_path, "-q"))
+    assert res.exit_code == EXIT_SIGTERM, res.output
+    assert not _lease_file(tmp_path / "t").exists()
+
+
+def test_read_only_commands_take_no_lease(tmp_path) -> None:
+    write_findings(tmp_path / "t")
+    lease = _plant(tmp_path / "t")
+    before = lease.read_text()
+    for cmd in (["report"], ["findings"]):
+        res = CliRunner().invoke(cli, [*cmd, "--output-root", str(tmp_path / "t"), "--cluster", "c1",
+                                       "--from", "2024-03-01"])
+        assert res.exit_code not in (EXIT_LEASE_HELD, 1), res.output
+    assert lease.read_text() == before
+
+
+def _config(root: Path, cluster: str = "c1") -> Config:
+    return Config(cluster=cluster, output=Output(root=str(root)))
+
+
+def test_the_heartbeat_is_renewed_and_a_lease_taken_over_meanwhile_is_not_removed(tmp_path) -> None:
+    config = _config(tmp_path / "t")
+    path = Path(run_lease_path(config))
+    with hold_run(config, "r1", lease=dt.timedelta(seconds=0.6)):
+        first = json.loads(path.read_text())["heartbeat"]
+        time.sleep(0.5)
+        assert json.loads(path.read_text())["heartbeat"] > first
+        # another process in this one's place (this one was thought dead): from then on it is that run's
+        _plant(tmp_path / "t", run="r2", seconds=600)
+        time.sleep(0.4)
+        assert json.loads(path.read_text())["run"] == "r2"  # not overwritten by the next beat
+    assert json.loads(path.read_text())["run"] == "r2"  # nor removed on release
+
+
+def test_two_holders_in_one_process_and_one_per_cluster(tmp_path) -> None:
+    """A notebook thread starting a second run of the same cluster is refused; another cluster is not."""
+    with hold_run(_config(tmp_path), "r1"):
+        with pytest.raises(RunLeaseHeld, match=f"run r1 on host {HOST} \\(pid {os.getpid()}\\)"), \
+                hold_run(_config(tmp_path), "r2"):
+            pass
+        with hold_run(_config(tmp_path, "c2"), "r2") as other:
+            assert other is not None and other.took_over is None
+    assert not (tmp_path / "_run_leases").exists()
+
+
+def test_catalog_tables_take_no_lease() -> None:
+    config = Config(cluster="c1", output=Output(catalog="main", schema="audit"))
+    with hold_run(config, "r1") as held:
+        assert held is None
+
+
+@pytest.mark.spark
+def test_run_audit_is_refused_without_an_audit_runs_row_and_a_run_leaves_no_lease(spark, tmp_path) -> None:
+    from test_notebook import DAY, write_tiny_inputs
+
+    from jobs.audit import run_audit
+    from jobs.config import Inputs
+
+    inputs = write_tiny_inputs(tmp_path / "in")
+    config = Config(cluster="c1", inputs=Inputs(**inputs), output=Output(root=str(tmp_path / "t")))
+    lease = _plant(tmp_path / "t", host="other-host", pid=1)
+    with pytest.raises(RunLeaseHeld, match="run nightly-42 on host other-host"):
+        run_audit(spark, config, DAY, DAY, progress_interval=0)
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["_run_leases"]  # no audit_runs, no table
+    lease.unlink()
+    held = []
+    result = run_audit(spark, config, DAY, DAY, reports=["spurious_offset_resets"], progress_interval=0,
+                       progress=lambda line: held.append(lease.exists()))
+    assert result.status in ("ok", "partial") and held and all(held)
+    assert not lease.exists() and (tmp_path / "t" / "audit_runs").is_dir()
