@@ -168,23 +168,30 @@ fi
 # A config that fails its check fails the run: its --summary-json/--metrics-file say so (status failed, exit 2), as
 # `epoch-audit run` writes them for a config it cannot load: an alert on the failed status fires, and last night's
 # files do not stand. Then the one-line error.
-config_failed() {
+# run_failed CODE MESSAGE: the same for another failure before the job (exit CODE).
+run_failed() {
+  local code="$1"
+  shift
   if [[ -n "$summary_json$metrics_file" ]]; then
     PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$conf" "$date_from" "$date_to" "$summary_json" \
-      "$metrics_file" "$*" >/dev/null 2>&1 <<'EOF' || true
+      "$metrics_file" "$*" "$code" >/dev/null 2>&1 <<'EOF' || true
 import datetime as dt
 import sys
 from types import SimpleNamespace
 
-from jobs.cli import EXIT_USAGE, _cluster_of, _write_outputs
+from jobs.cli import _cluster_of, _write_outputs
 
-conf, start, end, summary_json, metrics_file, error = sys.argv[1:7]
+conf, start, end, summary_json, metrics_file, error, code = sys.argv[1:8]
 _write_outputs(SimpleNamespace(cluster=_cluster_of(conf)), dt.date.fromisoformat(start), dt.date.fromisoformat(end),
                summary_json or None, metrics_file or None, status="failed", summary=None, duration_s=0.0,
-               error=error, exit_code=EXIT_USAGE)
+               error=error, exit_code=int(code))
 EOF
   fi
-  die "$@"
+  printf '%s: error: %s\n' "$prog" "$*" >&2
+  exit "$code"
+}
+config_failed() {
+  run_failed 2 "$@"
 }
 
 [[ -n "$conf" ]] || config_failed "--conf FILE is required (an epoch-audit TOML config; see conf/nightly.example.toml)"
@@ -194,16 +201,29 @@ conf="$(cd "$(dirname "$conf")" && pwd)/$(basename "$conf")"
 
 # Check the config now (one line, before a JVM starts), with the same parser the job uses; it also names
 # the driver JVM flags for the size of the config's local inputs (jobs.session.java_options_for_input).
-if ! err="$(PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$conf" 2>&1 <<'EOF'
+# A live run of the cluster holding the output root's run lease (jobs.sink.check_run_lease) is refused here too,
+# exit 7 (not for --dry-run, which runs nothing); the job itself then takes the lease.
+rc=0
+err="$(PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$conf" "$dry_run" 2>&1 <<'EOF'
 import sys
 
 from jobs.config import load_config
-from jobs.errors import ConfigError
+from jobs.errors import ConfigError, RunLeaseHeld
 
 try:
     config = load_config(sys.argv[1])
 except ConfigError as exc:
     sys.exit(f"bad config: {exc}")
+if sys.argv[2] != "1":
+    try:
+        from jobs.sink import check_run_lease
+
+        check_run_lease(config)
+    except RunLeaseHeld as exc:
+        print(exc)
+        sys.exit(7)
+    except Exception:  # the lease cannot be read from here: the job takes it, and says what is wrong
+        pass
 try:  # the size probe never fails the check: unknown means the flags of an input of unknown size
     from jobs.session import java_options_for_input, local_input_size
 
@@ -219,7 +239,10 @@ try:  # the class-data archive a CLI run made (jobs.class_cache), for a local dr
 except Exception:
     pass
 EOF
-)"; then
+)" || rc=$?
+if [[ $rc -eq 7 ]]; then
+  run_failed 7 "$(printf '%s' "$err" | tail -n 1)"
+elif [[ $rc -ne 0 ]]; then
   config_failed "$(printf '%s' "$err" | tail -n 1)"
 fi
 local_jvm="$(printf '%s\n' "$err" | sed -n 's/^java-options://p' | tail -n 1)"

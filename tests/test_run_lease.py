@@ -221,3 +221,25 @@ def test_run_audit_is_refused_without_an_audit_runs_row_and_a_run_leaves_no_leas
                        progress=lambda line: held.append(lease.exists()))
     assert result.status in ("ok", "partial") and held and all(held)
     assert not lease.exists() and (tmp_path / "t" / "audit_runs").is_dir()
+
+
+def test_spark_submit_refuses_a_live_lease_before_any_jvm_with_exit_7(tmp_path) -> None:
+    """spark-submit.sh asks before spark-submit starts (SPARK_SUBMIT is not even looked at), and writes both alerting
+    files as failed with code 7; --dry-run runs nothing and is not refused."""
+    root = Path(__file__).resolve().parents[1]
+    conf = tmp_path / "audit.toml"
+    conf.write_text(f'cluster = "c1"\n[inputs]\noffsets = "{tmp_path}"\n[output]\nroot = "{tmp_path / "t"}"\n')
+    _plant(tmp_path / "t", host="other-host", pid=1)
+    env = {**os.environ, "PYTHON": sys.executable, "SPARK_SUBMIT": str(tmp_path / "no-spark-submit"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    res = subprocess.run(["bash", str(root / "spark-submit.sh"), "--conf", str(conf), "--from", "2024-03-01",
+                          "--summary-json", str(tmp_path / "s.json")], capture_output=True, text=True, env=env,
+                         timeout=60, cwd=root)
+    assert res.returncode == EXIT_LEASE_HELD, res.stderr
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+    assert res.stderr.startswith("spark-submit.sh: error: another run of cluster 'c1'") and "other-host" in res.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert (doc["status"], doc["exit_code"], doc["cluster"]) == ("failed", EXIT_LEASE_HELD, "c1")
+    dry = subprocess.run(["bash", str(root / "spark-submit.sh"), "--conf", str(conf), "--dry-run"],
+                         capture_output=True, text=True, env=env, timeout=60, cwd=root)
+    assert "another run" not in dry.stderr and "spark-submit is not executable" in dry.stderr

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from jobs.config import Config
 
-__all__ = ["LEASE_DIR", "RUN_LEASE", "RunLease", "hold_run", "run_lease_path"]
+__all__ = ["LEASE_DIR", "RUN_LEASE", "RunLease", "check_run_lease", "hold_run", "run_lease_path"]
 
 log = logging.getLogger("jobs.sink")
 
@@ -249,6 +249,11 @@ def _acquire(config: Config, run_id: str, seconds: float) -> RunLease:
                     continue  # another run wrote after us: it has the lease (judged again: live)
         except OSError as exc:
             raise SinkError(f"cannot write the run lease {path}: {exc}") from exc
+        except BaseException:  # a signal while taking it: what was written goes, as on any way out
+            with contextlib.suppress(OSError):
+                if _mine(fs, native, run_id):
+                    fs.delete_file(native)
+            raise
         return RunLease(path, run_id, started, why, fs, native)
     holder = _read(fs, native)
     raise _refusal(holder if holder is not None else 0.0, path, config.cluster)
@@ -282,6 +287,22 @@ def _release(lease: RunLease) -> None:
     if _local(fs):  # no empty folder left beside the tables
         with contextlib.suppress(OSError):
             os.rmdir(lease._native.rsplit("/", 1)[0])
+
+
+def check_run_lease(config: Config, lease: dt.timedelta = RUN_LEASE) -> None:
+    """Refuse, without taking it, a run whose lease a live run holds (``spark-submit.sh`` asks before a JVM
+    starts; the run itself then takes the lease, :func:`hold_run`). A dead run's lease, or none, passes.
+
+    Raises:
+        RunLeaseHeld: as :func:`hold_run` would.
+    """
+    path = run_lease_path(config)
+    if path is None:
+        return
+    fs, native_root = filesystem(config.output.root or "")
+    holder = _read(fs, f"{native_root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease")
+    if holder is not None and _dead(holder, max(lease.total_seconds(), 1.0), path) is None:
+        raise _refusal(holder, path, config.cluster)
 
 
 @contextlib.contextmanager
