@@ -62,10 +62,14 @@ class SparkProgress:
 
     Spark's console bar says "Stage 12" and nothing else; this names our step (through the job
     description) and counts tasks, so a person can follow a long run. Quiet when nothing runs.
+    On Spark Connect (no ``SparkContext``: Databricks shared access mode and serverless) there is neither a job
+    description to set nor a status tracker to ask: it says so once and prints no task counts.
     """
 
     def __init__(self, spark: SparkSession, emit: Progress, interval: float = 10.0) -> None:
-        self._sc = spark.sparkContext
+        from .session import spark_context
+
+        self._sc = spark_context(spark)
         self._emit = emit
         self._interval = interval
         self._stop = threading.Event()
@@ -74,10 +78,14 @@ class SparkProgress:
 
     def step(self, name: str) -> None:
         self._step = name
-        self._sc.setJobDescription(f"epoch-audit: {name}")
+        if self._sc is not None:
+            self._sc.setJobDescription(f"epoch-audit: {name}")
 
     def __enter__(self) -> SparkProgress:
-        if self._interval > 0:
+        if self._sc is None:
+            if self._interval > 0:
+                self._emit("spark: a Spark Connect session: no task counts or job descriptions (no SparkContext)")
+        elif self._interval > 0:
             self._thread = threading.Thread(target=self._loop, name="epoch-audit-progress", daemon=True)
             self._thread.start()
         return self
@@ -86,9 +94,11 @@ class SparkProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        self._sc.setJobDescription(None)
+        if self._sc is not None:
+            self._sc.setJobDescription(None)
 
     def _loop(self) -> None:
+        assert self._sc is not None
         tracker = self._sc.statusTracker()
         while not self._stop.wait(self._interval):
             try:

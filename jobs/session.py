@@ -37,14 +37,17 @@ from . import class_cache
 from .errors import EpochAuditError
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
     from .config import Config
 
-__all__ = ["ADAPTIVE_CONF", "ARROW_INPUT_CONF", "CONCURRENT_ACTIONS", "LOCAL_DEFAULTS", "LOCAL_MASTER_DEFAULTS",
-           "SINGLE_PARTITION_CONF", "UTC_CONF", "get_or_create_session", "has_delta", "java_options_for_input",
+__all__ = ["ADAPTIVE_CONF", "ARROW_INPUT_CONF", "CONCURRENT_ACTIONS", "CONNECT_PARALLELISM", "LOCAL_DEFAULTS",
+           "LOCAL_MASTER_DEFAULTS", "SINGLE_PARTITION_CONF", "UTC_CONF", "cancel_all_jobs", "default_parallelism",
+           "get_or_create_session", "has_delta", "java_options_for_input",
            "WORKER_ADDRESS_MIB", "conf_getter", "local_input_size", "one_partition", "python_memory_warning",
-           "run_concurrently", "shuffles_for_input", "size_mib", "size_shuffles", "worker_address_limit_mib"]
+           "is_connect", "run_concurrently", "shuffles_for_input", "size_mib", "size_shuffles", "spark_context",
+           "worker_address_limit_mib"]
 
 T = TypeVar("T")
 
@@ -333,11 +336,8 @@ def size_shuffles(spark: SparkSession) -> dict[str, str]:
         if int(_explicit(spark, MAX_RECORDS_PER_BATCH) or 1) <= 0:  # no row limit: the byte limit is the only bound
             for key in ARROW_INPUT_CONF:
                 wanted.pop(key)
-    try:
-        parallelism = int(spark.sparkContext.defaultParallelism)
-        wanted[SHUFFLE_PARTITIONS] = str(max(MIN_SHUFFLE_PARTITIONS, 2 * parallelism))
-    except Exception:  # Spark Connect: no SparkContext; the server's width stays
-        pass
+    if spark_context(spark) is not None:  # Spark Connect: no SparkContext; the server's width stays
+        wanted[SHUFFLE_PARTITIONS] = str(max(MIN_SHUFFLE_PARTITIONS, 2 * default_parallelism(spark)))
     changed: dict[str, str] = {}
     for key, value in wanted.items():
         if _explicit(spark, key) is not None:
@@ -450,11 +450,8 @@ def named_step(spark: SparkSession, name: str, step: Callable[[], T]) -> Callabl
 
     from pyspark import inheritable_thread_target
 
-    try:
-        sc = spark.sparkContext
-        parent = sc.getLocalProperty("spark.job.description")
-    except Exception:  # Spark Connect: no SparkContext, no job descriptions to set
-        sc = parent = None
+    sc = spark_context(spark)  # Spark Connect: none, and no job descriptions to set
+    parent = sc.getLocalProperty("spark.job.description") if sc is not None else None
     # the caller's context variables too (a new thread starts with none): the audit run the sink names in its
     # leases and commits (jobs.sink.running_as) is the caller's, not the thread's host:pid
     context = contextvars.copy_context()
@@ -515,7 +512,7 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
                 break
     except BaseException:
         with contextlib.suppress(Exception):
-            spark.sparkContext.cancelAllJobs()
+            cancel_all_jobs(spark)
         wait([f for _, f in futures])
         raise
     if pending:
@@ -554,8 +551,11 @@ def unpersist(df: DataFrame) -> bool:
 
 def deadlocked_threads(spark: SparkSession) -> set[int]:
     """Ids of the driver JVM's threads deadlocked on monitors (``ThreadMXBean.findDeadlockedThreads``)."""
+    sc = spark_context(spark)  # Spark Connect: the driver JVM is the server's, out of reach
+    if sc is None:
+        return set()
     try:
-        ids = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getThreadMXBean().findDeadlockedThreads()
+        ids = sc._jvm.java.lang.management.ManagementFactory.getThreadMXBean().findDeadlockedThreads()
         return set() if ids is None else {int(i) for i in ids}
     except Exception:  # noqa: BLE001 - a session that cannot answer is not known to be deadlocked
         return set()
@@ -563,8 +563,9 @@ def deadlocked_threads(spark: SparkSession) -> set[int]:
 
 def _active_jobs(spark: SparkSession) -> bool:
     """Whether Spark is running any job (a step whose job runs is working, not deadlocked)."""
+    sc = spark_context(spark)
     try:
-        return bool(spark.sparkContext.statusTracker().getActiveJobsIds())
+        return sc is not None and bool(sc.statusTracker().getActiveJobsIds())
     except Exception:  # noqa: BLE001
         return False
 
@@ -711,7 +712,7 @@ def has_delta(spark: SparkSession) -> bool:
         return False
     if _DELTA_EXTENSION not in extensions and catalog != _DELTA_CATALOG:
         return False
-    jvm = getattr(getattr(spark, "sparkContext", None), "_jvm", None) if _has_jvm(spark) else None
+    jvm = getattr(spark_context(spark), "_jvm", None)
     if jvm is None:  # Spark Connect: no py4j gateway; trust the server's configuration
         return True
     try:
@@ -722,8 +723,47 @@ def has_delta(spark: SparkSession) -> bool:
         return False
 
 
-def _has_jvm(spark: SparkSession) -> bool:
+def spark_context(spark: SparkSession) -> SparkContext | None:
+    """The session's ``SparkContext``; None on Spark Connect (Databricks shared / standard access mode clusters,
+    serverless compute, ``SparkSession.builder.remote``), where the attribute raises: the driver JVM is the
+    server's, and this process has no py4j gateway to it. Callers without one degrade (:func:`default_parallelism`,
+    no job descriptions or task counts) instead of failing."""
     try:
-        return spark.sparkContext is not None  # raises on Spark Connect sessions
-    except Exception:
-        return False
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - PySparkAttributeError [JVM_ATTRIBUTE_NOT_SUPPORTED] on Connect
+        return None
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no ``SparkContext`` in this process)."""
+    return spark_context(spark) is None
+
+
+#: The parallelism assumed on Spark Connect when the session does not set ``spark.default.parallelism``: the server's
+#: cores cannot be asked for without a SparkContext (adaptive execution coalesces what this over-splits).
+CONNECT_PARALLELISM = 8
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """How many tasks the session runs at once: ``SparkContext.defaultParallelism``; on Spark Connect (no
+    SparkContext) the session's ``spark.default.parallelism`` when it is a positive number, else
+    :data:`CONNECT_PARALLELISM`. At least 1."""
+    sc = spark_context(spark)
+    if sc is not None:
+        with contextlib.suppress(Exception):
+            return max(1, int(sc.defaultParallelism))
+    with contextlib.suppress(Exception):
+        value = int(spark.conf.get("spark.default.parallelism", None) or 0)
+        if value > 0:
+            return value
+    return CONNECT_PARALLELISM
+
+
+def cancel_all_jobs(spark: SparkSession) -> None:
+    """Cancel every running Spark job of the session: ``SparkContext.cancelAllJobs``, or on Spark Connect the
+    session's ``interruptAll`` (the operations this client started on the server)."""
+    sc = spark_context(spark)
+    if sc is not None:
+        sc.cancelAllJobs()
+    else:
+        spark.interruptAll()

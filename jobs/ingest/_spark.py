@@ -29,11 +29,11 @@ def to_spark_schema(schema: pa.Schema) -> StructType:
 
 
 def default_parallelism(spark: SparkSession) -> int:
-    """The session's default parallelism (8 when it cannot be read, e.g. on Spark Connect)."""
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        return 8
+    """The session's default parallelism (:func:`jobs.session.default_parallelism`: on Spark Connect its
+    ``spark.default.parallelism``, else 8)."""
+    from ..session import default_parallelism as parallelism
+
+    return parallelism(spark)
 
 
 def rows_of(files: Sequence[InputFile], schema: pa.Schema, **extra) -> list[dict]:

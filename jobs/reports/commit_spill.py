@@ -354,6 +354,7 @@ class CommitSpill:
         """The spill of the window's commits, or None where the Spark cogroup runs: the delta-spark back end,
         a catalog table, escaped file names, or fewer than :data:`MIN_ROWS` (more than :data:`MAX_ROWS`)
         commits in the files."""
+        from ..session import default_parallelism
         from ..sink import table_location
 
         listed = fr.sink_files(spark, config, "offset_commits", cluster, window)
@@ -369,7 +370,7 @@ class CommitSpill:
         sweep_scratch(parent)
         stamp = dt.datetime.now(dt.timezone.utc).strftime(_STAMP)
         scratch = f"{parent}/{stamp}-{uuid.uuid4().hex}"
-        buckets = max(spark.sparkContext.defaultParallelism, -(-rows // ROWS_PER_BUCKET))
+        buckets = max(default_parallelism(spark), -(-rows // ROWS_PER_BUCKET))
         return cls(spark, scratch, root, [f.path for f in files], spark_rows, buckets, [f.rows for f in files])
 
     def findings(self, lineage_df: DataFrame, groups: DataFrame | None, *, tolerance_ms: int, fencing: bool = True,
@@ -383,12 +384,13 @@ class CommitSpill:
         from jobs.fs import resolve
 
         from ..ingest._spark import to_spark_schema
+        from ..session import default_parallelism
 
         spilled_schema = to_spark_schema(_SPILLED)
         want_pairs = resets and groups is not None
         n = self.buckets
         runs = [[self.files[i] for i in run]
-                for run in spill_tasks(self.file_rows, self.spark.sparkContext.defaultParallelism)]
+                for run in spill_tasks(self.file_rows, default_parallelism(self.spark))]
         parts = [self.spark.range(len(runs), numPartitions=max(1, len(runs)))
                  .mapInArrow(_spill_files_fn(self.scratch, self.root, runs, n, pairs=want_pairs),
                              spilled_schema)]  # fmt: skip

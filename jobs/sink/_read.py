@@ -61,19 +61,14 @@ def read_table(
     if len(groups) > 1 and sum(f.size for f in files.files) <= SMALL_READ_BYTES:
         # each partition folder is a scan of its own, at least one task each: a small table's days are read
         # in one task per core instead (the demo's reports read ~9 days of each silver table)
-        df = df.coalesce(_parallelism(spark))
+        from jobs.session import default_parallelism
+
+        df = df.coalesce(default_parallelism(spark))
     return df
 
 
 #: A table read (the files of its partitions in the range) at most this large is read in one task per core.
 SMALL_READ_BYTES = 64 << 20
-
-
-def _parallelism(spark: SparkSession) -> int:
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # Spark Connect: no SparkContext; the server's default
-        return 8
 
 
 @dataclass(frozen=True)

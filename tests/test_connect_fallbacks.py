@@ -1,0 +1,108 @@
+"""Spark Connect (Databricks shared / standard access mode, serverless): no SparkContext in the driver's process.
+
+The helpers that read it degrade instead of failing, checked here without a Connect server: with a fake session
+whose ``sparkContext`` raises as Connect's does (:mod:`fixtures_connect`). ``test_spark_connect.py`` runs an audit
+on a real local Connect server when pyspark's Connect dependencies are installed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fixtures_connect import ConnectLike, WithoutContext
+
+
+def test_the_default_parallelism_of_a_connect_session_comes_from_its_settings() -> None:
+    from jobs.ingest._spark import default_parallelism as ingest_parallelism
+    from jobs.session import CONNECT_PARALLELISM, default_parallelism, is_connect, spark_context
+
+    assert spark_context(ConnectLike()) is None and is_connect(ConnectLike())
+    assert default_parallelism(ConnectLike()) == ingest_parallelism(ConnectLike()) == CONNECT_PARALLELISM
+    assert default_parallelism(ConnectLike({"spark.default.parallelism": "3"})) == 3
+    for bad in ("auto", "0", "-2", ""):  # not a width: the fallback
+        assert default_parallelism(ConnectLike({"spark.default.parallelism": bad})) == CONNECT_PARALLELISM
+
+
+def test_shuffles_of_a_connect_session_keep_the_server_s_width() -> None:
+    from jobs.session import ADAPTIVE, SHUFFLE_PARTITIONS, size_shuffles
+
+    session = ConnectLike()
+    changed = size_shuffles(session)
+    assert SHUFFLE_PARTITIONS not in changed and SHUFFLE_PARTITIONS not in session.conf.values
+    assert changed[ADAPTIVE] == "true"  # what the session can be told still is
+
+
+def test_progress_on_a_connect_session_says_it_has_no_task_counts_and_does_not_fail() -> None:
+    from jobs.audit import SparkProgress
+
+    lines: list[str] = []
+    with SparkProgress(ConnectLike(), lines.append, interval=0.01) as tracker:
+        tracker.step("ingest")
+        tracker.step("reports")
+    assert lines == ["spark: a Spark Connect session: no task counts or job descriptions (no SparkContext)"]
+    with SparkProgress(ConnectLike(), lines.append, interval=0) as tracker:  # progress off: nothing said
+        tracker.step("ingest")
+    assert len(lines) == 1
+
+
+def test_an_interrupted_run_on_connect_interrupts_the_session_s_operations(monkeypatch) -> None:
+    """Ctrl-C while steps run: Spark Classic cancels the context's jobs; on Connect the session's operations are
+    interrupted (``interruptAll``), where ``cancelAllJobs`` was reached for and its error swallowed."""
+    import time
+    from concurrent import futures
+
+    import pyspark
+
+    from jobs.session import run_concurrently
+
+    session = ConnectLike()
+    monkeypatch.setattr(pyspark, "inheritable_thread_target", lambda _session: (lambda f: f))  # plain threads
+    real_wait, calls = futures.wait, []
+
+    def interrupted_wait(fs, timeout=None):
+        calls.append(timeout)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # Ctrl-C while the driver waits for the steps
+        return real_wait(fs, timeout)
+
+    monkeypatch.setattr(futures, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        run_concurrently(session, [("a", lambda: time.sleep(0.05)), ("b", lambda: time.sleep(0.05))])
+    assert session.interrupted == 1
+
+
+def test_delta_on_a_connect_session_is_what_its_settings_say() -> None:
+    from jobs.session import has_delta
+
+    assert not has_delta(ConnectLike())
+    assert has_delta(ConnectLike({"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"}))
+
+
+@pytest.mark.spark
+def test_a_session_without_a_spark_context_reads_a_table_and_plans_the_spilled_pass(spark, tmp_path) -> None:
+    """The same calls as a run makes, on the real session with its ``sparkContext`` taken away (as on Connect)."""
+    import datetime as dt
+
+    from jobs.config import default_config
+    from jobs.reports.commit_spill import CommitSpill
+    from jobs.session import CONNECT_PARALLELISM
+    from jobs.sink import read_table, write_table
+
+    config = default_config().with_overrides(output_root=str(tmp_path / "t"), cluster="c")
+    session = WithoutContext(spark)
+    days = [dt.date(2024, 3, d) for d in (1, 2, 3)]
+    rows = [{"cluster": "c", "event_date": d, "group_id": "g", "topic": "t", "partition": 0,
+             "committed_offset": i, "event_ts": dt.datetime(2024, 3, d.day, tzinfo=dt.timezone.utc)}
+            for i, d in enumerate(days)]
+    from jobs.schemas import spark_schema
+
+    schema = spark_schema("offset_commits")
+    full = [{f.name: r.get(f.name) for f in schema.fields} for r in rows]
+    write_table(spark.createDataFrame(full, schema), "offset_commits", config=config, mode="append")
+    df = read_table(session, "offset_commits", config, cluster="c", date_range=(days[0], days[-1]))
+    assert df.count() == 3 and df.rdd.getNumPartitions() <= CONNECT_PARALLELISM
+    spill = CommitSpill.plan(session, config, "c", (days[0], days[-1]), min_rows=0)
+    assert spill is not None
+    try:
+        assert spill.buckets == CONNECT_PARALLELISM
+    finally:
+        spill.close()
