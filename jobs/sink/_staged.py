@@ -181,7 +181,7 @@ def _stage(df: DataFrame | FileSource, tgt: Target, partition_by: list[str], tok
     staging = f"{tgt.spark}/{STAGING_DIR}/{token}"
     try:
         rows, mode = (df.stage(staging, partition_by, schema), "append") if isinstance(df, FileSource) else (
-            df, "errorifexists")
+            df, "error")  # = errorifexists, the one spelling Spark Connect accepts too
         if rows is not None:
             if conform is not None:  # given with a FileSource only, for the rows it hands back
                 rows = conform(rows)
