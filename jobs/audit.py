@@ -245,8 +245,9 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
         unit_count,
         write_audit_runs,
     )
-    from .session import named_step, python_memory_warning, shuffles_for_input
+    from .session import check_session, named_step, python_memory_warning, shuffles_for_input
 
+    check_session(spark)  # a Spark Connect session that cannot cache (serverless) fails here, not after some writes
     memory = python_memory_warning(spark)  # before the tasks it would fail
     if memory:
         result.warnings.append(memory)

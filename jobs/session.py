@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import class_cache
-from .errors import EpochAuditError
+from .errors import ConfigError, EpochAuditError
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from .config import Config
 
 __all__ = ["ADAPTIVE_CONF", "ARROW_INPUT_CONF", "CONCURRENT_ACTIONS", "CONNECT_PARALLELISM", "LOCAL_DEFAULTS",
-           "LOCAL_MASTER_DEFAULTS", "SINGLE_PARTITION_CONF", "UTC_CONF", "cancel_all_jobs", "default_parallelism",
-           "get_or_create_session", "has_delta", "java_options_for_input",
+           "LOCAL_MASTER_DEFAULTS", "SINGLE_PARTITION_CONF", "UTC_CONF", "UnsupportedSession", "cancel_all_jobs",
+           "check_session", "default_parallelism", "get_or_create_session", "has_delta", "java_options_for_input",
            "WORKER_ADDRESS_MIB", "conf_getter", "local_input_size", "one_partition", "python_memory_warning",
            "is_connect", "run_concurrently", "shuffles_for_input", "size_mib", "size_shuffles", "spark_context",
            "worker_address_limit_mib"]
@@ -757,6 +757,32 @@ def default_parallelism(spark: SparkSession) -> int:
         if value > 0:
             return value
     return CONNECT_PARALLELISM
+
+
+class UnsupportedSession(ConfigError):
+    """The session refuses a Spark API the run needs (Databricks serverless compute: caching); said before any work."""
+
+
+def check_session(spark: SparkSession) -> None:
+    """Raise :class:`UnsupportedSession` when ``spark`` is a Spark Connect session that refuses caching
+    (``DataFrame.persist``; Databricks serverless compute: ``[NOT_SUPPORTED_WITH_SERVERLESS]``): ingestion and the
+    Delta sink cache the frames they read twice, so such a run would fail in the middle, after writing some tables.
+    Asked with a one-row frame; a Spark Classic session is not asked (it always can)."""
+    if spark_context(spark) is not None:
+        return
+    from pyspark import StorageLevel
+
+    from .errors import one_line
+
+    probe = spark.range(1)
+    try:
+        probe.persist(StorageLevel.MEMORY_AND_DISK)
+        probe.unpersist()
+    except Exception as exc:  # noqa: BLE001 - whatever the server says, it is said in the error
+        raise UnsupportedSession(
+            "this Spark Connect session cannot cache DataFrames, which the run needs (DataFrame.persist: "
+            f"{one_line(exc, 300)}); Databricks serverless compute refuses caching: run it on a cluster in dedicated "
+            "(single user) access mode") from None
 
 
 def cancel_all_jobs(spark: SparkSession) -> None:

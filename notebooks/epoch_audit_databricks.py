@@ -10,6 +10,9 @@
 # MAGIC **Runtime**: Databricks Runtime **17.0 or later** (Apache Spark 4.0): the reports use Spark 4's
 # MAGIC `applyInArrow`, which older runtimes (Spark 3.5) do not have.
 # MAGIC
+# MAGIC **Compute**: a dedicated (single user) or standard (shared) access mode cluster. Serverless compute refuses
+# MAGIC caching, which the run needs: it then stops at its start with one line saying so (README, "Databricks").
+# MAGIC
 # MAGIC **Install** (once per cluster, or at the top of the notebook). The runtime already ships pyspark, pyarrow,
 # MAGIC numpy, pandas and Delta: installing epoch-audit *with* its dependencies would replace the runtime's
 # MAGIC pyspark. So install the wheel without dependencies, then the pure-Python ones it needs (the same list

@@ -29,11 +29,17 @@ class FakeConf:
 
 
 class ConnectLike:
-    """No Spark at all: a ``conf``, ``interruptAll``, and a ``sparkContext`` that raises as on Spark Connect."""
+    """No Spark at all: a ``conf``, ``interruptAll``, ``range(n).persist()``, and a ``sparkContext`` that raises as on
+    Spark Connect."""
 
-    def __init__(self, conf: dict[str, str] | None = None) -> None:
+    def __init__(self, conf: dict[str, str] | None = None, *, refuse_cache: bool = False) -> None:
         self.conf = FakeConf(conf)
         self.interrupted = 0
+        self.refuse_cache = refuse_cache  # as Databricks serverless compute does
+        self.cached = 0
+
+    def range(self, *_args: Any) -> _Frame:
+        return _Frame(self)
 
     @property
     def sparkContext(self) -> Any:  # noqa: N802 - pyspark's name
@@ -59,3 +65,21 @@ class WithoutContext:
         if name in ("sparkContext", "_jsparkSession", "_jvm", "_sc"):  # (the property's AttributeError lands here)
             raise _connect_error()
         return getattr(self._spark, name)
+
+
+class _Frame:
+    """What :func:`jobs.session.check_session` does with a frame: persist it, unpersist it."""
+
+    def __init__(self, session: ConnectLike) -> None:
+        self._session = session
+
+    def persist(self, *_args: Any) -> _Frame:
+        if self._session.refuse_cache:
+            raise RuntimeError("[NOT_SUPPORTED_WITH_SERVERLESS] PERSIST TABLE is not supported on serverless compute. "
+                               "SQLSTATE: 0A000")
+        self._session.cached += 1
+        return self
+
+    def unpersist(self, *_args: Any) -> _Frame:
+        self._session.cached -= 1
+        return self

@@ -106,3 +106,29 @@ def test_a_session_without_a_spark_context_reads_a_table_and_plans_the_spilled_p
         assert spill.buckets == CONNECT_PARALLELISM
     finally:
         spill.close()
+
+
+def test_a_connect_session_that_cannot_cache_fails_the_run_at_its_start_with_one_line(tmp_path) -> None:
+    """Databricks serverless compute refuses ``persist``: the run says so before it reads or writes anything, and
+    records the failure in ``audit_runs``; a session that can cache is asked once and left as it was."""
+    from deltalake import DeltaTable
+
+    from jobs.audit import run_audit
+    from jobs.config import parse_config
+    from jobs.session import UnsupportedSession, check_session
+
+    able = ConnectLike()
+    check_session(able)
+    assert able.cached == 0
+    (tmp_path / "in").mkdir()
+    config = parse_config({"cluster": "c", "inputs": {"offsets": str(tmp_path / "in")},
+                           "output": {"root": str(tmp_path / "t")}}, base_dir=".")
+    with pytest.raises(UnsupportedSession) as err:
+        run_audit(ConnectLike(refuse_cache=True), config, "2024-03-04")
+    message = str(err.value)
+    assert "\n" not in message and "[NOT_SUPPORTED_WITH_SERVERLESS]" in message
+    assert message.startswith("this Spark Connect session cannot cache DataFrames, which the run needs")
+    assert message.endswith("run it on a cluster in dedicated (single user) access mode")
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["audit_runs"]  # nothing else was written
+    runs = DeltaTable(str(tmp_path / "t" / "audit_runs")).to_pyarrow_table().to_pylist()
+    assert {r["status"] for r in runs} == {"failed"} and all(r["error"].startswith(message[:60]) for r in runs)
