@@ -2,9 +2,10 @@
 serverless compute runs it: a local Connect server from the pip install (``SparkSession.builder.remote("local[1]")``).
 
 Skipped unless pyspark's Connect dependencies (``pyspark[connect]``: grpcio, grpcio-status, googleapis-common-protos,
-zstandard) are installed; the project does not install them. The session runs in a subprocess: starting a local
-Connect server turns the process into a Connect client for good (``SPARK_REMOTE``, ``SPARK_CONNECT_MODE_ENABLED``), and
-the other tests need the classic shared session. ``test_connect_fallbacks.py`` checks the helpers without a server.
+zstandard) are installed; the ``test`` extra installs them (pyproject.toml), so CI runs it. The session runs in a
+subprocess: starting a local Connect server turns the process into a Connect client for good (``SPARK_REMOTE``,
+``SPARK_CONNECT_MODE_ENABLED``), and the other tests need the classic shared session. ``test_connect_fallbacks.py``
+checks the helpers without a server.
 """
 
 from __future__ import annotations
