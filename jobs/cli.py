@@ -20,6 +20,7 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
       because of days without rows)
 7     ``run``: another live run of the same cluster holds the output root's run lease (nothing written)
 130   ``run`` stopped by SIGINT (Ctrl-C); 143: by SIGTERM (a scheduler's timeout); the run is recorded as failed
+      (after the run finished, while it is reported: the run's own status, with this exit code)
 ====  ==========================================================
 """
 
@@ -74,6 +75,7 @@ Exit codes:
   7  another run of the cluster is writing to the output root (its run lease
      is live): nothing written; wait, or remove its lease file if it is gone
   130, 143  stopped by SIGINT (Ctrl-C) or SIGTERM (a scheduler's timeout): recorded as failed
+            (after the run finished: its own status, this exit code)
 \b
 Run status (summary, --summary-json, --metrics-file, audit_runs.status):
   ok        every configured source decoded data on every day of the range
@@ -354,7 +356,7 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
     from .config import parse_date_range
     from .runlog import new_run_id
     from .sink import hold_run
-    from .summary import format_summary, summarise
+    from .summary import summarise
 
     start, end = parse_date_range(date_from, date_to, audited=True)
     _check_output_files(summary_json=summary_json, metrics_file=metrics_file)  # else a failure could not say so
@@ -377,6 +379,9 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
             click.echo(f"epoch-audit: error: {printable(str(out_exc))}", err=True)
 
     spark = None
+    result: Any = None  # the run's AuditResult once run_audit returned (audit_runs then holds its status)
+    summary: Any = None
+    code = EXIT_OK
     # the run lease, taken before Spark starts and held to the end (run_audit shares it: the same run id)
     owned = contextlib.ExitStack()
     run_id = new_run_id()
@@ -403,41 +408,81 @@ def run(conf: str | None, date_from: str, date_to: str | None, offsets: str | No
                 _reclaim_sigint()
                 result = run_audit(spark, config, start, end, ingest=not reports_only, progress=say, run_id=run_id,
                                    warn=warn, on_result=partial.append)
+                # the run finished: a signal while it is reported still ends the process, but the way of a finished
+                # run (_reported_when_signalled), not the default handler's (no files, or last night's, no exit line)
+                summary = summarise(config, start, end)
+                code = _report_run(config, result, summary, fail_on=fail_on, fail_on_no_input=fail_on_no_input)
+                _write_outputs(config, start, end, summary_json, metrics_file, status=result.status, summary=summary,
+                               duration_s=result.timings["total"], result=result, exit_code=code,  # = "done in"
+                               sink_exit=EXIT_SINK)
         except (Exception, Terminated, KeyboardInterrupt) as exc:
             stop = interruption(exc)  # also behind the Py4J error of a cleanup in a JVM the signal ended
             if isinstance(stop, KeyboardInterrupt):  # Spark's own SIGINT handler, before _reclaim_sigint
                 stop = Terminated(signal.SIGINT)
+            if result is not None and stop is None:  # the run finished; its summary or a file failed: as ever
+                raise
             with _terminable(cleanup=True):  # the failure is recorded whole; a signal now ends the process at once
-                failed(stop or exc)
+                if result is not None:
+                    _reported_when_signalled(config, start, end, result, summary, stop, summary_json, metrics_file)
+                else:
+                    failed(stop or exc)
                 if stop is not None and spark is not None:
                     with contextlib.suppress(Exception):  # the scheduler may have ended the JVM already
                         spark.stop()
             if stop is not None and stop is not exc:
                 raise stop from None
             raise
-        summary = summarise(config, start, end)
-        click.echo(format_summary(summary))
-        for s in result.sources.values():
-            if s.status != "ok":
-                click.echo(f"  input {s.source_kind}: {s.status} ({printable(s.reason)})")
-        if result.quarantined:
-            click.echo(f"  {result.quarantined} input units quarantined: see "
-                       f"{printable(config.output.table_location('quarantine'))}")
-        click.echo(f"Status: {result.status}   Tables: {printable(config.output.table_location(''))}")
-        code = EXIT_OK
-        if fail_on_no_input and result.status in ("no_input", "partial") and any(
-                s.status == "no_input" or s.days_without_input for s in result.sources.values()):
-            code = EXIT_NO_INPUT
-            click.echo(f"epoch-audit: a configured input yielded nothing (--fail-on-no-input): exit {code}", err=True)
-        elif fail_on and summary.count(severity_at_least=fail_on):
-            code = EXIT_FINDINGS
-            click.echo(f"epoch-audit: {summary.count(severity_at_least=fail_on)} findings at or above {fail_on} "
-                       f"(--fail-on): exit {code}", err=True)
+    if code:
+        click.get_current_context().exit(code)
+
+
+def _report_run(config: Any, result: Any, summary: Any, *, fail_on: str | None, fail_on_no_input: bool) -> int:
+    """Print a finished run's summary and return its exit code (0, or 6 / 5 for ``--fail-on-no-input`` /
+    ``--fail-on``)."""
+    from .summary import format_summary
+
+    click.echo(format_summary(summary))
+    for s in result.sources.values():
+        if s.status != "ok":
+            click.echo(f"  input {s.source_kind}: {s.status} ({printable(s.reason)})")
+    if result.quarantined:
+        click.echo(f"  {result.quarantined} input units quarantined: see "
+                   f"{printable(config.output.table_location('quarantine'))}")
+    click.echo(f"Status: {result.status}   Tables: {printable(config.output.table_location(''))}")
+    code = EXIT_OK
+    if fail_on_no_input and result.status in ("no_input", "partial") and any(
+            s.status == "no_input" or s.days_without_input for s in result.sources.values()):
+        code = EXIT_NO_INPUT
+        click.echo(f"epoch-audit: a configured input yielded nothing (--fail-on-no-input): exit {code}", err=True)
+    elif fail_on and summary.count(severity_at_least=fail_on):
+        code = EXIT_FINDINGS
+        click.echo(f"epoch-audit: {summary.count(severity_at_least=fail_on)} findings at or above {fail_on} "
+                   f"(--fail-on): exit {code}", err=True)
+    return code
+
+
+def _reported_when_signalled(config: Any, start: Any, end: Any, result: Any, summary: Any, stop: Terminated,
+                             summary_json: str | None, metrics_file: str | None) -> None:
+    """--summary-json and --metrics-file of a run that finished (``audit_runs`` holds its status, its tables are
+    whole) but got SIGTERM/SIGINT while its summary was printed or the files written: the run's own status and
+    findings (its summary is read now if the signal came first), with the signal's exit code and an ``error`` that
+    says when it came, so that an alert neither reads a failed run nor keeps last night's files. A file is written
+    whole or not at all; one that cannot be written (or a summary that cannot be read) is said, and the signal's
+    exit code stands."""
+    from .summary import summarise
+
+    error = (f"{stop} while reporting: the run had finished (status {result.status}, recorded in audit_runs); "
+             "the terminal summary may be cut short")
+    click.echo(f"epoch-audit: {printable(error)}", err=True)
+    if not summary_json and not metrics_file:
+        return
+    try:
+        if summary is None:
+            summary = summarise(config, start, end)
         _write_outputs(config, start, end, summary_json, metrics_file, status=result.status, summary=summary,
-                       duration_s=result.timings["total"], result=result, exit_code=code,  # = "done in", audit_runs
-                       sink_exit=EXIT_SINK)
-        if code:
-            click.get_current_context().exit(code)
+                       duration_s=result.timings["total"], result=result, error=error, exit_code=stop.exit_code)
+    except EpochAuditError as exc:  # said; the files are then last night's, whole (never half of this one)
+        click.echo(f"epoch-audit: error: {printable(one_line(exc, 2000))}", err=True)
 
 
 def _write_outputs(config: Any, start: Any, end: Any, summary_json: str | None, metrics_file: str | None,

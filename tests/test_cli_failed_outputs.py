@@ -191,6 +191,71 @@ def test_timeout_s_echo_of_the_same_sigterm_does_not_cut_the_cleanup_short() -> 
     assert res.stderr.count("SIGTERM again: exiting at once") == 1
 
 
+#: ``epoch-audit run`` whose run finishes at once (no Spark) and gets SIGTERM while it is reported: in ``summarise``
+#: (the findings not read yet) or while writing --metrics-file (--summary-json written, with exit 0).
+SIGNALLED_WHILE_REPORTING = textwrap.dedent("""
+    import collections, datetime as dt, os, signal, sys
+    import jobs.alerts, jobs.audit, jobs.cli, jobs.summary
+    from jobs.audit import AuditResult
+    from jobs.runlog import RunContext
+
+    when, tmp = sys.argv[1], sys.argv[2]
+    day = dt.date(2024, 3, 5)
+    signalled = []
+
+    def once(step):
+        if when == step and not signalled:
+            signalled.append(step)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def finished(spark, config, start, end, *, on_result, **_kw):
+        result = AuditResult(run=RunContext("demo", day, day, run_id="r1"), timings={"total": 1.5})
+        on_result(result)
+        return result  # audit_runs would hold its ok row now
+
+    def summarise(config, start, end, **_kw):
+        once("summary")
+        return jobs.summary.Summary("demo", start, end, by_kind=collections.Counter(
+            {("fencing_violations", "F2", "fenced_commit", "error"): 2}))
+
+    write_metrics = jobs.alerts.write_metrics
+
+    def metrics(path, doc, **kw):
+        once("files")
+        return write_metrics(path, doc, **kw)
+
+    jobs.audit.run_audit, jobs.summary.summarise, jobs.alerts.write_metrics = finished, summarise, metrics
+    jobs.cli._session = lambda config, ingest: object()
+    sys.argv = ["epoch-audit", "run", "--offsets", f"{tmp}/in", "--output-root", f"{tmp}/t", "--cluster", "demo",
+                "--from", "2024-03-05", "--summary-json", f"{tmp}/s.json", "--metrics-file", f"{tmp}/m.prom"]
+    jobs.cli.main()
+""")
+
+
+@pytest.mark.parametrize("when", ["summary", "files"])
+def test_a_signal_after_the_run_finished_writes_both_files_with_its_status_and_the_signal_s_exit_code(
+        tmp_path: Path, when: str) -> None:
+    """SIGTERM after run_audit returned (audit_runs said ok) met Python's default handler: the process died by the
+    signal with last night's files standing (or --summary-json saying exit 0 and no metrics). The files now carry
+    the run's own status and findings, exit code 143 and an error saying the signal came while reporting."""
+    js, prom = _last_night(tmp_path)
+    (tmp_path / "in").mkdir()
+    res = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_REPORTING, when, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    assert res.returncode == EXIT_SIGTERM, res
+    assert "epoch-audit: terminated by SIGTERM while reporting: the run had finished (status ok" in res.stderr
+    assert "epoch-audit: terminated by SIGTERM: exit 143" in res.stderr and "Traceback" not in res.stderr
+    doc = json.loads(js.read_text())
+    assert (doc["status"], doc["exit_code"], doc["run_id"]) == ("ok", EXIT_SIGTERM, "r1")
+    assert doc["error"].startswith("terminated by SIGTERM while reporting: the run had finished (status ok")
+    assert doc["findings"]["by_severity"]["error"] == 2  # the findings are counted, not dropped
+    samples = {(s.name, s.labels.get("status")): s.value for f in text_string_to_metric_families(prom.read_text())
+               for s in f.samples}
+    assert samples[("epoch_audit_run_status", "ok")] == 1 and _failed_status(prom) == 0
+    assert ("epoch_audit_last_success_timestamp_seconds", None) in samples  # the run succeeded: no staleness alert
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") or ".prom." in p.name]
+
+
 needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                                 reason="no Java to start Spark with")
 
