@@ -869,6 +869,9 @@ def _timeline_section(incidents: Sequence[Incident], date_from: dt.date, date_to
     return _section(sid, title, intro, _figure("chart-timeline", "".join(out), legend) + note + table)
 
 
+_FIRST_DAY = dt.date(1970, 1, 1)
+
+
 def _partition_history(config: Config, start: dt.date, end: dt.date, parts: Sequence[tuple[str, int]],
                        spark: SparkSession | None) -> dict[tuple[str, int], pa.Table | None]:
     """``partition_history`` rows (the replayed KRaft metadata log) per partition; empty when the table
@@ -878,6 +881,15 @@ def _partition_history(config: Config, start: dt.date, end: dt.date, parts: Sequ
         data = _load(config, "partition_history", start, end, spark=spark, where={"topic": t, "partition": p})
         if data is None:
             return {}
+        if "snapshot" not in data.column("change").to_pylist() and start > _FIRST_DAY:
+            # a snapshot's rows are stored once, under the first day of the run that met it: the partition's state
+            # where the range's changes start is the last snapshot stored before the range (a run of the range
+            # stored its copy inside it before), so that the range's first leader change is drawn
+            before = _load(config, "partition_history", _FIRST_DAY, start - dt.timedelta(days=1), spark=spark,
+                           where={"topic": t, "partition": p, "change": "snapshot"})
+            if before is not None and before.num_rows:
+                last = max(range(before.num_rows), key=lambda i: before.column("metadata_offset")[i].as_py() or -1)
+                data = pa.concat_tables([data, before.slice(last, 1).select(data.column_names).cast(data.schema)])
         out[(t, p)] = data
     return out
 

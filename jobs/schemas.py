@@ -251,7 +251,8 @@ PARTITION_HISTORY = (
     _c("source", STR, "file the kept copy of the record was read from (segment, snapshot or dump text)"),
     _c("position", I64, "byte position of the record's batch in the file (line number for dump text)"),
     _c("event_ts", TS, "controller_ts (snapshot, log_start and log_end rows: at least the run's first day, so the "
-       "state the log starts from reaches the reports); drives event_date"),
+       "state the log starts from reaches the reports; a snapshot's rows are stored once, under the first day of "
+       "the first run that replayed from it); drives event_date"),
 )
 
 # ----------------------------------------------------------------------------------------- operational

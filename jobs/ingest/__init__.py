@@ -444,8 +444,10 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         if "metadata" in works:
             silver["metadata_observations"] = Once(lambda: md.observations_frame(works["metadata"]))
         if "cluster_metadata_replay" in works:
-            silver["partition_history"] = Once(
-                lambda: cm.history_frame(works["cluster_metadata_replay"], run.range_from))
+            # a snapshot's rows once: not again when another date holds them (the next night's run)
+            silver["partition_history"] = Once(lambda: cm.without_stored_snapshots(
+                spark, config, run.cluster, run.date_range,
+                cm.history_frame(works["cluster_metadata_replay"], run.range_from)))
 
         passes: dict[str, PassFiles] = {n: p for n, p in (("offset_commits", commit_files),
                                                           ("metadata_observations", captures)) if p is not None}

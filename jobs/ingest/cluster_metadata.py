@@ -33,7 +33,8 @@ Two steps, both on the executors:
 
 The snapshot the replay starts from is :func:`epochlib.kraft.choose_snapshot` over every copy's snapshot
 names and the merged log's first offset (a copy holding only snapshots, like a log-dir snapshot taken
-after cleaning, gives the newest snapshot's image).
+after cleaning, gives the newest snapshot's image). Its rows are stored once, by the first run that replays from it
+(:func:`without_stored_snapshots`): every nightly run replays it again.
 """
 
 from __future__ import annotations
@@ -71,10 +72,12 @@ from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, side_row, stats_row
 from .discover import InputFile, Inventory, Unrecognised, is_kafka_aux, mark_last_segments
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
+    from jobs.config import Config
 
 __all__ = ["FILE_SCHEMA", "HISTORY_WORK", "WORK", "classify_cluster_metadata", "decode_files", "discover_cluster_metadata", "from_logdirs",
-           "history_frame", "replay_records"]
+           "history_frame", "replay_records", "snapshots_stored_elsewhere", "without_stored_snapshots"]
 
 KIND = "cluster_metadata"
 #: Input forms.
@@ -591,3 +594,67 @@ def history_frame(work: DataFrame, range_from: dt.date) -> DataFrame:
     state = F.col("change").isin("snapshot", "log_start", "log_end")
     event = F.when(state, F.greatest(F.col("controller_ts"), F.lit(start_ms))).otherwise(F.col("controller_ts"))
     return work.where(F.col("row_kind") == "history").select(*cols, F.timestamp_millis(event).alias("event_ts"))
+
+
+#: The ``partition_history`` columns that name a snapshot: its rows' ``metadata_offset`` is the snapshot's end offset
+#: - 1 and their ``raft_epoch`` its epoch (the ``<end offset>-<epoch>.checkpoint`` file name), ``change`` "snapshot".
+SNAPSHOT_ID = ("metadata_offset", "raft_epoch")
+
+
+def snapshots_stored_elsewhere(spark: SparkSession, config: Config, cluster: str, date_range: tuple[dt.date, dt.date],
+                               snapshots: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Which of ``snapshots`` (``(end offset - 1, epoch)``) ``partition_history`` already holds rows of for
+    ``cluster`` under a date outside ``date_range`` (the dates a run replaces); read through delta-rs for a path
+    table (only the snapshots' rows), else Spark; none when the table is not there."""
+    from pyspark.sql import functions as F
+
+    from jobs.errors import NoTableError, SinkError
+    from jobs.sink import read_table, read_table_arrow
+
+    lo, hi = date_range
+    wanted = set(snapshots)
+    found: list[dict[str, Any]] = []
+    try:
+        for offset, _epoch in sorted(wanted):
+            found += read_table_arrow("partition_history", config, cluster=cluster,
+                                      where={"change": "snapshot", "metadata_offset": offset},
+                                      columns=["event_date", *SNAPSHOT_ID]).to_pylist()
+    except NoTableError:
+        return set()
+    except SinkError:  # a catalog table: only Spark reads it
+        try:
+            df = read_table(spark, "partition_history", config, cluster=cluster)
+        except Exception as exc:  # not written yet (SinkError, or Spark's AnalysisException for catalogs)
+            if not isinstance(exc, SinkError) and "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+                raise
+            return set()
+        offsets = sorted({o for o, _ in wanted})
+        found = [r.asDict() for r in df.where((F.col("change") == "snapshot") & F.col("metadata_offset").isin(offsets))
+                 .select("event_date", *SNAPSHOT_ID).distinct().collect()]
+    return {key for r in found if (key := (r["metadata_offset"], r["raft_epoch"])) in wanted
+            and r["event_date"] is not None and not lo <= r["event_date"] <= hi}
+
+
+def without_stored_snapshots(spark: SparkSession, config: Config, cluster: str, date_range: tuple[dt.date, dt.date],
+                             history: DataFrame) -> DataFrame:
+    """``history`` (:func:`history_frame`) without the rows of a snapshot that ``partition_history`` holds under a
+    date outside ``date_range`` already.
+
+    A snapshot's rows are dated at the first day of the run that replays from it (:func:`history_frame`), and a
+    nightly run replays the same snapshot file night after night: each night stored one more copy of its rows under
+    its own date, and the table and every reader's time grew without bound. They are now stored once, by the first
+    run that meets the snapshot (its identity: end offset and epoch, :data:`SNAPSHOT_ID`); a rerun of that run's
+    range writes them again (its dates are replaced), and a new snapshot gets its rows. The reports read every date
+    of the table (:func:`jobs.reports.kraft.load`, one row per change), so their findings are the same."""
+    from pyspark.sql import functions as F
+
+    is_snapshot = F.col("change") == "snapshot"
+    ids = {(r[0], r[1]) for r in history.where(is_snapshot).select(*SNAPSHOT_ID).distinct().collect()}
+    stored = snapshots_stored_elsewhere(spark, config, cluster, date_range, ids) if ids else set()
+    if not stored:
+        return history
+    same = None
+    for offset, epoch in sorted(stored):
+        one = F.col("metadata_offset").eqNullSafe(offset) & F.col("raft_epoch").eqNullSafe(epoch)
+        same = one if same is None else same | one
+    return history.where(~(is_snapshot & same))

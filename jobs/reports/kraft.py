@@ -114,8 +114,10 @@ class KraftEvidence:
         return bool(self.rows)
 
 
-#: One row per change: a snapshot's rows may have been written again by a later run (dated at its start), perhaps
-#: from another node's copy of the log; the copy kept is the one with the lowest (source, position), nulls first,
+#: One row per change: a snapshot's rows may have been written again by a later run (dated at its start; tables
+#: written before a snapshot's rows were stored once, :func:`jobs.ingest.cluster_metadata.without_stored_snapshots`,
+#: hold one copy per night), perhaps from another node's copy of the log; the copy kept is the one with the lowest
+#: (source, position), nulls first,
 #: whichever reads the table (so K2, which reads :attr:`KraftEvidence.frame`, and the rules fed its collected rows
 #: cite one copy).
 _HIST_KEY = ("metadata_offset", "topic_id", "partition", "change")

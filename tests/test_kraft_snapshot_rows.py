@@ -1,0 +1,76 @@
+"""A KRaft snapshot's rows in ``partition_history`` are stored once: nightly runs over one metadata-log copy re-read
+the same ``<end offset>-<epoch>.checkpoint`` every night, and each stored another copy of its rows under its own
+first day (the table and every reader's time grew by one snapshot a night). A new snapshot still gets its rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from fixtures_kraft import TID, T, metadata_log
+
+from epochlib.kraft.codec import iter_batches
+from epochlib.kraft.snapshot import encode_snapshot
+from jobs.config import parse_config
+from jobs.ingest import run_ingestion
+from jobs.sink import read_table_arrow
+
+pytestmark = pytest.mark.spark
+
+D1, D2, D3 = dt.date(2024, 5, 1), dt.date(2024, 5, 2), dt.date(2024, 5, 3)
+
+
+def _partition(p: int, leader: int, epoch: int, isr: list[int]) -> tuple:
+    return (3, 0, {"partition_id": p, "topic_id": TID, "replicas": [1, 2, 3], "isr": isr, "leader": leader,
+                   "leader_epoch": epoch, "partition_epoch": epoch})
+
+
+def _copy(folder: Path, start: int, image: list[tuple], last_ts: int) -> None:
+    """One node's ``__cluster_metadata-0`` as ``rsync --delete`` leaves it: the fixture log from offset ``start`` on
+    (its batches start at offsets 0, 1, 4, 5, 6, 7, 8, 10) and the snapshot ending there."""
+    log = metadata_log(3)
+    batches = [log[b.position:b.position + b.size] for b in iter_batches(log)]
+    firsts = [0, 1, 4, 5, 6, 7, 8, 10]
+    d = folder / "node1" / "__cluster_metadata-0"
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.iterdir():
+        old.unlink()
+    (d / f"{start:020d}.log").write_bytes(b"".join(b for b, f in zip(batches, firsts, strict=True) if f >= start))
+    (d / f"{start:020d}-{1:010d}.checkpoint").write_bytes(encode_snapshot(
+        [(2, 0, {"name": "orders", "topic_id": TID}), *image], epoch=1, last_contained_timestamp=last_ts,
+        timestamp=last_ts + 1_000))
+
+
+def _snapshot_rows(cfg) -> list[tuple]:
+    rows = read_table_arrow("partition_history", cfg, cluster="kr").to_pylist()
+    return sorted((r["event_date"].isoformat(), r["metadata_offset"], r["partition"] if r["partition"] is not None
+                   else -1) for r in rows if r["change"] == "snapshot")
+
+
+def test_nightly_runs_over_one_snapshot_store_its_rows_once_and_a_new_snapshot_adds_its_own(
+        spark, tmp_path: Path) -> None:
+    cm = tmp_path / "cluster_metadata"
+    # the snapshot at offset 4: orders created with partitions 0 (leader 1) and 1 (leader 2), epoch 0
+    _copy(cm, 4, [_partition(0, 1, 0, [1, 2, 3]), _partition(1, 2, 0, [1, 2, 3])], T + 1_000)
+    cfg = parse_config({"cluster": "kr", "inputs": {"cluster_metadata": str(cm)},
+                        "output": {"root": str(tmp_path / "out")}})
+    first = [("2024-05-01", 3, -1), ("2024-05-01", 3, 0), ("2024-05-01", 3, 1)]
+    run_ingestion(spark, cfg, D1, D1)
+    assert _snapshot_rows(cfg) == first
+    run_ingestion(spark, cfg, D2, D2)  # the next night, the same copy: no second copy of the snapshot's rows
+    assert _snapshot_rows(cfg) == first
+    run_ingestion(spark, cfg, D2, D2)  # a rerun of that night
+    run_ingestion(spark, cfg, D1, D1)  # a rerun of the first night writes its rows again (its dates are replaced)
+    assert _snapshot_rows(cfg) == first
+    # the html report's timeline still finds the partition's state at the start of a later range (its leader epoch
+    # before the range's first change), as when every night stored the snapshot
+    from jobs.html_report import _partition_history
+
+    hist = _partition_history(cfg, D2, D2, [("orders", 0)], None)[("orders", 0)].to_pylist()
+    assert [(r["change"], r["leader_epoch"]) for r in hist] == [("snapshot", 0)]
+
+    # the log cleaned to offset 8 and a snapshot there (p0 led by 1 in epoch 2, p1 by 3 in epoch 1): its rows are new
+    _copy(cm, 8, [_partition(0, 1, 2, [1, 2, 3]), _partition(1, 3, 1, [3])], T + 40_000)
+    run_ingestion(spark, cfg, D3, D3)
+    assert _snapshot_rows(cfg) == [*first, ("2024-05-03", 7, -1), ("2024-05-03", 7, 0), ("2024-05-03", 7, 1)]
