@@ -33,6 +33,7 @@ their source URI (:func:`open_reader`) and read byte ranges.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -125,12 +126,19 @@ def resolve(location: str, *, dbfs_mounted: bool | None = None) -> Location:
 
 def replace_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write a local text file whole or not at all (a temporary file beside it, then renamed over it), making its
-    folder: the summary JSON, an HTML report, a config from ``init``. Raises ``OSError``."""
+    folder: the summary JSON, an HTML report, a config from ``init``. A write that fails or is interrupted (a
+    signal's :class:`~jobs.errors.Terminated`) leaves the file as it was and removes its temporary file. Raises
+    ``OSError``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

@@ -86,3 +86,23 @@ def test_schemes_pyarrow_does_not_know_go_through_fsspec() -> None:
         assert isinstance(filesystem, pa.fs.PyFileSystem)
     finally:
         mem.rm("/epoch-audit-fs-test", recursive=True)
+
+
+def test_replace_text_interrupted_leaves_the_file_as_it_was_and_no_temporary_file(tmp_path, monkeypatch) -> None:
+    """A SIGTERM while --summary-json was written (jobs.errors.Terminated, a BaseException) left its
+    ``.s.json.<pid>.tmp`` beside it, one more each time."""
+    import signal
+
+    import jobs.fs
+    from jobs.errors import Terminated
+
+    target = tmp_path / "s.json"
+    target.write_text("last night")
+
+    def interrupted(src, dst):
+        raise Terminated(signal.SIGTERM)
+
+    monkeypatch.setattr(jobs.fs.os, "replace", interrupted)
+    with pytest.raises(Terminated):
+        jobs.fs.replace_text(target, "tonight")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"] and target.read_text() == "last night"
