@@ -334,14 +334,19 @@ def test_report_of_a_long_range_lists_only_days_with_findings(runner: CliRunner,
     assert "2024-03-01       3" in res.output
 
 
-def test_report_partition_that_is_not_there_says_so_exit_3(runner: CliRunner, tmp_path: Path) -> None:
-    write_findings(tmp_path / "t")
-    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+def _write_findings_and_lineage(root: Path) -> None:
+    """:func:`write_findings`, plus one broker's lineage snapshot of ``orders-0`` on DAY."""
+    write_findings(root)
+    config = Config(cluster="c1", output=Output(root=str(root)))
     lineage = {f.name: None for f in schemas.arrow_schema("epoch_lineage")}
     lineage.update(cluster="c1", event_date=DAY, broker=1, snapshot_ts=TS, topic="orders", partition=0,
                    entries=[{"epoch": 0, "start_offset": 0}], source="broker=1/orders-0/leader-epoch-checkpoint")
     write_small(pa.Table.from_pylist([lineage], schema=schemas.arrow_schema("epoch_lineage")), "epoch_lineage",
                 config=config, date_range=(DAY, DAY))
+
+
+def test_report_partition_that_is_not_there_says_so_exit_3(runner: CliRunner, tmp_path: Path) -> None:
+    _write_findings_and_lineage(tmp_path / "t")
     base = ["report", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1",
             "--html", str(tmp_path / "r.html")]
     res = runner.invoke(cli, [*base, "--partition", "orders:0"])
@@ -360,13 +365,7 @@ def test_report_partition_whose_lineage_table_cannot_be_read_is_exit_4_not_no_sn
         runner: CliRunner, tmp_path: Path, html: bool) -> None:
     """A damaged `epoch_lineage` read as "no snapshot in epoch_lineage" (exit 3: a typo's message), or, in the HTML
     page's automatic lineage, as none: it is exit 4 naming the table, as for the report tables."""
-    write_findings(tmp_path / "t")
-    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
-    lineage = {f.name: None for f in schemas.arrow_schema("epoch_lineage")}
-    lineage.update(cluster="c1", event_date=DAY, broker=1, snapshot_ts=TS, topic="orders", partition=0,
-                   entries=[{"epoch": 0, "start_offset": 0}], source="broker=1/orders-0/leader-epoch-checkpoint")
-    write_small(pa.Table.from_pylist([lineage], schema=schemas.arrow_schema("epoch_lineage")), "epoch_lineage",
-                config=config, date_range=(DAY, DAY))
+    _write_findings_and_lineage(tmp_path / "t")
     (tmp_path / "t" / "epoch_lineage" / "_delta_log" / "00000000000000000000.json").write_text("garbage\n")
     flags = ["--html", str(tmp_path / "r.html")] if html else ["--partition", "orders:0"]
     res = runner.invoke(cli, ["report", "--from", "2024-03-01", "--output-root", str(tmp_path / "t"), "--cluster", "c1",

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 from prometheus_client.parser import text_string_to_metric_families
-from test_notebook import write_tiny_inputs
+from test_notebook import commit_lines, write_tiny_inputs
 
 from jobs.cli import EXIT_FINDINGS, EXIT_NO_INPUT, EXIT_SINK, cli
 from jobs.errors import SinkError
@@ -469,19 +469,9 @@ def test_a_two_day_rerun_after_one_day_s_dumps_are_gone_keeps_that_day(spark, tm
     """The dumps of the range's first day rotated away, those of its second day still there: a rerun over both days
     replaced the first day's commits by none, and its S1e went with them. A day the run's input of a source yields
     no row and no unit of is to keep what earlier runs stored for it, as a source without any input does."""
-    import base64
-
-    from epochlib import coordinator
-
     inputs = write_tiny_inputs(tmp_path / "in")  # g1's commits (200 -> 50: S1e) on 2024-03-01
     day2 = 1709251200000 + 86_400_000 + 3_600_000  # 2024-03-02T01:00:00Z
-    lines = []
-    for i, off in enumerate((10, 20, 30)):
-        key = coordinator.encode_offset_commit_key("g2", "orders", 0)
-        value = coordinator.encode_offset_commit_value(off, leader_epoch=2, commit_timestamp=day2 + 60_000 * i)
-        lines.append(json.dumps({"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode(),
-                                 "partition": 8, "offset": i, "timestamp": day2 + 60_000 * i}))
-    (Path(inputs["offsets"]) / "commits-0302.jsonl").write_text("\n".join(lines) + "\n")
+    (Path(inputs["offsets"]) / "commits-0302.jsonl").write_text(commit_lines("g2", (10, 20, 30), day2, log_partition=8))
     out = tmp_path / "tables"
     args = ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--offsets", inputs["offsets"], "--logdirs",
             inputs["logdirs"], "--output-root", str(out), "--cluster", "tiny", "-q"]

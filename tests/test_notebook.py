@@ -20,17 +20,22 @@ DAY = dt.date(2024, 3, 1)
 T0 = 1709251200000 + 3_600_000  # 2024-03-01T01:00:00Z
 
 
+def commit_lines(group: str, offsets: tuple[int, ...], t0: int, *, log_partition: int) -> str:
+    """JSONL dump lines of ``group``'s commits of ``orders-0`` at ``offsets``, a minute apart from ``t0`` (epoch ms)."""
+    lines = []
+    for i, off in enumerate(offsets):
+        key = coordinator.encode_offset_commit_key(group, "orders", 0)
+        value = coordinator.encode_offset_commit_value(off, leader_epoch=2, commit_timestamp=t0 + 60_000 * i)
+        lines.append(json.dumps({"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode(),
+                                 "partition": log_partition, "offset": i, "timestamp": t0 + 60_000 * i}))
+    return "\n".join(lines) + "\n"
+
+
 def write_tiny_inputs(base: Path) -> dict[str, str]:
     """A few commits of one group (one rewind 200 -> 50) and two brokers' lineage of ``orders-0`` on DAY."""
     offsets = base / "offsets"
     offsets.mkdir(parents=True)
-    lines = []
-    for i, off in enumerate((100, 200, 50)):
-        key = coordinator.encode_offset_commit_key("g1", "orders", 0)
-        value = coordinator.encode_offset_commit_value(off, leader_epoch=2, commit_timestamp=T0 + 60_000 * i)
-        lines.append(json.dumps({"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode(),
-                                 "partition": 7, "offset": i, "timestamp": T0 + 60_000 * i}))
-    (offsets / "commits.jsonl").write_text("\n".join(lines) + "\n")
+    (offsets / "commits.jsonl").write_text(commit_lines("g1", (100, 200, 50), T0, log_partition=7))
     for broker in (1, 2):
         snap = base / "logdirs" / f"broker={broker}" / "snapshot=20240301T060000Z"
         (snap / "orders-0").mkdir(parents=True)
