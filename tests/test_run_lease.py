@@ -21,7 +21,7 @@ from test_cli_ops import write_findings
 
 from jobs import cli as cli_mod
 from jobs.audit import AuditResult
-from jobs.cli import EXIT_LEASE_HELD, EXIT_SIGTERM, EXIT_USAGE, cli
+from jobs.cli import EXIT_LEASE_HELD, EXIT_SIGTERM, EXIT_SINK, EXIT_USAGE, cli
 from jobs.config import Config, Output
 from jobs.errors import ConfigError, RunLeaseHeld, Terminated
 from jobs.runlog import RunContext
@@ -40,13 +40,17 @@ def _lease_file(root: Path, cluster: str = "c1") -> Path:
     return root / "_run_leases" / f"{cluster}.lease"
 
 
+PIDNS = os.readlink("/proc/self/ns/pid") if os.path.exists("/proc/self/ns/pid") else ""
+
+
 def _plant(root: Path, *, run: str = "nightly-42", host: str = HOST, pid: int | None = None,
-           age: dt.timedelta = dt.timedelta(seconds=5), seconds: float = 600, cluster: str = "c1") -> Path:
-    """A lease as another process's run leaves it: its heartbeat ``age`` old."""
+           age: dt.timedelta = dt.timedelta(seconds=5), seconds: float = 600, cluster: str = "c1",
+           pidns: str = PIDNS) -> Path:
+    """A lease as another process's run leaves it: its heartbeat ``age`` old (written in ``pidns``)."""
     path = _lease_file(root, cluster)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
-        "run": run, "host": host, "pid": os.getppid() if pid is None else pid,
+        "run": run, "host": host, "pid": os.getppid() if pid is None else pid, "pidns": pidns,
         "started": "2024-03-02T02:00:00+00:00",
         "heartbeat": (dt.datetime.now(dt.timezone.utc) - age).isoformat(), "lease_seconds": seconds}))
     return path
@@ -120,6 +124,57 @@ def test_a_dead_run_s_lease_is_taken_over_with_a_warning_and_released_after_a_fa
     assert not lease.exists() and not lease.parent.exists()  # released after the failure, nothing left beside tables
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["status"] == "failed" and any("took over the run lease" in w for w in doc["warnings"])
+
+
+def test_a_live_lease_from_another_container_with_this_host_name_is_not_taken_over(tmp_path, no_spark) -> None:
+    """Docker --network host / k8s hostNetwork: one host name, separate pid namespaces. The other container's run
+    has a pid this one cannot see, and a fresh heartbeat: it is live (it was taken over, and its staging files
+    removed under it, so that the first run failed with exit 4)."""
+    lease = _plant(tmp_path / "t", pid=_dead_pid(), pidns="pid:[4026599999]")
+    res = CliRunner().invoke(cli, _args(tmp_path, "-q"))
+    assert res.exit_code == EXIT_LEASE_HELD, res.output
+    assert "another run of cluster 'c1' is writing to this output root: run nightly-42" in res.output
+    assert json.loads(lease.read_text())["run"] == "nightly-42"
+
+
+def test_an_output_root_whose_store_cannot_be_reached_is_exit_4_in_one_line(tmp_path, monkeypatch,
+                                                                             no_spark) -> None:
+    """An abfss:// root without credentials that get a token: pyarrow raises its own ArrowException (not an
+    OSError), which read as a bug (exit 1) with pages of Azure's text; it is the store that cannot be written."""
+    import pyarrow as pa
+
+    def no_token(root):
+        raise pa.ArrowException("Failed to get token from DefaultAzureCredential.\nManagedIdentityCredential: ...")
+
+    monkeypatch.setattr("jobs.sink._runlease.filesystem", no_token)
+    res = CliRunner().invoke(cli, _args(tmp_path, "-q"))
+    assert res.exit_code == EXIT_SINK, res.output
+    assert res.stderr.strip().splitlines() == [
+        f"epoch-audit: error: cannot write the run lease {tmp_path / 't'}/_run_leases/c1.lease: Failed to get token "
+        "from DefaultAzureCredential."]
+    assert json.loads((tmp_path / "s.json").read_text())["exit_code"] == EXIT_SINK
+
+
+def test_one_unreadable_beat_does_not_stop_the_heartbeat(tmp_path, monkeypatch) -> None:
+    """A store's 503 on one read stopped renewing for good: 10 minutes later another run took the live lease over."""
+    from jobs.sink import _runlease
+
+    config = _config(tmp_path / "t")
+    path = Path(run_lease_path(config))
+    real, calls, blips = _runlease._read, [0], [0]
+
+    def flaky(fs, native):
+        calls[0] += 1
+        if calls[0] == 2:  # the first beat's read (the first read is the take's)
+            blips[0] += 1
+            return 0.0  # what _read says of a lease it cannot read
+        return real(fs, native)
+
+    monkeypatch.setattr(_runlease, "_read", flaky)
+    with hold_run(config, "r1", lease=dt.timedelta(seconds=0.6)):
+        first = json.loads(path.read_text())["heartbeat"]
+        time.sleep(0.9)  # the blip at 0.2 s, then beats at 0.4, 0.6, 0.8 s
+        assert blips[0] == 1 and json.loads(path.read_text())["heartbeat"] > first
 
 
 def test_a_normal_run_holds_the_lease_and_leaves_none_behind(tmp_path, monkeypatch) -> None:

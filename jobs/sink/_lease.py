@@ -39,6 +39,25 @@ log = logging.getLogger("jobs.sink")
 
 LEASE_SUFFIX = ".lease"
 _HOST = socket.gethostname()
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``; "" where /proc does not say): two containers with one
+    host name (``--network host``, k8s ``hostNetwork``) each see only their own pids, so "pid not running" proves
+    a lease's owner gone only when it was written in this namespace."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+_PIDNS = _pid_namespace()
+
+
+def same_pid_space(host: str, pidns: str) -> bool:
+    """Whether a lease written on ``host`` in pid namespace ``pidns`` names pids this process can see (a lease
+    without a namespace, from before it was written, counts as another host's: only its heartbeat can expire)."""
+    return host == _HOST and pidns == _PIDNS
 _ACTIVE: set[str] = set()  # tokens this process is writing right now
 _ACTIVE_LOCK = threading.Lock()
 
@@ -53,6 +72,7 @@ class Lease:
     pid: int
     heartbeat: dt.datetime
     seconds: float
+    pidns: str = ""
 
     def describe(self) -> str:
         """How a message names the owning run."""
@@ -86,7 +106,7 @@ def _path(root: str, token: str) -> str:
 def _write(fs: pafs.FileSystem, root: str, token: str, run: str, seconds: float) -> None:
     now = dt.datetime.now(dt.timezone.utc)
     body = {
-        "token": token, "run": run, "host": _HOST, "pid": os.getpid(),
+        "token": token, "run": run, "host": _HOST, "pid": os.getpid(), "pidns": _PIDNS,
         "heartbeat": now.isoformat(), "lease_seconds": seconds,
     }
     with fs.open_output_stream(_path(root, token)) as out:
@@ -149,7 +169,7 @@ def read_leases(fs: pafs.FileSystem, root: str) -> dict[str, Lease | None]:
                 raw = json.loads(f.read().decode())
             out[token] = Lease(
                 str(raw["token"]), str(raw["run"]), str(raw["host"]), int(raw["pid"]),
-                dt.datetime.fromisoformat(raw["heartbeat"]), float(raw["lease_seconds"]),
+                dt.datetime.fromisoformat(raw["heartbeat"]), float(raw["lease_seconds"]), str(raw.get("pidns", "")),
             )
         except (OSError, ValueError, KeyError, TypeError):
             mtime = info.mtime or now
@@ -165,7 +185,7 @@ def is_live(lease: Lease | None, now: dt.datetime | None = None) -> bool:
     now = now or dt.datetime.now(dt.timezone.utc)
     if (now - lease.heartbeat).total_seconds() > lease.seconds:
         return False
-    if lease.host != _HOST:
+    if not same_pid_space(lease.host, lease.pidns):
         return True
     if lease.pid == os.getpid():
         with _ACTIVE_LOCK:

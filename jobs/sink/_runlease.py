@@ -8,7 +8,7 @@ pid, start and heartbeat times, lease length), rewrites its heartbeat from a bac
 lease, and removes it when it ends, however it ends. Read-only commands take none.
 
 A lease belongs to a **live run** unless its heartbeat is older than its lease length, or its holder ran on this
-host and its pid is no longer running (the ideas of :mod:`._lease`, the staging folders' leases): such a dead run's
+host, in this pid namespace (a container sharing the host's name sees other pids), and its pid is no longer running (the ideas of :mod:`._lease`, the staging folders' leases): such a dead run's
 lease is taken over, with a warning. A live one refuses the run with :class:`~jobs.errors.RunLeaseHeld`, naming the
 holder. A lease that cannot be read is live while it is younger than the lease length (it may be being written).
 
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from jobs.errors import RunLeaseHeld, SinkError
 from jobs.fs import filesystem
 
-from ._lease import _HOST, _pid_running
+from ._lease import _HOST, _PIDNS, _pid_running, same_pid_space
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -68,6 +68,7 @@ class _Holder:
     started: str
     heartbeat: dt.datetime
     seconds: float
+    pidns: str = ""
 
     def describe(self) -> str:
         started = self.started
@@ -100,12 +101,25 @@ def run_lease_path(config: Config) -> str | None:
     return f"{config.output.root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease"
 
 
+def _fs_errors() -> tuple[type[BaseException], ...]:
+    """What a store's calls raise when it cannot be reached: OSError, pyarrow's own errors (an Azure or S3
+    credential that cannot get a token), ValueError (a scheme the installed pyarrow/fsspec does not know)."""
+    import pyarrow as pa
+
+    return (OSError, ValueError, pa.ArrowException)
+
+
+def _first_line(exc: BaseException) -> str:
+    """A store error's first line (pyarrow's Azure/S3 errors go on for pages)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
 def _body(run_id: str, started: dt.datetime, seconds: float) -> bytes:
-    return json.dumps({"run": run_id, "host": _HOST, "pid": os.getpid(), "started": started.isoformat(),
+    return json.dumps({"run": run_id, "host": _HOST, "pid": os.getpid(), "pidns": _PIDNS, "started": started.isoformat(),
                        "heartbeat": _now().isoformat(), "lease_seconds": seconds}).encode()
 
 
@@ -122,7 +136,7 @@ def _read(fs: pafs.FileSystem, path: str) -> _Holder | float | None:
 
     try:
         info = fs.get_file_info(path)
-    except OSError:
+    except _fs_errors():
         return 0.0
     if info.type == pafs.FileType.NotFound:
         return None
@@ -130,13 +144,14 @@ def _read(fs: pafs.FileSystem, path: str) -> _Holder | float | None:
         with fs.open_input_stream(path) as f:
             raw = json.loads(f.read().decode())
         holder = _Holder(str(raw["run"]), str(raw["host"]), int(raw["pid"]), str(raw["started"]),
-                         dt.datetime.fromisoformat(raw["heartbeat"]), float(raw["lease_seconds"]))
+                         dt.datetime.fromisoformat(raw["heartbeat"]), float(raw["lease_seconds"]),
+                         str(raw.get("pidns", "")))
         if holder.heartbeat.tzinfo is None:
             raise ValueError("heartbeat without a time zone")
         return holder
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (*_fs_errors(), KeyError, TypeError):
         mtime = info.mtime
         if mtime is None or mtime.tzinfo is None:
             return 0.0
@@ -152,7 +167,7 @@ def _dead(holder: _Holder | float, seconds: float, path: str) -> str | None:
     if age > holder.seconds:
         return (f"took over the run lease {path} of {holder.describe()}: no heartbeat for {age:.0f} s "
                 f"(the lease is {holder.seconds:.0f} s), so that run is gone")
-    if holder.host != _HOST:
+    if not same_pid_space(holder.host, holder.pidns):  # (another container with this host name: its pids are not ours)
         return None
     if holder.pid == os.getpid():
         with _HELD_LOCK:
@@ -227,8 +242,8 @@ def _acquire(config: Config, run_id: str, seconds: float) -> RunLease:
         fs, native_root = filesystem(config.output.root or "")
         native = f"{native_root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease"
         fs.create_dir(native.rsplit("/", 1)[0], recursive=True)
-    except OSError as exc:
-        raise SinkError(f"cannot write the run lease {path}: {exc}") from exc
+    except _fs_errors() as exc:  # an unreachable store or credentials that get no token: exit 4, one line
+        raise SinkError(f"cannot write the run lease {path}: {_first_line(exc)}") from exc
     started = _now()
     for _attempt in range(5):
         holder = _read(fs, native)
@@ -247,8 +262,8 @@ def _acquire(config: Config, run_id: str, seconds: float) -> RunLease:
                 time.sleep(SETTLE_S)
                 if not _mine(fs, native, run_id):
                     continue  # another run wrote after us: it has the lease (judged again: live)
-        except OSError as exc:
-            raise SinkError(f"cannot write the run lease {path}: {exc}") from exc
+        except _fs_errors() as exc:
+            raise SinkError(f"cannot write the run lease {path}: {_first_line(exc)}") from exc
         except BaseException:  # a signal while taking it: what was written goes, as on any way out
             with contextlib.suppress(OSError):
                 if _mine(fs, native, run_id):
@@ -264,13 +279,17 @@ def _renew(lease: RunLease, seconds: float) -> None:
     while not lease._stop.wait(seconds / 3):
         try:
             holder = _read(lease._fs, lease._native)
+            if isinstance(holder, float):  # a store's blip (a 503, a timeout): the next beat tries again
+                log.warning("could not read the run lease %s to renew it; trying again in %.0f s", lease.path,
+                            seconds / 3)
+                continue
             if not (isinstance(holder, _Holder) and holder.run == lease.run_id):
                 log.warning("the run lease %s is no longer this run's (%s): not renewing it", lease.path,
-                            holder.describe() if isinstance(holder, _Holder) else "gone or unreadable")
+                            holder.describe() if isinstance(holder, _Holder) else "removed")
                 return
             _rewrite(lease._fs, lease._native, _body(lease.run_id, lease.started, seconds))
-        except OSError as exc:  # a missed beat only shortens the lease; the run goes on
-            log.warning("could not renew the run lease %s: %s", lease.path, exc)
+        except _fs_errors() as exc:  # a missed beat only shortens the lease; the run goes on
+            log.warning("could not renew the run lease %s: %s", lease.path, _first_line(exc))
 
 
 def _release(lease: RunLease) -> None:
@@ -281,7 +300,7 @@ def _release(lease: RunLease) -> None:
     fs = lease._fs
     if fs is None:
         return
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(*_fs_errors()):
         if _mine(fs, lease._native, lease.run_id):  # a lease taken over meanwhile is the other run's
             fs.delete_file(lease._native)
     if _local(fs):  # no empty folder left beside the tables
@@ -299,7 +318,10 @@ def check_run_lease(config: Config, lease: dt.timedelta = RUN_LEASE) -> None:
     path = run_lease_path(config)
     if path is None:
         return
-    fs, native_root = filesystem(config.output.root or "")
+    try:
+        fs, native_root = filesystem(config.output.root or "")
+    except _fs_errors() as exc:
+        raise SinkError(f"cannot read the run lease {path}: {_first_line(exc)}") from exc
     holder = _read(fs, f"{native_root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease")
     if holder is not None and _dead(holder, max(lease.total_seconds(), 1.0), path) is None:
         raise _refusal(holder, path, config.cluster)
