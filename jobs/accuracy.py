@@ -217,14 +217,21 @@ def measure_preset(
     from epochlib import sim
 
     from .audit import run_audit
+    from .config import Config, Output
+    from .runlog import new_run_id
+    from .sink import hold_run
 
     t0 = time.perf_counter()
     out = Path(out)
-    say(f"{scenario.name}: simulating into {out}")
-    res = sim.simulate(scenario, out / "inputs")
-    config = audit_config(scenario.name, res, out / "tables")
-    run_audit(spark, config, res.date_from, res.date_to, progress=lambda line: say(f"{scenario.name}: {line}"),
-              progress_interval=0, warn=None if warn is None else (lambda text: warn(f"{scenario.name}: {text}")))
+    run_id = new_run_id()
+    # the run lease of the tables, taken before the inputs are simulated over another run's (run_audit shares it)
+    with hold_run(Config(cluster=scenario.name, output=Output(root=str(out / "tables"))), run_id):
+        say(f"{scenario.name}: simulating into {out}")
+        res = sim.simulate(scenario, out / "inputs")
+        config = audit_config(scenario.name, res, out / "tables")
+        run_audit(spark, config, res.date_from, res.date_to, progress=lambda line: say(f"{scenario.name}: {line}"),
+                  progress_interval=0, run_id=run_id,
+                  warn=None if warn is None else (lambda text: warn(f"{scenario.name}: {text}")))
     result = match_findings(read_truth(res.truth), read_findings(config), tolerance_ms)
     return PresetAccuracy(scenario.name, result, time.perf_counter() - t0, dict(res.counts))
 

@@ -561,6 +561,8 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
 
     from .audit import run_audit
     from .config import default_config
+    from .runlog import new_run_id
+    from .sink import hold_run
     from .summary import format_summary, summarise
 
     t0 = time.monotonic()
@@ -571,15 +573,20 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     inputs = root / "inputs"
-    _clear_previous_demo(root, say)
-    say(f"simulating scenario {scenario.name!r} (seed {scenario.seed}) into {inputs}")
-    res = sim.simulate(scenario, inputs)
-    start, end = res.date_range
-    config = default_config().with_overrides(
-        offsets=str(inputs / "offsets"), logdirs=str(inputs / "logdirs"), metadata=str(inputs / "metadata"),
-        cluster_metadata=str(res.cluster_metadata), output_root=str(root / "tables"))
-    spark = _session(config, ingest=True)
-    run_audit(spark, config, start, end, progress=say, warn=_warner([], t0))
+    entries = _previous_demo(root)
+    # a demo running in this folder holds the run lease of its tables: refused here (exit 7), before anything of
+    # it is deleted; run_audit shares this lease (the same run id)
+    run_id, warn = new_run_id(), _warner([], t0)
+    with hold_run(default_config().with_overrides(output_root=str(root / "tables")), run_id, warn=warn):
+        _clear_previous_demo(root, entries, say)
+        say(f"simulating scenario {scenario.name!r} (seed {scenario.seed}) into {inputs}")
+        res = sim.simulate(scenario, inputs)
+        start, end = res.date_range
+        config = default_config().with_overrides(
+            offsets=str(inputs / "offsets"), logdirs=str(inputs / "logdirs"), metadata=str(inputs / "metadata"),
+            cluster_metadata=str(res.cluster_metadata), output_root=str(root / "tables"))
+        spark = _session(config, ingest=True)
+        run_audit(spark, config, start, end, progress=say, warn=warn, run_id=run_id)
     summary = summarise(config, start, end)
     click.echo(format_summary(summary))
     click.echo(printable(f"Ground truth (what the simulator injected): {res.truth_path}"))
@@ -589,12 +596,12 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
                          f"--from {start} --to {end} --html {root / 'report.html'}"))
 
 
-def _clear_previous_demo(root: Path, say: Callable[[str], None]) -> None:
-    """A second ``epoch-audit demo`` into the same folder starts afresh: what an earlier demo wrote there
-    (``inputs/`` with the simulator's ``truth.jsonl``, ``tables/``, ``report.html``) is removed. Anything else
-    in the folder is not ours to delete: a clear error instead."""
+def _previous_demo(root: Path) -> set[str]:
+    """What an earlier ``epoch-audit demo`` wrote in ``root`` (``inputs/`` with the simulator's ``truth.jsonl``,
+    ``tables/``, ``report.html``), to be replaced. Anything else in the folder is not ours to delete: a clear error
+    instead."""
     if not root.exists():
-        return
+        return set()
     if not root.is_dir():
         raise ConfigError(f"--out {root} is a file; give a folder for the demo")
     ours = {"inputs", "tables", "report.html"}
@@ -603,11 +610,26 @@ def _clear_previous_demo(root: Path, say: Callable[[str], None]) -> None:
     if entries - ours or not made_by_demo:
         raise ConfigError(f"--out {root} holds files an earlier demo did not write ({', '.join(sorted(entries)[:5])}); "
                           "give an empty or new folder with --out")
+    return entries
+
+
+def _clear_previous_demo(root: Path, entries: set[str], say: Callable[[str], None]) -> None:
+    """A second ``epoch-audit demo`` into the same folder starts afresh: the earlier demo's ``entries``
+    (:func:`_previous_demo`) are removed, but for the run lease this demo holds in ``tables/``."""
+    from .sink import LEASE_DIR
+
     if entries:
         say(f"replacing the previous demo in {root}")
     for name in sorted(entries):
         path = root / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if name == "tables" and path.is_dir():
+            for sub in path.iterdir():
+                if sub.name != LEASE_DIR:
+                    shutil.rmtree(sub) if sub.is_dir() else sub.unlink()
+            with contextlib.suppress(OSError):  # unless the lease is in it
+                path.rmdir()
+        else:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 # --------------------------------------------------------------------------------------------- decode

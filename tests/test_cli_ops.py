@@ -10,6 +10,7 @@ import io
 import json
 import shlex
 import shutil
+import socket
 from pathlib import Path
 
 import pyarrow as pa
@@ -510,6 +511,30 @@ def test_run_help_documents_exit_codes_and_statuses(runner: CliRunner) -> None:
         assert needle in res.output, needle
 
 
+def test_a_demo_running_in_the_folder_refuses_a_second_one_before_anything_is_deleted(tmp_path) -> None:
+    """Two `epoch-audit demo --out X` at once: the second deleted the first's inputs and tables, then both ran (the
+    first then found 595 findings, 593 of them L1, instead of 66). The running demo's lease refuses it (exit 7)."""
+    import os
+
+    from jobs.cli import EXIT_LEASE_HELD
+    from jobs.config import default_config
+
+    root = tmp_path / "epoch-audit-demo"
+    (root / "inputs" / "offsets").mkdir(parents=True)
+    (root / "inputs" / "truth.jsonl").write_text("{}\n")
+    lease = root / "tables" / "_run_leases" / f"{default_config().cluster}.lease"
+    lease.parent.mkdir(parents=True)
+    lease.write_text(json.dumps({
+        "run": "first-demo", "host": socket.gethostname(), "pid": os.getppid(),
+        "pidns": os.readlink("/proc/self/ns/pid") if os.path.exists("/proc/self/ns/pid") else "",
+        "started": "2024-03-02T02:00:00+00:00", "heartbeat": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "lease_seconds": 600}))
+    res = CliRunner().invoke(cli, ["demo", "--out", str(root), "--quiet"])
+    assert res.exit_code == EXIT_LEASE_HELD, res.output
+    assert "is writing to this output root: run first-demo" in res.output
+    assert (root / "inputs" / "truth.jsonl").is_file() and lease.is_file()  # the running demo's files stay
+
+
 def test_a_second_demo_into_the_same_folder_starts_afresh(tmp_path) -> None:
     """`make demo` twice: what the first demo wrote (inputs with the truth, tables, the HTML page) is replaced;
     a folder holding anything else is refused before anything is deleted or simulated."""
@@ -519,7 +544,7 @@ def test_a_second_demo_into_the_same_folder_starts_afresh(tmp_path) -> None:
     (root / "tables" / "offset_commits").mkdir(parents=True)
     (root / "report.html").write_text("<html/>")
     said: list[str] = []
-    cli_mod._clear_previous_demo(root, said.append)
+    cli_mod._clear_previous_demo(root, cli_mod._previous_demo(root), said.append)
     assert list(root.iterdir()) == [] and said == [f"replacing the previous demo in {root}"]
 
     mine = tmp_path / "mine"

@@ -75,13 +75,14 @@ from __future__ import annotations
 
 from ._lease import running_as
 from ._read import read_stored_table, read_table, read_table_arrow, table_files
-from ._runlease import check_run_lease, hold_run, run_lease_path
+from ._runlease import LEASE_DIR, check_run_lease, hold_run, run_lease_path
 from ._staged import STAGING_DIR
 from ._target import Backend, FileSource, HeldRows, Mode, SinkOptions, SinkResult, table_location
 from ._write import adopts_files, write_small, write_table
 
 __all__ = [
     "running_as",
+    "LEASE_DIR",
     "check_run_lease",
     "hold_run",
     "run_lease_path",
