@@ -840,12 +840,13 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
     import json
 
     from .config import parse_date_range
+    from .runlog import spans
     from .summary import REPORT_TABLES, at_least, export_fields, finding_rows, load_findings
 
     start, end = parse_date_range(date_from, date_to, audited=True)
     config = _config(conf, "findings", output_root=output_root, cluster=cluster)
     _known_summary(config, start, end)
-    _covered(config, start, end)  # an empty listing of a range no run audited would read as "no findings"
+    coverage = _covered(config, start, end)  # an empty listing of a range no run audited would read as "no findings"
     keep = at_least(severity)
     rows = []
     for report_name in REPORT_TABLES:
@@ -880,6 +881,8 @@ def findings(conf: str | None, output_root: str | None, cluster: str | None, dat
             click.echo("  ".join(v.ljust(w) for v, w in zip(t, widths, strict=True)).rstrip())
         click.echo(printable(f"{len(rows)} findings ({severity} or worse), cluster {config.cluster}, {start} .. {end}"),
                    err=True)
+    if coverage is not None and coverage.not_audited:  # on stderr: json/csv stay one record per line
+        click.echo(f"not audited (no finished run covers them): {spans(coverage.not_audited)}", err=True)
 
 
 # ----------------------------------------------------------------------------------------------- init

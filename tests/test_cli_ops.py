@@ -297,6 +297,10 @@ def test_report_of_a_range_no_run_covered_is_exit_3_not_no_findings(runner: CliR
     assert res.stdout == ""
     res = runner.invoke(cli, [*command.split(), "--from", "2024-02-29", "--to", "2024-03-01", *where])
     assert res.exit_code == 0 and "S1e" in res.stdout, res.output
+    # the days of it no run covered are said, as `report` lists them (findings: on stderr, so that json/csv stay
+    # records): a listing of the covered days alone read as "no findings" on the rest
+    assert "not audited (no finished run covers them): 2024-02-29" in (res.stdout if command == "report"
+                                                                        else res.stderr), res.output
 
 
 def test_report_prints_the_runs_status_days_without_input_and_quarantine(runner: CliRunner, tmp_path: Path) -> None:
