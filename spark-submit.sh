@@ -68,6 +68,8 @@ Options:
 
 Everything after -- is passed to spark-submit, e.g. -- --master yarn --num-executors 20
 Environment: PYTHON, SPARK_SUBMIT, PYSPARK_PYTHON, DELTA_VERSION.
+Exit codes as \`epoch-audit run --help\`; 7 (before any JVM starts): another live run of the cluster
+holds the output root's run lease.
 EOF
 }
 

@@ -284,8 +284,8 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
     # a run that read no unit of a source kept the quarantine rows earlier runs stored for its days (L1 reads them)
     for kind, n_run in _kept_bad_units(config, date_from, date_to, unread).items():
         for run, n in n_run.items():
-            quarantined.setdefault(kind, []).append(f"{unit_count(n, 'unit')} earlier runs stored, kept by run {run} "
-                                                    "(it read no unit of it)")
+            quarantined.setdefault(kind, []).append(f"{unit_count(n, 'unit')} stored by earlier runs and kept by run "
+                                                    f"{run}, which read none of this source")
     for kind in sorted(set(gaps) | set(quarantined)):
         if gaps.get(kind):
             cov.notes.append(f"input {kind}: {no_input_on(kind)} {spans(gaps[kind])}")  # as `run` says it

@@ -350,8 +350,8 @@ def test_a_rerun_that_reads_nothing_keeps_the_range_s_rows_and_bad_units(spark, 
     assert "L1 checkpoint_unreadable" in again.stdout
     rerun = max(_runs(out), key=lambda r: r["finished_at"])["run_id"]
     report = CliRunner().invoke(cli, ["report", "--from", "2024-03-01", "--output-root", str(out), "--cluster", "tiny"])
-    assert (f"  input logdirs: quarantined 1 unit earlier runs stored, kept by run {rerun} (it read no unit of it) "
-            "(the quarantine table)") in report.output, report.output
+    assert (f"  input logdirs: quarantined 1 unit stored by earlier runs and kept by run {rerun}, which read none of "
+            "this source (the quarantine table)") in report.output, report.output
     assert DeltaTable(str(out / "epoch_lineage")).to_pyarrow_table().num_rows == lineage
     assert DeltaTable(str(out / "quarantine")).to_pyarrow_table().num_rows == 1
 
