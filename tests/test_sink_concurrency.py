@@ -367,13 +367,17 @@ def test_lease_liveness() -> None:
     me = _lease.run_name(None).split(":")[0]
 
     def lease(**kw) -> _lease.Lease:
-        base = dict(token="t", run="r", host=me, pid=os.getppid(), heartbeat=now, seconds=600.0)
+        base = dict(token="t", run="r", host=me, pid=os.getppid(), heartbeat=now, seconds=600.0, pidns=_lease._PIDNS)
         return _lease.Lease(**{**base, **kw})
 
     assert _lease.is_live(lease())
     assert not _lease.is_live(lease(heartbeat=now - dt.timedelta(seconds=601)))
     assert not _lease.is_live(lease(pid=_dead_pid()))
     assert _lease.is_live(lease(host="elsewhere", pid=_dead_pid()))  # another host: only the lease counts
+    # another container with this host name (its own pid namespace): its pids are not ours to check
+    assert _lease.is_live(lease(pid=_dead_pid(), pidns="pid:[4026599999]"))
+    if _lease._PIDNS:  # (where /proc names it) a lease written before the namespace was: judged by its heartbeat
+        assert _lease.is_live(lease(pid=_dead_pid(), pidns=""))
     assert not _lease.is_live(lease(pid=os.getpid(), token="not-being-written"))
     assert _lease.is_live(None)  # a lease being written right now
 
