@@ -29,6 +29,7 @@ import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -475,8 +476,8 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
     Every step runs to its end even when another fails; then the first failure, in the order given, is raised
     (so no write is left half-done behind an error). Steps that a deadlock in the driver's JVM holds (two cached
     plans failing at once, see :data:`STUCK_STEPS`) are left behind: the failure is raised instead of a hang.
-    Interrupted (Ctrl-C) while waiting, the session's jobs are cancelled, the steps are waited for, and the
-    interrupt is raised.
+    Interrupted (SIGTERM, Ctrl-C) while waiting, the session's jobs are cancelled, the steps are waited for (at most
+    :data:`INTERRUPT_WAIT_S`: one blocked in the driver is left behind), and the interrupt is raised.
     """
     if workers <= 1 or len(steps) <= 1:
         return {name: step() for name, step in steps}
@@ -511,9 +512,18 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
             if pending and not done and deadlocked_threads(spark) - known and not _active_jobs(spark):
                 break
     except BaseException:
-        with contextlib.suppress(Exception):
-            cancel_all_jobs(spark)
-        wait([f for _, f in futures])
+        # interrupted (SIGTERM, Ctrl-C): cancel the session's jobs, again each second for one a step starts after
+        # that, and wait for the steps a bounded time: a step blocked in the driver (a collect that never returns)
+        # held the run for ever, its lease beating, with no record of the signal (its thread is a daemon: left)
+        rest = {f for _, f in futures if not f.done()}
+        deadline = time.monotonic() + INTERRUPT_WAIT_S
+        while rest and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                cancel_all_jobs(spark)
+            _, rest = wait(rest, timeout=min(1.0, max(deadline - time.monotonic(), 0.0)))
+        if rest:
+            log.warning("steps %s did not end within %.0f s of the interrupt; the run ends without them",
+                        ", ".join(name for name, f in futures if f in rest), INTERRUPT_WAIT_S)
         raise
     if pending:
         # Spark 4's cache can deadlock when two threads build cached plans that both fail (each rebuild locks the
@@ -535,6 +545,9 @@ def run_concurrently(spark: SparkSession, steps: Sequence[tuple[str, Callable[[]
 
 #: How often :func:`run_concurrently` looks for a deadlock in the driver's JVM while its steps run.
 DEADLOCK_POLL_S = 5.0
+#: How long :func:`run_concurrently`, interrupted, waits for its steps to end (their jobs cancelled) before it
+#: raises without them.
+INTERRUPT_WAIT_S = 60.0
 #: Steps of the current run left deadlocked after a failure: their driver threads never end (the CLI leaves with
 #: ``os._exit`` as always; a notebook must restart its kernel: the JVM keeps the locks). Cleared when a run starts.
 STUCK_STEPS: list[str] = []

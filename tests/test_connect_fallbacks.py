@@ -70,6 +70,38 @@ def test_an_interrupted_run_on_connect_interrupts_the_session_s_operations(monke
     assert session.interrupted == 1
 
 
+def test_an_interrupted_run_does_not_wait_for_ever_for_a_step_blocked_in_the_driver(monkeypatch) -> None:
+    """SIGTERM while a step sat in a collect that never returned: the run waited for it for ever (its lease beating,
+    no record of the signal, later runs refused with exit 7). The steps are waited for a bounded time, their jobs
+    cancelled again meanwhile, and the interrupt is raised."""
+    import threading
+    import time
+    from concurrent import futures
+
+    import pyspark
+
+    from jobs import session as session_mod
+
+    session = ConnectLike()
+    monkeypatch.setattr(pyspark, "inheritable_thread_target", lambda _session: (lambda f: f))
+    monkeypatch.setattr(session_mod, "INTERRUPT_WAIT_S", 1.5)
+    real_wait, calls, never = futures.wait, [], threading.Event()
+
+    def interrupted_wait(fs, timeout=None):
+        calls.append(timeout)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the signal, while the driver waits for the steps
+        return real_wait(fs, timeout)
+
+    monkeypatch.setattr(futures, "wait", interrupted_wait)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        session_mod.run_concurrently(session, [("blocked", never.wait), ("quick", lambda: None)])
+    assert time.monotonic() - t0 < 5
+    assert session.interrupted >= 2  # cancelled again while the blocked step did not end
+    never.set()
+
+
 def test_delta_on_a_connect_session_is_what_its_settings_say() -> None:
     from jobs.session import has_delta
 
