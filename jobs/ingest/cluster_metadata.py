@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from jobs.config import Config
 
 __all__ = ["FILE_SCHEMA", "HISTORY_WORK", "WORK", "classify_cluster_metadata", "decode_files", "discover_cluster_metadata", "from_logdirs",
-           "history_frame", "replay_records", "snapshots_stored_elsewhere", "without_stored_snapshots"]
+           "history_frame", "replay_records", "snapshots_stored_before", "without_stored_snapshots"]
 
 KIND = "cluster_metadata"
 #: Input forms.
@@ -601,17 +601,17 @@ def history_frame(work: DataFrame, range_from: dt.date) -> DataFrame:
 SNAPSHOT_ID = ("metadata_offset", "raft_epoch")
 
 
-def snapshots_stored_elsewhere(spark: SparkSession, config: Config, cluster: str, date_range: tuple[dt.date, dt.date],
+def snapshots_stored_before(spark: SparkSession, config: Config, cluster: str, date_range: tuple[dt.date, dt.date],
                                snapshots: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
     """Which of ``snapshots`` (``(end offset - 1, epoch)``) ``partition_history`` already holds rows of for
-    ``cluster`` under a date outside ``date_range`` (the dates a run replaces); read through delta-rs for a path
+    ``cluster`` under a date before ``date_range`` (the dates a run replaces); read through delta-rs for a path
     table (only the snapshots' rows), else Spark; none when the table is not there."""
     from pyspark.sql import functions as F
 
     from jobs.errors import NoTableError, SinkError
     from jobs.sink import read_table, read_table_arrow
 
-    lo, hi = date_range
+    lo = date_range[0]
     wanted = set(snapshots)
     found: list[dict[str, Any]] = []
     try:
@@ -632,13 +632,15 @@ def snapshots_stored_elsewhere(spark: SparkSession, config: Config, cluster: str
         found = [r.asDict() for r in df.where((F.col("change") == "snapshot") & F.col("metadata_offset").isin(offsets))
                  .select("event_date", *SNAPSHOT_ID).distinct().collect()]
     return {key for r in found if (key := (r["metadata_offset"], r["raft_epoch"])) in wanted
-            and r["event_date"] is not None and not lo <= r["event_date"] <= hi}
+            and r["event_date"] is not None and r["event_date"] < lo}
 
 
 def without_stored_snapshots(spark: SparkSession, config: Config, cluster: str, date_range: tuple[dt.date, dt.date],
                              history: DataFrame) -> DataFrame:
     """``history`` (:func:`history_frame`) without the rows of a snapshot that ``partition_history`` holds under a
-    date outside ``date_range`` already.
+    date before ``date_range`` already (a copy dated after it does not count: a reader of the range, the HTML
+    timeline, takes a partition's starting state from the last snapshot stored before it, so a backfill stores its
+    own copy).
 
     A snapshot's rows are dated at the first day of the run that replays from it (:func:`history_frame`), and a
     nightly run replays the same snapshot file night after night: each night stored one more copy of its rows under
@@ -650,7 +652,7 @@ def without_stored_snapshots(spark: SparkSession, config: Config, cluster: str, 
 
     is_snapshot = F.col("change") == "snapshot"
     ids = {(r[0], r[1]) for r in history.where(is_snapshot).select(*SNAPSHOT_ID).distinct().collect()}
-    stored = snapshots_stored_elsewhere(spark, config, cluster, date_range, ids) if ids else set()
+    stored = snapshots_stored_before(spark, config, cluster, date_range, ids) if ids else set()
     if not stored:
         return history
     same = None
