@@ -267,7 +267,7 @@ def test_delta_spark_back_end_holds_back_the_lookback_days_from_one_pass(spark, 
 
 
 def _lease_file(root: Path, token: str, *, host: str, pid: int, age: dt.timedelta, seconds: float = 600) -> None:
-    body = {"token": token, "run": f"run-{token[-4:]}", "host": host, "pid": pid,
+    body = {"token": token, "run": f"run-{token[-4:]}", "host": host, "pid": pid, "pidns": _lease._PIDNS,
             "heartbeat": (dt.datetime.now(UTC) - age).isoformat(), "lease_seconds": seconds}
     root.mkdir(parents=True, exist_ok=True)
     (root / f"{token}{_lease.LEASE_SUFFIX}").write_text(json.dumps(body))
