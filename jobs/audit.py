@@ -315,10 +315,13 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             # and with the bad units it kept (the quarantine rows of the range are all earlier runs': it read none)
             bad = quarantined_per_source(spark, config, start, end) if kept else {}
             empty = getattr(result.ingest, "empty", None) or {}
+            # the days a source with units in the run kept (none of its units dated then): said with their rows
+            kept_days = getattr(result.ingest, "kept_days", None) or {}
             result.sources = {
                 k: source_status(k, counts, covered_days(tables, k), (start, end),
                                  kept={d: n[k] for d, n in result.rows_per_day.items() if n.get(k)} if k in kept else None,
-                                 quarantine_kept=bad.get(k, 0) if k in kept else 0, empty=empty_inputs(empty.get(k)))
+                                 quarantine_kept=bad.get(k, 0) if k in kept else 0, empty=empty_inputs(empty.get(k)),
+                                 kept_days=kept_rows(tables, k, kept_days))
                 for k in configured
             }
             hint = no_exchange_hint(getattr(result.ingest, "infos", ()) or (), config.inputs.broker_ports)
@@ -489,6 +492,17 @@ def by_source(per_table: dict[dt.date, dict[str, int]],
         kinds = {k: n for k, tables in tables_of.items() if (n := sum(counts.get(t, 0) for t in tables))}
         if kinds:
             out[day] = kinds
+    return out
+
+
+def kept_rows(per_table: dict[dt.date, dict[str, int]], source_kind: str,
+              kept_days: dict[str, tuple[dt.date, ...]]) -> dict[dt.date, int]:
+    """Day -> the rows of ``source_kind``'s tables on the days each table kept (:attr:`IngestResult.kept_days`)."""
+    out: dict[dt.date, int] = {}
+    for table in SILVER_BY_SOURCE.get(source_kind, ()):
+        for d in kept_days.get(table, ()):
+            if n := per_table.get(d, {}).get(table, 0):
+                out[d] = out.get(d, 0) + n
     return out
 
 

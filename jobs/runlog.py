@@ -346,6 +346,7 @@ def source_status(
     *,
     quarantine_kept: int = 0,
     empty: str = "",
+    kept_days: Mapping[dt.date, int] | None = None,
 ) -> SourceStatus:
     """The status of one configured source kind from its counts (every unit of that kind) and the days
     of ``date_range`` on which its silver tables got rows (ignored for :data:`JUDGED_BY_UNITS` kinds).
@@ -355,7 +356,10 @@ def source_status(
     nothing of it), said with the rows kept; the days they cover are covered (not in ``days_without_input``).
     ``quarantine_kept``: the ``quarantine`` rows of the range that such a source kept (the run wrote none of its
     own; L1 reads them), said with the rows. ``empty``: what the source's inputs held that were read with zero
-    units (``3 empty files``), said when it read none: files were there, not nothing."""
+    units (``3 empty files``), said when it read none: files were there, not nothing. ``kept_days``: day -> silver
+    rows of the source that earlier runs stored on a day of the range this run read units of it but none dated that
+    day (its dumps of the day rotated away: :attr:`jobs.ingest.IngestResult.kept_days`); the source is ``partial``
+    and says so, with the rows in ``rows_kept``."""
     mine = [c for c in counts if c.source_kind == source_kind]
     read = sum(int(c.units_read or 0) for c in mine)
     decoded = sum(c.units_decoded for c in mine)
@@ -391,6 +395,13 @@ def source_status(
         status, reason = "partial", "; ".join(parts)
     else:
         status, reason = "ok", ""
+    by_day = {d: n for d, n in (kept_days or {}).items() if n and date_range[0] <= d <= date_range[1]}
+    if read and by_day:  # days this run had no input of: what earlier runs stored for them stays, said
+        rows_kept = sum(by_day.values())
+        said = (f"kept the {rows_kept:,} rows earlier runs stored for {spans(by_day)} (no input of it "
+                f"{'that day' if len(by_day) == 1 else 'those days'})")
+        reason = f"{reason}; {said}" if reason else said
+        status = "partial" if status == "ok" else status
     return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason, rows_kept, bad_kept)
 
 

@@ -463,8 +463,6 @@ def test_reports_only_for_a_mistyped_cluster_is_exit_3_naming_the_clusters_there
     assert "input offsets" not in again.stdout and "input logdirs" not in again.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="keeping is per source, not per day (README 'Running it'): a source with input "
-                   "on some days of the range replaces every day; the design is in the round's report")
 def test_a_two_day_rerun_after_one_day_s_dumps_are_gone_keeps_that_day(spark, tmp_path: Path) -> None:
     """The dumps of the range's first day rotated away, those of its second day still there: a rerun over both days
     replaced the first day's commits by none, and its S1e went with them. A day the run's input of a source yields

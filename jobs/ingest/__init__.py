@@ -65,6 +65,10 @@ SILVER = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage",
 _SOURCE_OF = {table: kind for kind, tables in SILVER_BY_SOURCE.items() for table in tables}
 #: Work frames whose side rows belong to another source kind (the metadata-log replay step).
 _WORK_KIND = {"cluster_metadata_replay": "cluster_metadata"}
+#: The sources whose tables keep, per day, what a rerun cannot re-derive (:attr:`IngestResult.kept_days`), each with
+#: its table dated as its input units are (its quarantine rows of a day are kept with that table's rows of the day):
+#: not the metadata log, whose replay judges the whole retained log in every run.
+_UNIT_DATED = {"offsets": "offset_commits", "logdirs": "epoch_lineage", "metadata": "metadata_observations"}
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,11 @@ class IngestResult:
     kept: tuple[str, ...] = ()
     """The configured source kinds of which the run read no unit at all: their silver tables' rows of the range
     were not replaced (the rows earlier runs stored stay, and the reports read them), nor their quarantine rows."""
+    kept_days: dict[str, tuple[dt.date, ...]] = field(default_factory=dict)
+    """Silver table -> the days of the range its write left as earlier runs stored them: its source (one of
+    :data:`_UNIT_DATED`'s) had units in the run, but the table got no row on the day and the source no bad unit
+    (its dumps of that day rotated away, that day's snapshot folder removed). The source's quarantine rows of a
+    day its unit-dated table kept are kept too."""
 
     def release(self) -> None:
         """Drop the lookback and lookahead state (cached frames, held-back staging files) once the reports have
@@ -201,13 +210,17 @@ def _quarantine(work: DataFrame, kind: str, run: RunContext, known: DataFrame | 
     return quarantine_frame(q, run, kind)
 
 
-def _quarantine_of_other_kinds(spark: SparkSession, config: Config, run: RunContext, owned: set[str]) -> list[dict]:
-    """The ``quarantine`` rows of the run's range whose source kind the run does not read (``owned``): the
-    quarantine write replaces the range's rows of every kind, so these are written again as they are (read into
-    the driver first: the write replaces the files they are read from)."""
+def _quarantine_of_other_kinds(spark: SparkSession, config: Config, run: RunContext, owned: set[str],
+                               kept_days: dict[str, set[dt.date]] | None = None) -> list[dict]:
+    """The ``quarantine`` rows of the run's range whose source kind the run does not read (``owned``), and those of
+    a kind on the days it keeps (``kept_days``: kind -> days, :attr:`IngestResult.kept_days`): the quarantine write
+    replaces the range's rows of every kind, so these are written again as they are (read into the driver first:
+    the write replaces the files they are read from)."""
     from jobs.runlog import read_quarantine
 
-    return [r for r in read_quarantine(spark, config, run.date_range) if r["source_kind"] not in owned]
+    kept_days = kept_days or {}
+    return [r for r in read_quarantine(spark, config, run.date_range) if r["source_kind"] not in owned
+            or r["event_date"] in kept_days.get(r["source_kind"], ())]
 
 
 #: What makes two quarantine rows one input unit (with the source kind).
@@ -334,7 +347,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     from pyspark.sql import functions as F
 
     from jobs.frames import union_all
-    from jobs.runlog import SourceCounts, audit_run_table, quarantine_table, write_audit_runs
+    from jobs.runlog import SourceCounts, audit_run_table, days_of, quarantine_table, write_audit_runs
     from jobs.runlog import quarantine_row as make_qrow
     from jobs.schemas import spark_schema
     from jobs.session import Once, run_concurrently, unpersist
@@ -460,7 +473,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             frame = rows if isinstance(rows, PassFiles) else _dated(  # a pass dates its own
                 rows.get(), run, (days[0] if days is not None else run.range_from, run.range_to))
             res = write_table(frame, name, config=config, mode="replace_range", date_range=run.date_range,
-                              hold_back=days)
+                              hold_back=days, keep_days=keeper(name))
             if res.held is not None:
                 held.append(res.held)  # released on any later failure, like the other states
             return res
@@ -480,6 +493,31 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             return side
 
         sides = {kind: Once(functools.partial(side_rows, kind)) for kind, name in pass_kinds.items() if name in passes}
+
+        def bad_days_of(kind: str) -> frozenset[dt.date]:
+            # the days of the source's bad units in the run (an undated one's: the from date): it had input then
+            name = pass_kinds.get(kind, "")
+            w = passes[name].side if name in passes else works.get(kind)  # a pass's side rows: staged by now
+            days = {run.range_from} if any(u.kind == kind for u in inv.unrecognised) else set()
+            if w is not None:
+                days |= {r["d"] for r in w.filter(F.col("row_kind") == "quarantine").select(
+                    _event_date(F.timestamp_millis("q_ms"), run.range_from).alias("d")).distinct().collect()}
+            return frozenset(days)
+
+        bad_days = {kind: Once(functools.partial(bad_days_of, kind)) for kind in _UNIT_DATED}
+
+        def keeper(name: str) -> Callable[[frozenset[dt.date]], list[dt.date]] | None:
+            # a rerun keeps, per table and day, what its input no longer yields: the days of the range the table
+            # gets no row on and its source no bad unit on are left as earlier runs stored them (a two-day rerun
+            # after one day's dumps rotated away replaced that day's commits by none, and its findings went)
+            kind = _SOURCE_OF[name]
+            if kind not in _UNIT_DATED:
+                return None
+
+            def keep(written: frozenset[dt.date]) -> list[dt.date]:
+                unwritten = [d for d in days_of(*run.date_range) if d not in written]
+                return [d for d in unwritten if d not in bad_days[kind].get()] if unwritten else []
+            return keep
         if commit_files is not None:
             silver["group_metadata"] = Once(lambda: off.groups_frame(sides["offsets"].get()))
 
@@ -494,7 +532,17 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         held_state = {name for name in silver if state_days(name) is not None and (
             name == "offset_commits" or adopts_files(spark, name, config))}
 
+        done_once: dict[str, Once[SinkResult]] = {}  # the silver writes, which the quarantine write may wait for
+
         def silver_writes(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
+            out = [(name, _once(name, fn)) for name, fn in silver_steps(names)]
+            return [(name, o.get) for name, o in out]
+
+        def _once(name: str, fn: Callable[[], SinkResult]) -> Once[SinkResult]:
+            done_once[name] = pass_writes[name] if name in pass_writes else Once(fn)
+            return done_once[name]
+
+        def silver_steps(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
             out: list[tuple[str, Callable[[], SinkResult]]] = []
             for name in names:
                 if name in pass_writes:
@@ -521,7 +569,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
 
         def dated_write(name: str, rows: Once[DataFrame]) -> SinkResult:
             return write_table(_dated(rows.get(), run), name, config=config, mode="replace_range",
-                               date_range=run.date_range)
+                               date_range=run.date_range, keep_days=keeper(name))
 
         # the silver tables, the quarantine, the lookback states, the counts and the notes are independent steps
         # over the work rows: submitted at once (jobs.session.run_concurrently), so one write's scheduling gaps
@@ -551,7 +599,11 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 {"cluster_metadata"} if kraft_files else set())) - set(kept)
             driver_rows = quarantine_table([make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
                                                       reason=u.reason, raw=None) for u in unrecognised.get()]).to_pylist()
-            driver_rows += _quarantine_of_other_kinds(spark, config, run, owned)
+            # and a source's rows of the days its unit-dated table kept (it had no unit dated then, bad or good):
+            # waits for that table's write, which never waits for this one
+            kept_bad = {kind: set(res.kept_days) for kind, name in _UNIT_DATED.items()
+                        if name in done_once and (res := done_once[name].get()).kept_days}
+            driver_rows += _quarantine_of_other_kinds(spark, config, run, owned, kept_bad)
             if driver_rows:
                 qparts.append(spark.createDataFrame(driver_rows, spark_schema("quarantine")))
             if not qparts:  # nothing read: the range's earlier bad units are replaced by none, as the silver rows
@@ -702,7 +754,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     empty = {k: inv.reasons(k, "empty") for k in kinds if inv.reasons(k, "empty")}
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
                         infos=tuple(infos), lookback=lookback, input_bytes=input_bytes, held=tuple(held),
-                        lookahead=lookahead, kept=kept)
+                        lookahead=lookahead, kept=kept,
+                        kept_days={n: r.kept_days for n, r in tables.items() if n in SILVER and r.kept_days})
 
 
 def store_history_gaps(spark: SparkSession, config: Config, run: RunContext, state: DataFrame) -> int:

@@ -21,7 +21,16 @@ from jobs.errors import CommitError
 
 from . import _lease
 from ._conflict import other_run, with_retries
-from ._target import HeldRows, SinkOptions, SinkResult, Target, open_delta, sql_predicate
+from ._target import (
+    HeldRows,
+    KeepDays,
+    SinkOptions,
+    SinkResult,
+    Target,
+    days_to_keep,
+    open_delta,
+    sql_predicate,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -38,13 +47,18 @@ def write_delta_spark(
     options: SinkOptions | None = None,
     *,
     hold: tuple[dt.date, dt.date] | None = None,
+    keep_days: KeepDays | None = None,
 ) -> SinkResult:
     """Write ``df`` with Spark's Delta source; with ``hold`` (days before the range), the rows of those days
     are not written but returned as :attr:`SinkResult.held`: ``df`` is spilled once (DISK_ONLY) so that the
     write and the held rows come from one pass over it, and the held rows are cached (Delta writes files
-    straight into the table, so there is no staging folder to keep them in)."""
+    straight into the table, so there is no staging folder to keep them in). With ``keep_days``, one more job
+    lists the days ``df`` has rows on first (Delta writes straight into the table: nothing is staged to list),
+    and the days kept are left out of ``replaceWhere``."""
     if hold is not None:
-        return _write_holding_back(df, tgt, mode, drange, partition_by, options, hold)
+        return _write_holding_back(df, tgt, mode, drange, partition_by, options, hold, keep_days)
+    keep = days_to_keep(keep_days, drange, (r[0] for r in df.select("event_date").distinct().collect()
+                                            if r[0] is not None)) if keep_days is not None else ()
     options = options or SinkOptions()
     run = _lease.run_name(options.run_id)
     what = f"Delta write of {tgt.table!r} to {tgt.location}"
@@ -58,6 +72,8 @@ def write_delta_spark(
             pred = sql_predicate(tgt.cluster, drange).replace("event_date >= '", "event_date >= DATE'").replace(
                 "event_date <= '", "event_date <= DATE'"
             )
+            if keep:  # days of the range left as stored (write_table(keep_days=...))
+                pred += " AND event_date NOT IN (" + ", ".join(f"DATE'{d.isoformat()}'" for d in keep) + ")"
             writer = writer.mode("overwrite").option("replaceWhere", pred)
         if tgt.is_catalog:
             writer.saveAsTable(tgt.location)
@@ -77,7 +93,7 @@ def write_delta_spark(
     if not tgt.is_catalog:
         opened = open_delta(tgt.native, tgt.storage_options, quiet=True)
         version = opened.version() if opened is not None else None
-    return SinkResult(tgt.table, tgt.location, "delta-spark", mode, version, None, None, drange)
+    return SinkResult(tgt.table, tgt.location, "delta-spark", mode, version, None, None, drange, kept_days=keep)
 
 
 def _write_holding_back(
@@ -88,6 +104,7 @@ def _write_holding_back(
     partition_by: Sequence[str],
     options: SinkOptions | None,
     hold: tuple[dt.date, dt.date],
+    keep_days: KeepDays | None = None,
 ) -> SinkResult:
     from dataclasses import replace
 
@@ -99,7 +116,7 @@ def _write_holding_back(
     try:
         # rows outside both ranges still reach the write, whose replaceWhere refuses them
         result = write_delta_spark(spill.where(~held_days | F.col("event_date").isNull()), tgt, mode, drange,
-                                   partition_by, options)
+                                   partition_by, options, keep_days=keep_days)
         held = spill.where(held_days).persist(StorageLevel.MEMORY_AND_DISK)
         if not held.count():  # materialised while the spill is there; an empty hold is no state at all
             held.unpersist()

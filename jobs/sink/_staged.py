@@ -26,7 +26,7 @@ from . import _lease
 from ._conflict import RUN_KEY, STAGING_KEY, other_run, with_retries
 from ._fit import arrow_schema_for, fit_table_schema
 from ._read import read_partition_files
-from ._target import FileSource, HeldRows, SinkOptions, SinkResult, Target, open_delta
+from ._target import FileSource, HeldRows, KeepDays, SinkOptions, SinkResult, Target, days_to_keep, open_delta
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -85,13 +85,15 @@ def write_delta_rs(
     *,
     hold: tuple[dt.date, dt.date] | None = None,
     conform: Callable[[DataFrame], DataFrame] | None = None,
+    keep_days: KeepDays | None = None,
 ) -> SinkResult:
     """Steps 1-4 of the :mod:`jobs.sink` docstring. With ``hold`` (days before the range), the staged files
     of those days are neither moved nor committed: they stay in the staging folder, under this write's
     lease (still renewed), as :attr:`SinkResult.held`, until the caller releases them; if the process dies
     first, the next write of the table removes them like any dead run's staging folder. A
     :class:`~._target.FileSource` writes its own staged files (``conform`` shapes the further rows it hands
-    back for Spark to write); one that asks to keep its staging folder gets it kept the same way."""
+    back for Spark to write); one that asks to keep its staging folder gets it kept the same way. With
+    ``keep_days``, the days it names that no staged file has are taken out of the overwrite (kept as stored)."""
     arrow_schema = arrow_schema_for(tgt.table, spark_schema)
     uri = tgt.native
     existing = open_delta(uri, tgt.storage_options)
@@ -114,9 +116,11 @@ def write_delta_rs(
         staged = _stage(df, tgt, partition_by, token, arrow_schema, conform)
         _check_staged_partitions(staged, tgt, mode, drange, hold)
         staged, kept = _split_held(staged, hold)
+        left = days_to_keep(keep_days, drange, (dt.date.fromisoformat(d) for f in staged.files
+                                                if (d := f.partition_values.get("event_date"))))
         adds = _add_actions(staged, tgt, fs, base, options, arrow_schema)
         _move_into_table(staged, fs, base, options)
-        _commit(uri, tgt, adds, mode, drange, partition_by, arrow_schema, token, run, options)
+        _commit(uri, tgt, adds, mode, drange, partition_by, arrow_schema, token, run, options, left)
     except BaseException:
         # A clean failure: undo what we can now (a killed process leaves this to the next run's cleanup).
         # The moved files stay if the commit landed after all (delta-rs#2609: an error after a commit).
@@ -148,7 +152,7 @@ def write_delta_rs(
         log.warning("%s: cleaning what dead runs left at %s failed: %s", tgt.table, tgt.location, exc)
     version = open_delta(uri, tgt.storage_options).version()
     rows = sum(json.loads(a.stats).get("numRecords", 0) for a in adds)
-    return SinkResult(tgt.table, tgt.location, "delta-rs", mode, version, len(adds), rows, drange, held)
+    return SinkResult(tgt.table, tgt.location, "delta-rs", mode, version, len(adds), rows, drange, held, left)
 
 
 def _split_held(staged: _Staged, hold: tuple[dt.date, dt.date] | None) -> tuple[_Staged, list[_StagedFile]]:
@@ -348,8 +352,10 @@ def _commit(
     token: str,
     run: str,
     options: SinkOptions,
+    keep: tuple[dt.date, ...] = (),
 ) -> None:
-    """Step 3: one Delta transaction (create, append, or partition overwrite of the range).
+    """Step 3: one Delta transaction (create, append, or partition overwrite of the range, less the ``keep``
+    days).
 
     A missing table is created *with* the rows in version 0, put-if-absent (``max_commit_retries=0``): of
     two runs creating it at once one wins, the other finds the table and writes its rows as an ordinary
@@ -392,6 +398,8 @@ def _commit(
                 ("event_date", ">=", drange[0].isoformat()),
                 ("event_date", "<=", drange[1].isoformat()),
             ]
+            if keep:  # days of the range the write leaves as stored (write_table(keep_days=...))
+                filters.append(("event_date", "not in", [d.isoformat() for d in keep]))
             table.create_write_transaction(
                 adds, mode="overwrite", schema=schema, partition_by=partition_by,
                 partition_filters=filters, commit_properties=props,

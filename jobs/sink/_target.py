@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Backend",
     "HeldRows",
+    "KeepDays",
     "Mode",
     "SinkOptions",
     "SinkResult",
@@ -29,6 +30,7 @@ __all__ = [
     "check_hold_back",
     "check_mode",
     "choose_backend",
+    "days_to_keep",
     "has_delta",
     "open_delta",
     "resolve_target",
@@ -127,6 +129,8 @@ class SinkResult:
     date_range: tuple[dt.date, dt.date] | None = None
     held: HeldRows | None = None
     """With ``hold_back``: the rows of those days, kept out of the table (release them when done)."""
+    kept_days: tuple[dt.date, ...] = ()
+    """With ``keep_days``: the days of the range the write left as they were (not replaced)."""
 
 
 
@@ -242,6 +246,21 @@ def sql_predicate(cluster: str | None, drange: tuple[dt.date, dt.date] | None) -
         f"cluster = '{quoted}' AND event_date >= '{drange[0].isoformat()}' "
         f"AND event_date <= '{drange[1].isoformat()}'"
     )
+
+
+KeepDays = Callable[[frozenset[dt.date]], Iterable[dt.date]]
+"""``write_table(keep_days=...)``: called with the days of the range the write has rows on; returns the days of
+the range whose stored rows it keeps (days it has rows on are never kept)."""
+
+
+def days_to_keep(keep_days: KeepDays | None, drange: tuple[dt.date, dt.date] | None,
+                 written: Iterable[dt.date]) -> tuple[dt.date, ...]:
+    """The days a ``keep_days`` write leaves as they are: those ``keep_days`` names, in the range, without rows
+    of the write."""
+    if keep_days is None or drange is None:
+        return ()
+    have = frozenset(d for d in written if drange[0] <= d <= drange[1])
+    return tuple(sorted({d for d in keep_days(have) if drange[0] <= d <= drange[1] and d not in have}))
 
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from jobs import schemas
 from jobs.config import Config
-from jobs.errors import CommitError, SinkError
+from jobs.errors import CommitError, ConfigError, SinkError
 
 from . import _lease
 from ._conflict import RUN_KEY, other_run, with_retries
@@ -20,6 +20,7 @@ from ._staged import write_delta_rs
 from ._target import (
     Backend,
     FileSource,
+    KeepDays,
     Mode,
     SinkOptions,
     SinkResult,
@@ -59,6 +60,7 @@ def write_table(
     backend: Backend | None = None,
     options: SinkOptions | None = None,
     hold_back: tuple[dt.date | str, dt.date | str] | None = None,
+    keep_days: KeepDays | None = None,
 ) -> SinkResult:
     """Write a Spark DataFrame to a Delta table.
 
@@ -82,6 +84,9 @@ def write_table(
             ``df`` may also hold: they are not written to the table but handed back as
             :attr:`SinkResult.held` (a run's lookback state from the same single pass over ``df``; the
             caller releases it). Rows outside both ranges are still an error.
+        keep_days: ``replace_range`` only: called once the rows' days are known, with the days of the range the
+            write has rows on; the days of the range it returns that the write has no row on are left as they
+            are, not replaced (:attr:`SinkResult.kept_days`): a rerun keeps what its input no longer holds.
 
     Returns:
         A :class:`SinkResult`.
@@ -95,6 +100,8 @@ def write_table(
     tgt = resolve_target(table, config, target, cluster, options)
     drange = check_mode(tgt, mode, date_range, partition_by)
     hold = check_hold_back(tgt, mode, drange, hold_back)
+    if keep_days is not None and mode != "replace_range":
+        raise ConfigError(f"keep_days for {table!r} needs mode='replace_range'")
     spark = df.sparkSession
     chosen = choose_backend(spark, backend or tgt.configured_backend, tgt)
     if isinstance(df, FileSource):
@@ -103,12 +110,13 @@ def write_table(
                             f"table (this write has {chosen}); check jobs.sink.adopts_files first")
         spark_schema = schemas.spark_schema(table)
         return write_delta_rs(df, tgt, mode, drange, list(partition_by), spark_schema, options, hold=hold,
-                              conform=lambda extra: conform_spark(extra, spark_schema, table))
+                              conform=lambda extra: conform_spark(extra, spark_schema, table), keep_days=keep_days)
     spark_schema = spark_schema_for(table, df)
     df = conform_spark(df, spark_schema, table)
     if chosen == "delta-spark":
-        return write_delta_spark(df, tgt, mode, drange, partition_by, options, hold=hold)
-    return write_delta_rs(df, tgt, mode, drange, list(partition_by), spark_schema, options, hold=hold)
+        return write_delta_spark(df, tgt, mode, drange, partition_by, options, hold=hold, keep_days=keep_days)
+    return write_delta_rs(df, tgt, mode, drange, list(partition_by), spark_schema, options, hold=hold,
+                          keep_days=keep_days)
 
 
 def write_small(
