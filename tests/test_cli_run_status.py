@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
@@ -486,3 +487,76 @@ def test_a_two_day_rerun_after_one_day_s_dumps_are_gone_keeps_that_day(spark, tm
     assert (commits_on("2024-03-01"), commits_on("2024-03-02")) == (3, 3), again.output
     assert "S1e spurious_rewind" in again.stdout, again.output
     assert "kept the 3 rows earlier runs stored for 2024-03-01" in again.stdout, again.output
+
+
+def test_a_rerun_after_one_day_s_snapshot_folders_are_gone_keeps_that_day_s_lineage_and_bad_units(
+        spark, tmp_path: Path) -> None:
+    """Log dirs: the first day's snapshot folders removed, the second day's still there. The rerun over both days
+    keeps the first day's epoch_lineage rows and its unreadable checkpoint (the quarantine row L1 reads), and says
+    it kept them; the second day is replaced as before."""
+    import shutil
+
+    inputs = write_tiny_inputs(tmp_path / "in")
+    logdirs = Path(inputs["logdirs"])
+    for broker in (1, 2):
+        shutil.copytree(logdirs / f"broker={broker}" / "snapshot=20240301T060000Z",
+                        logdirs / f"broker={broker}" / "snapshot=20240302T060000Z")
+    (logdirs / "broker=1" / "snapshot=20240301T060000Z" / "orders-0" / "leader-epoch-checkpoint").write_text(
+        "0\n2\nnot a checkpoint\n")
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--logdirs", inputs["logdirs"], "--output-root",
+            str(out), "--cluster", "tiny", "-q"]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0 and "L1 checkpoint_unreadable" in first.stdout, first.output
+
+    def lineage() -> list[tuple]:  # (day, broker, the data file the row is in)
+        t = DeltaTable(str(out / "epoch_lineage"))
+        rows = []
+        for f in t.file_uris():
+            day = f.split("event_date=")[1].split("/")[0]
+            rows += [(day, b, f) for b in pq.read_table(f.removeprefix("file://"), columns=["broker"])["broker"]
+                     .to_pylist()]
+        return sorted(rows)
+
+    before = lineage()
+    assert {d for d, _, _ in before} == {"2024-03-01", "2024-03-02"}
+    for broker in (1, 2):
+        shutil.rmtree(logdirs / f"broker={broker}" / "snapshot=20240301T060000Z")
+    again = CliRunner().invoke(cli, [*args, "--summary-json", str(tmp_path / "s.json")])
+    assert again.exit_code == 0, again.output
+    after = lineage()
+    day1 = [r for r in before if r[0] == "2024-03-01"]
+    assert [r for r in after if r[0] == "2024-03-01"] == day1  # kept as the first run stored it
+    assert {r[2] for r in after if r[0] == "2024-03-02"} != {r[2] for r in day1}  # replaced by the rerun
+    assert "L1 checkpoint_unreadable" in again.stdout
+    assert [r["source_kind"] for r in DeltaTable(str(out / "quarantine")).to_pyarrow_table().to_pylist()] == [
+        "logdirs"]
+    assert (f"input logdirs: partial (kept the {len(day1)} rows earlier runs stored for 2024-03-01 (no input of "
+            "it that day))") in again.stdout, again.output
+    logs = json.loads((tmp_path / "s.json").read_text())["sources"]["logdirs"]
+    assert logs["rows_kept"] == len(day1) and logs["days_without_input"] == []
+
+
+def test_a_rerun_replaces_a_day_whose_input_changed_or_is_now_bad(spark, tmp_path: Path) -> None:
+    """Only a day the source has no unit of is kept: a day whose dumps now hold other commits is replaced by them,
+    and one whose dumps now hold only a bad line (quarantined, on the range's first day) is replaced by none."""
+    inputs = write_tiny_inputs(tmp_path / "in")
+    day2 = 1709251200000 + 86_400_000 + 3_600_000  # 2024-03-02T01:00:00Z
+    dumps = Path(inputs["offsets"])
+    (dumps / "commits-0302.jsonl").write_text(commit_lines("g2", (10, 20, 30), day2, log_partition=8))
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--offsets", inputs["offsets"], "--output-root",
+            str(out), "--cluster", "tiny", "-q"]
+    first = CliRunner().invoke(cli, args)
+    assert "S1e spurious_rewind" in first.stdout, first.output
+
+    def commits_on() -> tuple[int, int]:
+        t = DeltaTable(str(out / "offset_commits")).to_pyarrow_table().to_pylist()
+        return tuple(sum(1 for r in t if str(r["event_date"]) == d) for d in ("2024-03-01", "2024-03-02"))
+
+    assert commits_on() == (3, 3)
+    (dumps / "commits.jsonl").write_text("not a commit\n")
+    (dumps / "commits-0302.jsonl").write_text(commit_lines("g2", (10, 20), day2, log_partition=8))
+    again = CliRunner().invoke(cli, args)
+    assert commits_on() == (0, 2), again.output
+    assert "S1e spurious_rewind" not in again.stdout and "kept the" not in again.stdout, again.output

@@ -258,6 +258,28 @@ def test_hold_back_keeps_the_days_before_the_range_out_of_the_table_until_releas
     assert contents(path) == [("c1", D1, "earlier-run"), ("c1", D3, "w2"), ("c1", D4, "other")]
 
 
+def test_keep_days_leaves_the_days_it_names_without_rows_as_stored(spark, tmp_path) -> None:
+    """A rerun keeps what its input no longer yields: the days ``keep_days`` names that the write has no row on are
+    taken out of the replace; a named day the write has rows on is replaced as before, and so is an unnamed one."""
+    config = cfg(tmp_path)
+    path = tmp_path / "out" / RATES
+    write_table(rates(spark, [("c1", d, f"old{d.day}", 1) for d in (D1, D2, D3)]), RATES, config=config,
+                date_range=(D1, D3))
+    seen: list[frozenset] = []
+
+    def keep(written: frozenset) -> list:
+        seen.append(written)
+        return [D1, D2, D4]  # D2 has a row of this write, D4 is outside the range: neither is kept
+    res = write_table(rates(spark, [("c1", D2, "new2", 2)]), RATES, config=config, date_range=(D1, D3),
+                      keep_days=keep)
+    assert seen == [frozenset({D2})] and res.kept_days == (D1,)
+    assert contents(path) == [("c1", D1, "old1"), ("c1", D2, "new2")]
+    plain = write_table(rates(spark, [("c1", D3, "new3", 3)]), RATES, config=config, date_range=(D1, D3))
+    assert plain.kept_days == () and contents(path) == [("c1", D3, "new3")]
+    with pytest.raises(ConfigError, match="keep_days .* needs mode='replace_range'"):
+        write_table(rates(spark, []), RATES, config=config, mode="append", keep_days=keep)
+
+
 @pytest.mark.spark
 def test_hold_back_still_refuses_rows_outside_both_ranges_and_bad_arguments(spark, tmp_path) -> None:
     config = cfg(tmp_path)
