@@ -236,6 +236,30 @@ def test_delta_spark_back_end_retries_a_lost_race_then_names_the_other_run(tmp_p
         _delta_spark.write_delta_spark(Broken(0), tgt, "append", None, schemas.PARTITION_BY, SinkOptions())
 
 
+def test_delta_spark_back_end_leaves_the_kept_days_out_of_replace_where(tmp_path) -> None:
+    """``keep_days`` with delta-spark: the days the frame has rows on are listed first (nothing is staged), and the
+    days kept are excluded from ``replaceWhere``; a named day with rows is replaced."""
+    tgt = resolve_target(RATES, cfg(tmp_path), None, None, None)
+    d3 = D2 + dt.timedelta(days=1)
+
+    class Rows(_FakeFrame):  # rows on D2 only
+        def select(self, *cols):
+            return self
+
+        def distinct(self):
+            return self
+
+        def collect(self):
+            return [(D2,)]
+
+    frame = Rows(fail=0)
+    res = _delta_spark.write_delta_spark(frame, tgt, "replace_range", (D1, d3), schemas.PARTITION_BY,
+                                         SinkOptions(run_id="run-A"), keep_days=lambda have: [D1, *have, d3])
+    assert res.kept_days == (D1, d3)
+    assert ("option", ("replaceWhere", "cluster = 'c1' AND event_date >= DATE'2024-03-01' AND event_date <= "
+                       "DATE'2024-03-03' AND event_date NOT IN (DATE'2024-03-01', DATE'2024-03-03')")) in frame.log
+
+
 @pytest.mark.spark
 def test_delta_spark_back_end_holds_back_the_lookback_days_from_one_pass(spark, tmp_path, monkeypatch) -> None:
     """Without a staging folder, delta-spark writes everything but the held days (rows outside both ranges
@@ -243,7 +267,7 @@ def test_delta_spark_back_end_holds_back_the_lookback_days_from_one_pass(spark, 
     tgt = resolve_target(RATES, cfg(tmp_path), None, None, None)
     written: list = []
 
-    def fake_write(df, tgt, mode, drange, partition_by, options=None, *, hold=None):
+    def fake_write(df, tgt, mode, drange, partition_by, options=None, *, hold=None, keep_days=None):
         written.extend(sorted(r.subject for r in df.collect()))
         return sink.SinkResult(tgt.table, tgt.location, "delta-spark", mode, 1, None, None, drange)
 
