@@ -21,7 +21,9 @@
    ``[from, to]`` ``event_date`` partitions: rows whose own date lies outside the range are not written;
    rows without any time of their own land on the ``from`` date. A configured source of which the run finds no
    input unit at all (:attr:`IngestResult.kept`) is not written: its rows of the range stay as earlier runs
-   stored them (dumps rotated away must not erase what was collected). The rows dated in the lookback days
+   stored them (dumps rotated away must not erase what was collected). So, per table and day, is a day of the range
+   a source with input gets no row of the table on and no bad unit on (:attr:`IngestResult.kept_days`,
+   ``write_table(keep_days=...)``): the inputs of that day are gone, not empty. The rows dated in the lookback days
    before ``from`` (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`:
    detection state the reports add to what earlier runs wrote for those days (a first run, or an
    incident run into a fresh output root, has no earlier runs). A table's state comes from its one write:

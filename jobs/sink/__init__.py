@@ -42,6 +42,11 @@ Two back ends (DESIGN.md "Delta"):
     ``spark.read.parquet``, until the caller releases them; a run that dies first leaves them to step 4 of
     the next write. So one decode of an input yields both the range's rows and the lookback state.
 
+    With ``keep_days``, once step 1 has staged the files, the days of the range they have no row on that
+    ``keep_days`` names are left out of step 3's overwrite (``event_date not in [...]``; with delta-spark, of
+    ``replaceWhere``, after one job lists the frame's days): they keep what earlier runs stored
+    (:attr:`SinkResult.kept_days`), as a rerun whose input of a day is gone must.
+
     A run that dies anywhere before step 3 leaves the table at its previous version: readers follow the
     Delta log, which never names an uncommitted file. The token is recorded in the commit's
     ``commitInfo`` (``epochAudit.staging``) so cleanup can tell a committed run from a dead one.
