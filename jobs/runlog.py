@@ -311,8 +311,8 @@ class SourceStatus:
     reason: str = ""
     """One human sentence when the status is not ``ok`` (what the summary prints)."""
     rows_kept: int = 0
-    """Silver rows of the range earlier runs stored that this run kept, reading no unit of the source (not
-    replaced: the reports read them)."""
+    """Silver rows of the range earlier runs stored that this run kept, reading no unit of the source, or none
+    dated on the days kept (not replaced: the reports read them)."""
     quarantine_kept: int = 0
     """``quarantine`` rows of the range earlier runs stored that this run kept with them (L1 reads them)."""
 
