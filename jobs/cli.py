@@ -579,6 +579,7 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
     run_id, warn = new_run_id(), _warner([], t0)
     with hold_run(default_config().with_overrides(output_root=str(root / "tables")), run_id, warn=warn):
         _clear_previous_demo(root, entries, say)
+        (root / DEMO_MARK).write_text("written by `epoch-audit demo`: the next demo into this folder replaces it\n")
         say(f"simulating scenario {scenario.name!r} (seed {scenario.seed}) into {inputs}")
         res = sim.simulate(scenario, inputs)
         start, end = res.date_range
@@ -596,6 +597,10 @@ def demo(out: str, preset: str, seed: int | None, quiet: bool) -> None:
                          f"--from {start} --to {end} --html {root / 'report.html'}"))
 
 
+#: The file that says a folder is a demo's (``epoch-audit demo --out``), so that the next demo may replace it.
+DEMO_MARK = ".epoch-audit-demo"
+
+
 def _previous_demo(root: Path) -> set[str]:
     """What an earlier ``epoch-audit demo`` wrote in ``root`` (``inputs/`` with the simulator's ``truth.jsonl``,
     ``tables/``, ``report.html``), to be replaced. Anything else in the folder is not ours to delete: a clear error
@@ -604,9 +609,11 @@ def _previous_demo(root: Path) -> set[str]:
         return set()
     if not root.is_dir():
         raise ConfigError(f"--out {root} is a file; give a folder for the demo")
-    ours = {"inputs", "tables", "report.html"}
+    ours = {"inputs", "tables", "report.html", DEMO_MARK}
     entries = {p.name for p in root.iterdir()}
-    made_by_demo = (root / "inputs" / "truth.jsonl").is_file() or not (entries & {"inputs", "tables"})
+    # (the mark is written before the simulation: a demo stopped while it simulated left no truth.jsonl)
+    made_by_demo = (root / DEMO_MARK).is_file() or (root / "inputs" / "truth.jsonl").is_file() \
+        or not (entries & {"inputs", "tables"})
     if entries - ours or not made_by_demo:
         raise ConfigError(f"--out {root} holds files an earlier demo did not write ({', '.join(sorted(entries)[:5])}); "
                           "give an empty or new folder with --out")

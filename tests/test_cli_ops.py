@@ -539,6 +539,26 @@ def test_a_demo_running_in_the_folder_refuses_a_second_one_before_anything_is_de
     assert (root / "inputs" / "truth.jsonl").is_file() and lease.is_file()  # the running demo's files stay
 
 
+def test_a_demo_stopped_while_it_simulated_is_replaced_by_the_next(tmp_path, monkeypatch) -> None:
+    """Ctrl-C during the simulation left inputs/ without truth.jsonl (and tables/ from the lease): the next demo
+    refused the folder as "files an earlier demo did not write", and the user had to delete it by hand."""
+    from epochlib import sim
+
+    root = tmp_path / "d1"
+
+    def stopped(scenario, out):
+        (out / "offsets").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sim, "simulate", stopped)
+    res = CliRunner().invoke(cli, ["demo", "--out", str(root), "--quiet"])
+    assert res.exit_code != 0
+    assert (root / "inputs" / "offsets").is_dir() and not (root / "inputs" / "truth.jsonl").exists()
+    said: list[str] = []
+    cli_mod._clear_previous_demo(root, cli_mod._previous_demo(root), said.append)  # no "did not write" error
+    assert said == [f"replacing the previous demo in {root}"] and not (root / "inputs").exists()
+
+
 def test_a_second_demo_into_the_same_folder_starts_afresh(tmp_path) -> None:
     """`make demo` twice: what the first demo wrote (inputs with the truth, tables, the HTML page) is replaced;
     a folder holding anything else is refused before anything is deleted or simulated."""
