@@ -135,6 +135,8 @@ def test_a_live_lease_from_another_container_with_this_host_name_is_not_taken_ov
     assert res.exit_code == EXIT_LEASE_HELD, res.output
     assert "another run of cluster 'c1' is writing to this output root: run nightly-42" in res.output
     assert json.loads(lease.read_text())["run"] == "nightly-42"
+    assert "(its pid was not checked: the lease was written in another pid namespace; it counts as live until its " \
+           "heartbeat is 600 s old, at " in res.output
 
 
 def test_an_output_root_whose_store_cannot_be_reached_is_exit_4_in_one_line(tmp_path, monkeypatch,

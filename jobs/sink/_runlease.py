@@ -185,6 +185,11 @@ def _refusal(holder: _Holder | float, path: str, cluster: str) -> RunLeaseHeld:
         who = f"a run whose lease cannot be read (written {holder:.0f} s ago)"
     else:
         who = holder.describe()
+        if holder.host == _HOST and holder.pidns != _PIDNS:  # its pid cannot be checked from here
+            until = holder.heartbeat + dt.timedelta(seconds=holder.seconds)
+            who += (f" (its pid was not checked: the lease was written "
+                    f"{'in another pid namespace' if holder.pidns else 'by an earlier version'}; it counts as live "
+                    f"until its heartbeat is {holder.seconds:.0f} s old, at {until.isoformat(timespec='seconds')})")
     return RunLeaseHeld(f"another run of cluster {cluster!r} is writing to this output root: {who}; wait for it to "
                         f"finish, or remove the lease file {path} if you are sure that run is gone")
 
