@@ -329,13 +329,14 @@ def format_coverage(cov: Coverage) -> str:
     return "\n".join(map(printable, lines))
 
 
-def summarise(config: Config, date_from: dt.date, date_to: dt.date, *, top_n: int = 5) -> Summary:
-    """Read the three report tables for ``[date_from, date_to]``, count their findings and group them
-    into incidents.
+def summarise(config: Config, date_from: dt.date | str, date_to: dt.date | str, *, top_n: int = 5) -> Summary:
+    """Read the three report tables for ``[date_from, date_to]`` (dates, or ISO strings as a simulation's
+    ``date_range`` gives them), count their findings and group them into incidents.
 
     Raises:
         InputError: the output location cannot be reached.
     """
+    date_from, date_to = (d if isinstance(d, dt.date) else dt.date.fromisoformat(d) for d in (date_from, date_to))
     out = Summary(config.cluster, date_from, date_to, roots=input_roots(config, date_from, date_to))
     tables: dict[str, pa.Table | None] = {}
     subjects: dict[str, Counter] = {"broker": Counter(), "client_id": Counter(), "group_id": Counter()}

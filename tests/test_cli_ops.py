@@ -579,3 +579,14 @@ def test_a_second_demo_into_the_same_folder_starts_afresh(tmp_path) -> None:
     (tmp_path / "notes.txt").write_text("keep me")
     res = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path), "--quiet"])
     assert res.exit_code == EXIT_USAGE and (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_a_summary_of_a_range_given_as_iso_strings_is_printed(tmp_path: Path) -> None:
+    """`epoch-audit demo --preset accuracy-3` (any preset over two days) ended in a TypeError ('str' - 'str') after
+    its audit: the simulation's date range is ISO strings, and the per-day breakdown subtracted them."""
+    from jobs.summary import format_summary, summarise
+
+    write_findings(tmp_path / "t")
+    config = Config(cluster="c1", output=Output(root=str(tmp_path / "t")))
+    text = format_summary(summarise(config, "2024-03-01", "2024-03-02"))
+    assert "per day:" in text and "2024-03-02" in text
