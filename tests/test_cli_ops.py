@@ -261,9 +261,11 @@ def test_a_table_that_is_there_but_cannot_be_read_is_exit_4_naming_it(runner: Cl
     assert res.stderr.count("\n") == 1 and res.stdout == ""
     assert res.stderr.startswith(f"epoch-audit: error: table {table} at {tmp_path / 't' / table} cannot be read: ")
     assert "cannot reach" not in res.stderr
-    reason = {"garbage commit": "DeltaError: Kernel error: Json error", "truncated commit": "DeltaError: Kernel error",
-              "missing checkpoint": "_last_checkpoint", "missing data file": "FileNotFoundError: "}[how]
-    assert reason in res.stderr
+    # deltalake's own words differ between releases (1.0: "Encountered unexpected 'g' …", later: "Kernel error: Json
+    # error …"): the line ends saying what is damaged either way
+    assert res.stderr.endswith("(its Delta log, or a data file the log names, is damaged or missing)\n"), res.stderr
+    if how == "missing data file":
+        assert "FileNotFoundError: " in res.stderr
 
 
 def test_report_summary_names_subjects_and_fail_on(runner: CliRunner, tmp_path: Path) -> None:
@@ -377,7 +379,8 @@ def test_report_partition_whose_lineage_table_cannot_be_read_is_exit_4_not_no_sn
                               *flags])
     assert res.exit_code == EXIT_SINK, res.output
     assert res.stderr.startswith(f"epoch-audit: error: table epoch_lineage at {tmp_path / 't' / 'epoch_lineage'} "
-                                 "cannot be read: DeltaError: ") and res.stderr.count("\n") == 1
+                                 "cannot be read: ") and res.stderr.count("\n") == 1
+    assert res.stderr.endswith("(its Delta log, or a data file the log names, is damaged or missing)\n")
 
 
 def test_report_partition_without_html_prints_its_findings_and_lineage(runner: CliRunner, tmp_path: Path) -> None:
