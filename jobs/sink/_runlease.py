@@ -101,6 +101,21 @@ def run_lease_path(config: Config) -> str | None:
     return f"{config.output.root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease"
 
 
+def _lease_file(config: Config, verb: str) -> tuple[str, pafs.FileSystem, str]:
+    """The run lease's path as the user named the root (for messages), its filesystem and its native path there.
+
+    Raises:
+        SinkError: the store cannot be reached (``cannot <verb> the run lease ...``: exit 4, one line).
+    """
+    path = run_lease_path(config)
+    assert path is not None
+    try:
+        fs, native_root = filesystem(config.output.root or "")
+    except _fs_errors() as exc:  # an unreachable store or credentials that get no token
+        raise SinkError(f"cannot {verb} the run lease {path}: {_first_line(exc)}") from exc
+    return path, fs, f"{native_root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease"
+
+
 def _fs_errors() -> tuple[type[BaseException], ...]:
     """What a store's calls raise when it cannot be reached: OSError, pyarrow's own errors (an Azure or S3
     credential that cannot get a token), ValueError (a scheme the installed pyarrow/fsspec does not know)."""
@@ -241,11 +256,8 @@ def _mine(fs: pafs.FileSystem, native: str, run_id: str) -> bool:
 
 
 def _acquire(config: Config, run_id: str, seconds: float) -> RunLease:
-    path = run_lease_path(config)
-    assert path is not None
+    path, fs, native = _lease_file(config, "write")
     try:
-        fs, native_root = filesystem(config.output.root or "")
-        native = f"{native_root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease"
         fs.create_dir(native.rsplit("/", 1)[0], recursive=True)
     except _fs_errors() as exc:  # an unreachable store or credentials that get no token: exit 4, one line
         raise SinkError(f"cannot write the run lease {path}: {_first_line(exc)}") from exc
@@ -320,14 +332,10 @@ def check_run_lease(config: Config, lease: dt.timedelta = RUN_LEASE) -> None:
     Raises:
         RunLeaseHeld: as :func:`hold_run` would.
     """
-    path = run_lease_path(config)
-    if path is None:
+    if config.output.root is None:
         return
-    try:
-        fs, native_root = filesystem(config.output.root or "")
-    except _fs_errors() as exc:
-        raise SinkError(f"cannot read the run lease {path}: {_first_line(exc)}") from exc
-    holder = _read(fs, f"{native_root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease")
+    path, fs, native = _lease_file(config, "read")
+    holder = _read(fs, native)
     if holder is not None and _dead(holder, max(lease.total_seconds(), 1.0), path) is None:
         raise _refusal(holder, path, config.cluster)
 
