@@ -57,7 +57,7 @@ Options:
                         else the release matching the installed pyspark when known)
   --fail-on SEVERITY    exit 5 when findings at or above SEVERITY (warning, error, critical) exist
   --fail-on-no-input    exit 6 when a configured input yields nothing (no units, nothing decoded, or
-                        days of the range without data)
+                        days of the range without data, or kept from earlier runs)
   --summary-json PATH   also write the run's summary as JSON (for alerting)
   --metrics-file PATH   also write Prometheus text-format metrics (node_exporter textfile collector)
   --work-dir DIR        where the code zip and driver script go (default: a temporary folder removed at

@@ -33,6 +33,7 @@ def _source_doc(s: SourceStatus) -> dict[str, Any]:
         "reason": s.reason,
         "rows_kept": s.rows_kept,
         "quarantine_kept": s.quarantine_kept,
+        "days_kept": [d.isoformat() for d in s.days_kept],
     }
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .config import Config, parse_date_range
 from .errors import InputError, interruption, one_line
 from .runlog import RunContext, SourceStatus
-from .schemas import COVERAGE_BY_SOURCE, SILVER_BY_SOURCE
+from .schemas import COVERAGE_BY_SOURCE, SILVER_BY_SOURCE, UNIT_DATED_BY_SOURCE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -312,16 +312,20 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             counts = counts + tuple(SourceCounts(k, "file", 0, 0, 0) for k in configured if k not in met)
             # a source of which the run read no unit kept the rows earlier runs stored (jobs.ingest): said with them
             kept = set(getattr(result.ingest, "kept", ()) or ())
-            # and with the bad units it kept (the quarantine rows of the range are all earlier runs': it read none)
-            bad = quarantined_per_source(spark, config, start, end) if kept else {}
             empty = getattr(result.ingest, "empty", None) or {}
             # the days a source with units in the run kept (none of its units dated then): said with their rows
             kept_days = getattr(result.ingest, "kept_days", None) or {}
+            # and with the bad units it kept: a source kept whole, all its quarantine rows of the range (it read
+            # none); one kept per day, its rows of the days its unit-dated table kept (the run had none dated then)
+            bad_days = {k: set(kept_days.get(UNIT_DATED_BY_SOURCE.get(k, ""), ())) for k in configured}
+            bad = quarantined_per_source(spark, config, start, end, by_day=True) if kept or any(
+                bad_days.values()) else Counter()
             result.sources = {
                 k: source_status(k, counts, covered_days(tables, k), (start, end),
                                  kept={d: n[k] for d, n in result.rows_per_day.items() if n.get(k)} if k in kept else None,
-                                 quarantine_kept=bad.get(k, 0) if k in kept else 0, empty=empty_inputs(empty.get(k)),
-                                 kept_days=kept_rows(tables, k, kept_days))
+                                 quarantine_kept=sum(n for (kind, d), n in bad.items() if kind == k and (
+                                     k in kept or d in bad_days[k])),
+                                 empty=empty_inputs(empty.get(k)), kept_days=kept_rows(tables, k, kept_days))
                 for k in configured
             }
             hint = no_exchange_hint(getattr(result.ingest, "infos", ()) or (), config.inputs.broker_ports)
@@ -468,12 +472,21 @@ def empty_inputs(by_reason: Mapping[str, int] | None) -> str:
     return ", ".join(out)
 
 
-def quarantined_per_source(spark: SparkSession, config: Config, start: dt.date, end: dt.date) -> dict[str, int]:
-    """``quarantine`` rows per source kind in ``[start, end]`` for ``config.cluster`` (none when the table is not
-    there)."""
+def quarantined_per_source(spark: SparkSession, config: Config, start: dt.date, end: dt.date, *,
+                           by_day: bool = False) -> Counter:
+    """``quarantine`` rows per source kind (``by_day``: per (source kind, event date)) in ``[start, end]`` for
+    ``config.cluster`` (none when the table is not there)."""
     from .runlog import read_quarantine
 
-    return dict(Counter(r["source_kind"] for r in read_quarantine(spark, config, (start, end), ["source_kind"])))
+    if not by_day:
+        return Counter(r["source_kind"] for r in read_quarantine(spark, config, (start, end), ["source_kind"]))
+    return Counter((r["source_kind"], _as_date(r["event_date"]))
+                   for r in read_quarantine(spark, config, (start, end), ["source_kind", "event_date"]))
+
+
+def _as_date(v: dt.date | str) -> dt.date:
+    # a partition column comes back as a date or, from some readers, as its text
+    return v if isinstance(v, dt.date) else dt.date.fromisoformat(str(v)[:10])
 
 
 def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.date,

@@ -17,7 +17,7 @@ Subcommands are thin: they parse flags, call the same functions the notebook and
       damaged or missing)
 5     ``--fail-on SEVERITY``: findings at or above it exist
 6     ``--fail-on-no-input``: a configured input yielded nothing (run status ``no_input`` or ``partial``
-      because of days without rows)
+      because of days without rows, or days whose earlier rows it kept: their input is gone)
 7     ``run``: another live run of the same cluster holds the output root's run lease (nothing written)
 130   ``run`` stopped by SIGINT (Ctrl-C); 143: by SIGTERM (a scheduler's timeout); the run is recorded as failed
       (after the run finished, while it is reported: the run's own status, with this exit code)
@@ -71,7 +71,8 @@ Exit codes:
   3  an input path is missing or unreadable
   4  a table could not be written or read
   5  --fail-on: findings at or above that severity exist
-  6  --fail-on-no-input: a configured input yielded nothing (or days without rows)
+  6  --fail-on-no-input: a configured input yielded nothing (or days without rows,
+     or days it kept earlier runs' rows of: their input is gone)
   7  another run of the cluster is writing to the output root (its run lease
      is live): nothing written; wait, or remove its lease file if it is gone
   130, 143  stopped by SIGINT (Ctrl-C) or SIGTERM (a scheduler's timeout): recorded as failed
@@ -335,8 +336,8 @@ def _session(config: Any, *, ingest: bool = False) -> Any:
 @click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES),
               help=f"Exit {EXIT_FINDINGS} when findings at or above this severity exist.")
 @click.option("--fail-on-no-input", is_flag=True,
-              help=f"Exit {EXIT_NO_INPUT} when a configured input yields nothing (status no_input, or days "
-                   "without rows).")
+              help=f"Exit {EXIT_NO_INPUT} when a configured input yields nothing (status no_input, days "
+                   "without rows, or days whose earlier rows were kept: their input is gone).")
 @click.option("--summary-json", type=click.Path(dir_okay=False),
               help="Also write the run's summary as JSON (status, counts, per-source completeness, top findings).")
 @click.option("--metrics-file", type=click.Path(dir_okay=False),
@@ -451,7 +452,7 @@ def _report_run(config: Any, result: Any, summary: Any, *, fail_on: str | None, 
     click.echo(f"Status: {result.status}   Tables: {printable(config.output.table_location(''))}")
     code = EXIT_OK
     if fail_on_no_input and result.status in ("no_input", "partial") and any(
-            s.status == "no_input" or s.days_without_input for s in result.sources.values()):
+            s.status == "no_input" or s.days_without_input or s.days_kept for s in result.sources.values()):
         code = EXIT_NO_INPUT
         click.echo(f"epoch-audit: a configured input yielded nothing (--fail-on-no-input): exit {code}", err=True)
     elif fail_on and summary.count(severity_at_least=fail_on):

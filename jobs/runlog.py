@@ -315,6 +315,9 @@ class SourceStatus:
     dated on the days kept (not replaced: the reports read them)."""
     quarantine_kept: int = 0
     """``quarantine`` rows of the range earlier runs stored that this run kept with them (L1 reads them)."""
+    days_kept: tuple[dt.date, ...] = ()
+    """Days of the range this run read units of the source but none dated then, whose rows earlier runs stored it
+    kept: their input is gone (``--fail-on-no-input`` exits 6, as for a source kept whole)."""
 
 
 def unit_count(n: int, unit: str) -> str:
@@ -359,7 +362,8 @@ def source_status(
     units (``3 empty files``), said when it read none: files were there, not nothing. ``kept_days``: day -> silver
     rows of the source that earlier runs stored on a day of the range this run read units of it but none dated that
     day (its dumps of the day rotated away: :attr:`jobs.ingest.IngestResult.kept_days`); the source is ``partial``
-    and says so, with the rows in ``rows_kept``."""
+    and says so, with the rows in ``rows_kept``. With ``kept_days``, ``quarantine_kept`` counts the
+    source's ``quarantine`` rows of those days, kept with them (its unit-dated table's days), said with the rows."""
     mine = [c for c in counts if c.source_kind == source_kind]
     read = sum(int(c.units_read or 0) for c in mine)
     decoded = sum(c.units_decoded for c in mine)
@@ -371,6 +375,7 @@ def source_status(
     units = ", ".join(unit_count(c.units_read, c.unit) for c in mine) or "nothing"
     rows_kept = sum(n for d, n in (kept or {}).items() if date_range[0] <= d <= date_range[1]) if read == 0 else 0
     bad_kept = quarantine_kept if read == 0 and kept is not None else 0
+    by_day = {d: n for d, n in (kept_days or {}).items() if n and date_range[0] <= d <= date_range[1]} if read else {}
     held = f" ({empty})" if empty else ""
     if read == 0 and rows_kept:
         status, reason = "no_input", (f"no input units{held}; kept the {rows_kept:,} rows earlier runs stored for "
@@ -395,14 +400,17 @@ def source_status(
         status, reason = "partial", "; ".join(parts)
     else:
         status, reason = "ok", ""
-    by_day = {d: n for d, n in (kept_days or {}).items() if n and date_range[0] <= d <= date_range[1]}
-    if read and by_day:  # days this run had no input of: what earlier runs stored for them stays, said
+    if by_day:  # days this run had no input of: what earlier runs stored for them stays, said
         rows_kept = sum(by_day.values())
+        bad_kept = quarantine_kept
         said = (f"kept the {rows_kept:,} rows earlier runs stored for {spans(by_day)} (no input of it "
                 f"{'that day' if len(by_day) == 1 else 'those days'})")
+        if bad_kept:
+            said += f", and their {unit_count(bad_kept, 'quarantined unit')} (the quarantine table)"
         reason = f"{reason}; {said}" if reason else said
         status = "partial" if status == "ok" else status
-    return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason, rows_kept, bad_kept)
+    return SourceStatus(source_kind, status, read, decoded, quarantined, records, missing, reason, rows_kept, bad_kept,
+                        tuple(sorted(by_day)))
 
 
 def no_input_on(source_kind: str) -> str:

@@ -532,9 +532,13 @@ def test_a_rerun_after_one_day_s_snapshot_folders_are_gone_keeps_that_day_s_line
     assert [r["source_kind"] for r in DeltaTable(str(out / "quarantine")).to_pyarrow_table().to_pylist()] == [
         "logdirs"]
     assert (f"input logdirs: partial (kept the {len(day1)} rows earlier runs stored for 2024-03-01 (no input of "
-            "it that day))") in again.stdout, again.output
+            "it that day), and their 1 quarantined unit (the quarantine table))") in again.stdout, again.output
     logs = json.loads((tmp_path / "s.json").read_text())["sources"]["logdirs"]
     assert logs["rows_kept"] == len(day1) and logs["days_without_input"] == []
+    assert logs["quarantine_kept"] == 1 and logs["days_kept"] == ["2024-03-01"]
+    # the day's input is gone, as for a source kept whole: --fail-on-no-input says so
+    strict = CliRunner().invoke(cli, [*args, "--fail-on-no-input"])
+    assert strict.exit_code == 6, strict.output
 
 
 def test_a_rerun_replaces_a_day_whose_input_changed_or_is_now_bad(spark, tmp_path: Path) -> None:

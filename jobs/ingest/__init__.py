@@ -43,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from jobs.schemas import SILVER_BY_SOURCE
+from jobs.schemas import SILVER_BY_SOURCE, UNIT_DATED_BY_SOURCE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -67,10 +67,9 @@ SILVER = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage",
 _SOURCE_OF = {table: kind for kind, tables in SILVER_BY_SOURCE.items() for table in tables}
 #: Work frames whose side rows belong to another source kind (the metadata-log replay step).
 _WORK_KIND = {"cluster_metadata_replay": "cluster_metadata"}
-#: The sources whose tables keep, per day, what a rerun cannot re-derive (:attr:`IngestResult.kept_days`), each with
-#: its table dated as its input units are (its quarantine rows of a day are kept with that table's rows of the day):
-#: not the metadata log, whose replay judges the whole retained log in every run.
-_UNIT_DATED = {"offsets": "offset_commits", "logdirs": "epoch_lineage", "metadata": "metadata_observations"}
+#: The sources whose tables keep, per day, what a rerun cannot re-derive, each with its table dated as its input
+#: units are (:data:`jobs.schemas.UNIT_DATED_BY_SOURCE`, :attr:`IngestResult.kept_days`).
+_UNIT_DATED = UNIT_DATED_BY_SOURCE
 
 
 @dataclass(frozen=True)
