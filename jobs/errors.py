@@ -41,6 +41,11 @@ class SinkError(EpochAuditError):
     """The Delta sink could not write or read a table."""
 
 
+class RunLeaseLost(SinkError):
+    """This run's lease was taken over by another run (this one stopped renewing it past its length: a paused VM,
+    a frozen process): it stops before its next table commit rather than write beside that run."""
+
+
 class Terminated(BaseException):  # noqa: N818 - named as the scheduler's word for it, not an "Error"
     """SIGTERM (a scheduler's timeout) or SIGINT (Ctrl-C) reached ``epoch-audit run``: raised in its main thread, a
     BaseException so that nothing meant for errors swallows it, and caught where a failed run is recorded

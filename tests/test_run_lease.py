@@ -242,6 +242,46 @@ def test_the_heartbeat_is_renewed_and_a_lease_taken_over_meanwhile_is_not_remove
     assert json.loads(path.read_text())["run"] == "r2"  # nor removed on release
 
 
+def _one_row(day: dt.date):
+    import pyarrow as pa
+
+    return pa.table({"cluster": ["c1"], "event_date": pa.array([day], pa.date32()), "x": [1]})
+
+
+def test_a_run_whose_lease_was_taken_over_stops_before_its_next_commit(tmp_path) -> None:
+    """A run paused past its lease (a stopped VM) wakes to find the next run holding it: its next table write
+    fails naming that run (exit 4), and the table stays as that run left it; while the lease is its own, writes go
+    through."""
+    from deltalake import DeltaTable
+
+    from jobs.errors import RunLeaseLost
+    from jobs.sink import write_small
+
+    config, day = _config(tmp_path / "t"), dt.date(2024, 3, 1)
+    with hold_run(config, "r1"):
+        write_small(_one_row(day), "things", config=config, mode="replace_range", date_range=(day, day))
+        version = DeltaTable(str(tmp_path / "t" / "things")).version()
+        _plant(tmp_path / "t", run="r2", seconds=600)  # taken over while this run was paused
+        with pytest.raises(RunLeaseLost, match="held by run r2 on host .* now: this run stopped renewing it"):
+            write_small(_one_row(day), "things", config=config, mode="replace_range", date_range=(day, day))
+    assert DeltaTable(str(tmp_path / "t" / "things")).version() == version
+    assert issubclass(RunLeaseLost, cli_mod.SinkError)  # exit 4, one line
+
+
+@pytest.mark.spark
+def test_a_spark_write_of_a_run_whose_lease_was_taken_over_moves_no_file_in(spark, tmp_path) -> None:
+    from jobs.errors import RunLeaseLost
+    from jobs.sink import write_table
+
+    config, day = _config(tmp_path / "t"), dt.date(2024, 3, 1)
+    with hold_run(config, "r1"):
+        _plant(tmp_path / "t", run="r2", seconds=600)
+        with pytest.raises(RunLeaseLost, match="held by run r2"):
+            write_table(spark.createDataFrame(_one_row(day).to_pandas()), "things", config=config,
+                        mode="replace_range", date_range=(day, day))
+    assert not list((tmp_path / "t" / "things").glob("**/*.parquet"))
+
+
 def test_two_holders_in_one_process_and_one_per_cluster(tmp_path) -> None:
     """A notebook thread starting a second run of the same cluster is refused; another cluster is not."""
     with hold_run(_config(tmp_path), "r1"):

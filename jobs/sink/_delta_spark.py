@@ -21,6 +21,7 @@ from jobs.errors import CommitError
 
 from . import _lease
 from ._conflict import other_run, with_retries
+from ._runlease import check_still_held
 from ._target import (
     HeldRows,
     KeepDays,
@@ -83,6 +84,8 @@ def write_delta_spark(
     def winner() -> str:
         return "another writer (catalog table)" if tgt.is_catalog else other_run(tgt.native, tgt.storage_options, run)
 
+    if tgt.cluster and not tgt.is_catalog:  # a run whose lease was taken over meanwhile stops here
+        check_still_held(tgt.location, tgt.cluster)
     try:
         with_retries(attempt, retries=options.commit_retries, what=what, committed=lambda: False, winner=winner)
     except CommitError:

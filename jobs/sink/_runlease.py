@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.errors import RunLeaseHeld, SinkError
+from jobs.errors import RunLeaseHeld, RunLeaseLost, SinkError
 from jobs.fs import filesystem
 
 from ._lease import _HOST, _PIDNS, _pid_running, same_pid_space
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from jobs.config import Config
 
-__all__ = ["LEASE_DIR", "RUN_LEASE", "RunLease", "check_run_lease", "hold_run", "run_lease_path"]
+__all__ = ["LEASE_DIR", "RUN_LEASE", "RunLease", "check_run_lease", "check_still_held", "hold_run", "run_lease_path"]
 
 log = logging.getLogger("jobs.sink")
 
@@ -323,6 +323,33 @@ def _release(lease: RunLease) -> None:
     if _local(fs):  # no empty folder left beside the tables
         with contextlib.suppress(OSError):
             os.rmdir(lease._native.rsplit("/", 1)[0])
+
+
+def check_still_held(location: str, cluster: str) -> None:
+    """Before a Delta commit into the table at ``location``: when this process holds the run lease of ``cluster``
+    under that table's root, it must still be this run's. A run paused past its lease (a stopped VM, a frozen
+    process) had it taken over by the next run; on waking it stops here instead of overwriting that run's tables.
+    No check when no run lease is held here (catalog tables, a notebook's own ``write_table``), nor when the lease
+    cannot be read just now (the heartbeat's rule: a store's blip is not a takeover).
+
+    Raises:
+        RunLeaseLost: another run holds the lease now (named), or it is gone.
+    """
+    path = f"{location.rstrip('/').rsplit('/', 1)[0]}/{LEASE_DIR}/{cluster}.lease"
+    with _HELD_LOCK:
+        lease = _HELD.get(path)
+    if lease is None or lease._fs is None:
+        return
+    try:
+        holder = _read(lease._fs, lease._native)
+    except _fs_errors():
+        return
+    if isinstance(holder, float) or (isinstance(holder, _Holder) and holder.run == lease.run_id):
+        return
+    who = holder.describe() if isinstance(holder, _Holder) else "no run (the lease file was removed)"
+    raise RunLeaseLost(f"this run's lease {path} is held by {who} now: this run stopped renewing it for longer "
+                       "than its length (a paused machine?) and it was taken over, so this run stops before "
+                       f"committing more; the tables it wrote are that run's to replace")
 
 
 def check_run_lease(config: Config, lease: dt.timedelta = RUN_LEASE) -> None:

@@ -26,6 +26,7 @@ from . import _lease
 from ._conflict import RUN_KEY, STAGING_KEY, other_run, with_retries
 from ._fit import arrow_schema_for, fit_table_schema
 from ._read import read_partition_files
+from ._runlease import check_still_held
 from ._target import FileSource, HeldRows, KeepDays, SinkOptions, SinkResult, Target, days_to_keep, open_delta
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ def write_delta_rs(
         left = days_to_keep(keep_days, drange, (dt.date.fromisoformat(d) for f in staged.files
                                                 if (d := f.partition_values.get("event_date"))))
         adds = _add_actions(staged, tgt, fs, base, options, arrow_schema)
+        if tgt.cluster:  # a run whose lease was taken over meanwhile stops before it moves files in
+            check_still_held(tgt.location, tgt.cluster)
         _move_into_table(staged, fs, base, options)
         _commit(uri, tgt, adds, mode, drange, partition_by, arrow_schema, token, run, options, left)
     except BaseException:

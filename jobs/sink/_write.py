@@ -16,6 +16,7 @@ from . import _lease
 from ._conflict import RUN_KEY, other_run, with_retries
 from ._delta_spark import write_delta_spark
 from ._fit import check_rows_in_range_arrow, conform_arrow, conform_spark, fit_table_schema, spark_schema_for
+from ._runlease import check_still_held
 from ._staged import write_delta_rs
 from ._target import (
     Backend,
@@ -166,6 +167,8 @@ def write_small(
         "commit_properties": CommitProperties(custom_metadata={RUN_KEY: run}),
     }
     what = f"delta-rs write of {table!r} at {tgt.location}"
+    if tgt.cluster:  # a run whose lease was taken over meanwhile stops here
+        check_still_held(tgt.location, tgt.cluster)
 
     def attempt(n: int) -> None:
         if mode == "append":
