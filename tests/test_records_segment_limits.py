@@ -205,7 +205,8 @@ def test_a_zero_fill_after_the_last_entry_is_the_end_of_the_data(zeros):
     assert len(heads) == 2 and len(recs) == 20 and tail is None
     (*_, last) = iter_batches(seg + bytes(zeros))
     assert isinstance(last, BadBatch)
-    assert last.reason == ("invalid entry size 0 for magic 0" if zeros >= 17 else f"torn tail: {zeros} bytes")
+    assert (last.reason.startswith(f"{zeros} bytes from byte {len(seg)} on not read (invalid entry size 0 for magic 0:")
+            if zeros >= 17 else last.reason == f"torn tail: {zeros} bytes")
 
 
 def test_a_zero_filled_file_holds_nothing():
@@ -284,7 +285,13 @@ def test_a_bad_entry_before_the_end_stays_a_bad_batch():
     insane = bytearray(seg + nxt)
     struct.pack_into(">i", insane, first + 8, -5)
     heads, _, tail = agree(bytes(insane), ends_file=True)
-    assert [h[4] for h in heads] == [None, "invalid entry size -5"] and tail is None
+    rest = len(insane) - first
+    assert [h[4] for h in heads] == [None, (
+        f"{rest} bytes from byte {first} on not read (invalid entry size -5: no entry can be framed there, so the "
+        "walk stops; Kafka's log recovery truncates a segment at such an entry)")] and tail is None
+    # a range read from byte 1000 on (not to the file's end): the same words, the file's positions
+    heads, _, _ = agree(bytes(insane), base_position=1000)
+    assert heads[-1][4].startswith(f"{rest} bytes from byte {1000 + first} on not read (invalid entry size -5:")
     # a CRC failure in the middle: one bad batch, the next one read
     crc = bytearray(seg + nxt)
     crc[first + 70] ^= 0xFF
@@ -293,7 +300,9 @@ def test_a_bad_entry_before_the_end_stays_a_bad_batch():
     assert tail is None and len(recs) == 11
     # zeros in the middle, then data: not a fill to the end
     heads, _, tail = agree(seg + bytes(100) + nxt, ends_file=True)
-    assert [h[4] for h in heads][2:] == ["invalid entry size 0 for magic 0"] and tail is None
+    assert [h[4] for h in heads][:2] == [None, None] and tail is None
+    assert heads[2][4].startswith(f"{100 + len(nxt)} bytes from byte {len(seg)} on not read (invalid entry size 0 "
+                                  "for magic 0:")
     # the last whole batch broken, then the fill: the batch is bad, the fill is still the end of the data
     broken = bytearray(seg)
     broken[-1] ^= 0xFF

@@ -200,3 +200,45 @@ def test_a_rolled_segment_cut_short_is_quarantined_and_the_run_partial(rolled_cu
     unpaired = {(r["source_kind"], r["unit"]): r["units_unpaired"] for r in _table(tmp, "audit_runs")}
     assert unpaired[("logdirs", "batch")] == 1  # b-0's last segment
     assert not unpaired.get(("offsets", "batch")) and not unpaired.get(("cluster_metadata", "batch"))
+
+
+NOT_READ = "bytes from byte {} on not read (invalid entry size 3 for magic 2"
+
+
+def _size_damaged(batch: bytes) -> bytes:
+    """``batch`` with its size field (bytes 8..12) set to 3: no entry can be that short, so no walk frames it."""
+    return batch[:8] + struct.pack(">i", 3) + batch[12:]
+
+
+@pytest.fixture(scope="module")
+def damaged_size(spark, tmp_path_factory):
+    """A __consumer_offsets segment and a __cluster_metadata-0 segment whose second batch has a damaged size field,
+    with whole batches after it: the walk cannot frame anything from there on."""
+    tmp = tmp_path_factory.mktemp("damaged_size")
+    offs = tmp / "offsets" / "broker=1" / "__consumer_offsets-0" / "00000000000000000000.log"
+    _write(offs, commit_batch(0, "g", 10) + _size_damaged(commit_batch(1, "g", 11)) + commit_batch(2, "g", 12)
+           + commit_batch(3, "g", 13))
+    meta = tmp / "cluster_metadata" / "node=1" / "__cluster_metadata-0" / "00000000000000000000.log"
+    noop = [kp_batch(i * 2, 2, key=None, value=NOOP, epoch=1) for i in range(4)]
+    _write(meta, noop[0] + _size_damaged(noop[1]) + noop[2] + noop[3])
+    args = ["run", "--from", DAY, "--output-root", str(tmp / "out"), "--cluster", "seg", "--summary-json",
+            str(tmp / "s.json"), "--offsets", str(tmp / "offsets"), "--cluster-metadata", str(tmp / "cluster_metadata")]
+    res = CliRunner().invoke(cli, args)
+    sizes = {"offsets": (len(commit_batch(0, "g", 10)), len(offs.read_bytes())),
+             "cluster_metadata": (len(noop[0]), len(meta.read_bytes()))}
+    return tmp, res.exit_code, res.output, json.loads((tmp / "s.json").read_text()), sizes
+
+
+def test_a_damaged_size_field_mid_file_names_the_bytes_not_read(damaged_size):
+    """Was: one row "invalid entry size 3 for magic 2" and nothing about the batches after it (two whole commits
+    and two metadata batches silently not read). Now that row names every byte the walk could not reach — from the
+    damaged entry to the end of the file — and the run is partial; the commit before the damage is kept."""
+    tmp, code, output, summary, sizes = damaged_size
+    assert code == 0, output
+    assert summary["status"] == "partial", output
+    rows = {r["source_kind"]: r for r in _table(tmp, "quarantine") if "not read" in r["reason"]}
+    assert set(rows) == {"offsets", "cluster_metadata"}, _table(tmp, "quarantine")
+    for kind, (at, size) in sizes.items():
+        assert rows[kind]["position"] == at and rows[kind]["unit"] == "batch"
+        assert f"{size - at} {NOT_READ.format(at)}" in rows[kind]["reason"], rows[kind]["reason"]
+    assert [r["committed_offset"] for r in _table(tmp, "offset_commits")] == [10]

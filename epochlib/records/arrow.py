@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from .._compression import CODEC_NAMES
 from .fastpath import FastV2, _gather_binary, decode_v2_fast
-from .segments import _entry_extent, _entry_or_bad, _offset_range, _raw, _stop
+from .segments import _entry_extent, _entry_or_bad, _offset_range, _raw, _stop, stop_reason
 from .values import (
     _ENTRY,
     _SIZE_MAGIC,
@@ -123,8 +123,8 @@ def _split_tail(
         return slow, None
     pos, length, problem = slow[-1]
     last = _stop(buf, pos, length, problem, base_position, ends_file, last_segment, offset_range)
-    if isinstance(last, BadBatch):  # with its reason: a damaged size field, a rolled segment's cut: not a torn tail
-        return [*slow[:-1], (pos, length, last.reason if problem == "torn" else problem)], None
+    if isinstance(last, BadBatch):  # with its reason (:func:`_stop`'s words, not a torn tail's)
+        return [*slow[:-1], (pos, length, last.reason)], None
     return slow[:-1], last
 
 
@@ -203,7 +203,8 @@ def _decode(
         if problem is None:
             slow_items.append(_entry_or_bad(buf, pos, length, verify_crc, with_records, base_position, offset_range))
         else:  # where the walk stopped, and it is bad (:func:`_split_tail` took out what is not)
-            reason = f"torn tail: {length} bytes" if problem == "torn" else problem
+            raw_problem = problem == "torn" or problem.startswith("invalid entry size")  # as _entry_extent gave it
+            reason = stop_reason(problem, base_position + pos, length) if raw_problem else problem
             slow_items.append(BadBatch(base_position + pos, reason, _raw(buf, pos, length), length))
 
     for pos in fb.rejected:

@@ -34,7 +34,8 @@ from .values import (
     _crc32c,
 )
 
-__all__ = ["SEGMENT_OFFSET_SPAN", "iter_batches", "scan_batch_boundaries", "segment_base_offset", "split_points"]
+__all__ = ["SEGMENT_OFFSET_SPAN", "iter_batches", "scan_batch_boundaries", "segment_base_offset", "split_points",
+           "stop_reason"]
 
 #: A segment holds offsets ``base .. base + SEGMENT_OFFSET_SPAN``: its indexes store offsets relative to the base
 #: in 32 bits, and Kafka's recovery rejects a batch whose last offset does not fit (``LogSegment.recover`` ->
@@ -149,8 +150,23 @@ def _stop(
             return None
         if problem == "torn":
             return _cut_at_end(buf, pos, length, base_position, last_segment, offset_range)
-    reason = f"torn tail: {length} bytes" if problem == "torn" else problem
+    reason = stop_reason(problem, base_position + pos, length)
     return BadBatch(base_position + pos, reason, _raw(buf, pos, length), length)
+
+
+def stop_reason(problem: str, position: int, length: int) -> str:
+    """The reason of the bad item where a walk stops (``problem`` from :func:`_entry_extent`: "torn" or why the
+    size field is insane) at ``position``, ``length`` bytes before the end of what it was given.
+
+    An insane size field mid-file leaves every later byte unframeable: the reason names them ("N bytes from byte X
+    on not read (…)"), so the rows after it are seen as missing, not absent. The walk does not search for a later
+    batch: Kafka's own readers stop there too (``FileLogInputStream`` raises ``CorruptRecordException`` and log
+    recovery truncates the segment at that entry), and a magic-2 look-alike found by scanning could be a record's
+    bytes."""
+    if problem == "torn":
+        return f"torn tail: {length} bytes"
+    return (f"{length} bytes from byte {position} on not read ({problem}: no entry can be framed there, so the walk "
+            "stops; Kafka's log recovery truncates a segment at such an entry)")
 
 
 def _cut_at_end(buf: Buffer, pos: int, length: int, base_position: int, last_segment: bool,
