@@ -659,7 +659,7 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
     Units that cannot be decoded are {"type": "error"} lines, and decoding goes on (exit 0). Exit 3 when the file
     is missing or unreadable, of no kind epoch-audit knows, or when nothing at all could be decoded from it (every
     unit an error: the error lines are printed, then one line on stderr), so that a script can tell."""
-    from .decode import decode_path, to_json
+    from .decode import DESCRIPTIVE_TYPES, decode_path, to_json
 
     if not Path(path).is_file():  # a missing input is exit 3, as for `run` (click's own check says 2)
         raise InputError(f"input file does not exist: {path}")
@@ -675,7 +675,7 @@ def decode(path: str, kind: str | None, offsets_decoder: bool | None, broker_por
             if row.get("type") == "error":
                 errors += 1
                 first_error = first_error or row
-            elif row.get("type") != "info":
+            elif row.get("type") not in DESCRIPTIVE_TYPES:  # a note or a snapshot's summary is not a decoded unit
                 decoded += 1
     except ValueError as exc:
         raise InputError(str(exc)) from None

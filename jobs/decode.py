@@ -33,7 +33,12 @@ from epochlib.kraft import dumptext as kraft_dump
 from epochlib.kraft import snapshot as kraft_snapshot
 from jobs.ingest.metadata import LINE_ERRORS, parse_capture_line
 
-__all__ = ["capture_time", "detect_kind", "decode_path", "to_json"]
+__all__ = ["DESCRIPTIVE_TYPES", "capture_time", "detect_kind", "decode_path", "to_json"]
+
+#: Row types that describe a file or the unit before them rather than being decoded from it: a note (``info``),
+#: and a snapshot's name-derived summary (``snapshot``: end offset and epoch come from the file name, so it is
+#: printed even for a zero-length ``.checkpoint``). ``epoch-audit decode`` does not count them as decoded.
+DESCRIPTIVE_TYPES = frozenset({"info", "snapshot"})
 
 _SEGMENT = re.compile(r"^\d{20}\.log$")
 _OFFSET_CHECKPOINTS = {

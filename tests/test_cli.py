@@ -352,6 +352,26 @@ def test_decode_exits_3_when_nothing_at_all_could_be_decoded(runner: CliRunner, 
     assert runner.invoke(cli, ["decode", str(empty)]).exit_code == 0
 
 
+def test_decode_of_a_zero_length_snapshot_exits_3_as_nothing_was_decoded(runner: CliRunner, tmp_path: Path) -> None:
+    """Was exit 0: the snapshot line (end offset and epoch from the file's name) counted as decoded, so a
+    zero-length ``.checkpoint`` passed a script's check. Now it exits 3 like any file of which nothing decoded,
+    its lines still printed; a whole snapshot (header, a record, footer) is exit 0."""
+    from epochlib.kraft.snapshot import encode_snapshot
+
+    snap = tmp_path / "__cluster_metadata-0" / "00000000000000007260-0000000001.checkpoint"
+    snap.parent.mkdir()
+    snap.write_bytes(b"")
+    res = runner.invoke(cli, ["decode", str(snap)])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert [json.loads(x)["type"] for x in res.stdout.splitlines()] == ["snapshot", "error", "error"]
+    assert res.stderr == (f"epoch-audit: error: nothing decoded from {snap}: 2 error lines, the first (file, "
+                          "position 0): snapshot does not start with a SnapshotHeaderRecord\n")
+    snap.write_bytes(encode_snapshot([(2, 0, {"name": "orders", "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ"})], epoch=1,
+                                     last_contained_timestamp=1, timestamp=1))
+    res = runner.invoke(cli, ["decode", str(snap)])
+    assert res.exit_code == 0 and res.stderr == "", res.output
+
+
 def test_decode_unknown_file_is_input_error(runner: CliRunner, tmp_path: Path) -> None:
     p = tmp_path / "notes.bin"
     p.write_bytes(b"\x00\x01hello")
