@@ -422,3 +422,64 @@ def test_kafka_dump_logs_invalid_bytes_line_is_read_as_the_binary_reader_reads_t
                  "last segment (a later segment of its folder is in the dump; Kafka never appends to a rolled segment: "
                  "bytes lost)"]
     assert [(r["n_bad"], r["n_unpaired"]) for r in rows if r["row_kind"] == "stats"] == [(1, None)]
+
+
+def test_a_skip_record_metadata_dump_reads_as_the_normal_one(tmp_path: Path) -> None:
+    """``kafka-dump-log --cluster-metadata-decoder --skip-record-metadata`` prints a control record as an empty
+    line. Was: a new leader's LeaderChange was no record, so the log had "a hole at offsets 11..11" and the history
+    after it was not replayed (status partial); a snapshot in that style "does not start with a
+    SnapshotHeaderRecord": not replayed. Now a control batch's records come from its batch line and the history is
+    the normal dump's — the snapshot rows dated by the header batch's CreateTime, the header's own
+    lastContainedLogTimestamp not being printed."""
+    from fixtures_kraft import _part, _pcr
+
+    from epochlib.kraft.codec import encode_control_record_batch, encode_metadata_batch
+    from epochlib.kraft.snapshot import encode_snapshot
+
+    lc = (2, {"leader_id": 1, "voters": [{"voter_id": 1}], "granting_voters": [{"voter_id": 1}]})
+    log = (metadata_log(3) + encode_control_record_batch([lc], base_offset=11, raft_epoch=2, timestamp=T + 300_000)
+           + encode_metadata_batch([_pcr(0, leader=2)], base_offset=12, raft_epoch=2, timestamp=T + 301_000))
+    seg = "/c/n1/__cluster_metadata-0/00000000000000000000.log"
+    tail = log[scan_batch_boundaries(log)[-2][0]:]  # from offset 11 on, after snapshot 11
+    snap = encode_snapshot([(2, 0, {"name": "orders", "topic_id": TID}), _part(0, 1), _part(1, 2)], epoch=1,
+                           last_contained_timestamp=T + 200_000, timestamp=T + 200_500)
+    name = "00000000000000000011-0000000001.checkpoint"
+
+    def replayed(skip: bool, with_snapshot: bool) -> tuple[list[dict], list[dict]]:
+        if with_snapshot:
+            text = (format_dump(snap, f"/c/n1/__cluster_metadata-0/{name}", kind="snapshot", snapshot_id=(11, 1),
+                                skip_record_metadata=skip)
+                    + format_dump(tail, "/c/n1/__cluster_metadata-0/00000000000000000011.log",
+                                  skip_record_metadata=skip))
+        else:
+            text = format_dump(log, seg, skip_record_metadata=skip)
+        dump = tmp_path / "dump.txt"
+        dump.write_text(text)
+        work = _work([InputFile("cluster_metadata", cm.KDUMP, str(dump), dump.stat().st_size, name=dump.name)])
+        out = _replay(work).to_pylist()
+        q = [r for r in work.to_pylist() + out if r["row_kind"] == "quarantine"]
+        return [{k: v for k, v in r.items() if k != "position"} for r in out if r["row_kind"] == "history"], q
+
+    from epochlib.kraft.dumptext import iter_dump_entries
+
+    def entries(skip: bool) -> list[tuple]:  # a control record's offset, time, Raft epoch and type, as in the bytes
+        text = (format_dump(log, seg, skip_record_metadata=skip)
+                + format_dump(snap, f"/c/n1/__cluster_metadata-0/{name}", kind="snapshot", snapshot_id=(11, 1),
+                              skip_record_metadata=skip))
+        return [(e.offset, e.timestamp, e.raft_epoch, e.control.control_type if e.control else None)
+                for e in iter_dump_entries(text)]
+
+    assert entries(True) == entries(False)
+    assert [x for x in entries(True) if x[3] is not None] == [
+        (0, T, 1, 2), (11, T + 300_000, 2, 2), (0, T + 200_500, 1, 3), (4, T + 200_500, 1, 4)]
+    normal, q = replayed(False, False)
+    assert not q and [r["leader"] for r in normal if r["change"] == "leader" and r["partition"] == 0] == [2, 1, 3, 2]
+    assert "\n\n" in format_dump(log, seg, skip_record_metadata=True)  # the LeaderChange records: empty lines
+    skipped, q = replayed(True, False)
+    assert [r["reason"] for r in q] == []
+    assert skipped == normal
+    normal, q = replayed(False, True)
+    assert not q and {r["change"] for r in normal} >= {"snapshot", "leader"}
+    skipped, q = replayed(True, True)
+    assert [r["reason"] for r in q] == []
+    assert skipped == [{**r, "controller_ts": T + 200_500} if r["change"] == "snapshot" else r for r in normal]

@@ -13,6 +13,17 @@ their defaults, so a record reads equal to its binary twin. Control records give
 ``Dumping``/``Log starting offset``/``Snapshot end offset``/``KRaft bootstrap snapshot`` lines
 start a new file; :func:`dump_files` reports them.
 
+``--skip-record-metadata``: the Scala tool prints a control record as an empty line (its ``controlType`` /
+``SnapshotHeader`` / ``SnapshotFooter`` text is inside ``if (!skipRecordMetadata)``, the ``println()`` is not),
+and a metadata record as `` payload: <JSON>``. A control batch whose batch line is followed by no record line
+(:func:`_unprinted_controls`) gives its records from the batch line — offsets ``baseOffset`` on, its CreateTime
+and epoch — with the type Kafka writes there: in a snapshot the header batch (offset 0) holds the
+SnapshotHeader (then KRaftVersion, KRaftVoters) and any later control batch is the footer; in a log a one-record
+control batch that opens a Raft epoch (another epoch than the batch before it in the file, or the file's first
+batch) is the new leader's LeaderChange; any other is an unknown control type. The header's
+``lastContainedLogTimestamp`` is not printed: the header batch's CreateTime (when the snapshot was written, at
+or just after it) stands in.
+
 ``Found N invalid bytes at the end of <file>``: kafka-dump-log (``DumpLogSegments.dumpLog``) prints it whenever
 the batches it could frame end before the file does — ``FileLogInputStream.nextBatch`` returned null because 17
 or fewer bytes were left, or an entry announced more bytes than were left: a final batch a copy cut short (a live
@@ -195,6 +206,35 @@ def _invalid_bytes(s: str, n: int, line: str, section: DumpFile | None, last_log
     return DumpTail(n, m[0], None, m[1])
 
 
+def _control(ctype: int, data: dict[str, Any] | None = None) -> ControlRecord:
+    spec = CONTROL_SPECS.get(ctype)
+    return ControlRecord(ctype, spec.name if spec else UNKNOWN, data)
+
+
+def _unprinted_controls(batch: dict[str, Any] | None, section: DumpFile | None) -> Iterator[MetadataEntry]:
+    """The records of a control batch that printed none (``--skip-record-metadata``: module docstring), from its
+    batch line; nothing for any other batch. Marks the batch as done."""
+    if batch is None or not batch["control"] or batch["index"] or not batch["valid"]:
+        return
+    base, count, epoch, ts = batch["base"], batch["count"], batch["epoch"], batch["ts"]
+    batch["index"] = count
+    kind = section.kind if section is not None else "unknown"
+    if kind == "unknown" and section is not None and segment_base_offset(section.path) is not None:
+        kind = "log"
+    for i in range(count):
+        if kind in ("snapshot", "bootstrap"):
+            if base == 0:  # the header batch: SnapshotHeader, then (kraft.version 1) KRaftVersion and KRaftVoters
+                ctl = _control((3, 5, 6)[i], {"control_version": 0, "last_contained_log_timestamp": ts}
+                               if i == 0 else None) if i < 3 else _control(-1)
+            else:
+                ctl = _control(4 if count == 1 else -1)
+        elif kind == "log" and count == 1 and (batch["prev_epoch"] is None or batch["prev_epoch"] != epoch):
+            ctl = _control(2)  # a new leader's first record in its epoch
+        else:
+            ctl = _control(-1)
+        yield MetadataEntry(base + i, ts, epoch, batch["line"], control=ctl)
+
+
 def _walk(text: str) -> Iterator[tuple[str, Any]]:
     """("file", DumpFile) and ("entry", MetadataEntry | MetadataError | DumpTail) in line order."""
     batch: dict[str, Any] | None = None
@@ -208,6 +248,9 @@ def _walk(text: str) -> Iterator[tuple[str, Any]]:
         if pending is not None:
             yield "entry", _invalid_bytes(*pending, last_logs, s.startswith("Dumping "))
             pending = None
+        if s.startswith(("Dumping ", "baseOffset:")) or _TORN.match(s):  # the batch before has ended
+            for e in _unprinted_controls(batch, files[-1] if files else None):
+                yield "entry", e
         try:
             if s.startswith("Dumping "):
                 files.append(DumpFile(s[len("Dumping "):], n, "unknown"))
@@ -234,7 +277,8 @@ def _walk(text: str) -> Iterator[tuple[str, Any]]:
                 p = dict(_PAIR.findall(s))
                 batch = {"line": n, "base": int(p["baseOffset"]), "epoch": _int(p, "partitionLeaderEpoch", -1),
                          "ts": _int(p, "CreateTime", _int(p, "LogAppendTime", -1)), "control": p.get("isControl") == "true",
-                         "index": 0, "valid": p.get("isvalid") != "false"}
+                         "index": 0, "valid": p.get("isvalid") != "false", "count": _int(p, "count", 1) or 0,
+                         "prev_epoch": batch["epoch"] if batch is not None else None}
                 continue
             # the tool's word for bytes it could not frame at a file's end: as the binary reader takes a final batch
             # the file ends inside (a DumpTail in the last segment of a folder; bad in a rolled one or a snapshot);
@@ -273,6 +317,8 @@ def _walk(text: str) -> Iterator[tuple[str, Any]]:
             yield "entry", MetadataEntry(offset, ts, batch["epoch"], pos, control=ctl)
         except (ValueError, KeyError, TypeError, DecodeError, IndexError) as e:
             yield "entry", MetadataError(n, "line", f"{type(e).__name__}: {e}", line.encode()[:4096])
+    for e in _unprinted_controls(batch, files[-1] if files else None):
+        yield "entry", e
     if pending is not None:
         yield "entry", _invalid_bytes(*pending, last_logs, True)
 
@@ -315,8 +361,11 @@ def _js(o: Any) -> str:
     return json.dumps(o, separators=(",", ":"))
 
 
-def format_dump(buf: Buffer, path: str, *, kind: str = "log", snapshot_id: tuple[int, int] | None = None) -> str:
-    """The tool's text for a segment (``kind="log"``), snapshot or ``bootstrap`` file."""
+def format_dump(buf: Buffer, path: str, *, kind: str = "log", snapshot_id: tuple[int, int] | None = None,
+                skip_record_metadata: bool = False) -> str:
+    """The tool's text for a segment (``kind="log"``), snapshot or ``bootstrap`` file; with
+    ``skip_record_metadata`` as ``--skip-record-metadata`` prints it (Scala: `` payload: <JSON>`` per record, an
+    empty line per control record)."""
     lines = [f"Dumping {path}"]
     items = list(iter_batches(buf))
     if kind == "log":
@@ -342,6 +391,11 @@ def format_dump(buf: Buffer, path: str, *, kind: str = "log", snapshot_id: tuple
             vsize = -1 if r.value is None else len(r.value)
             head = (f"| offset: {r.offset} CreateTime: {r.timestamp} keySize: {ksize} valueSize: {vsize} "
                     f"sequence: -1 headerKeys: []")
+            if skip_record_metadata:
+                head = ""
+                if b.is_control:
+                    lines.append("")
+                    continue
             if b.is_control:
                 try:
                     ctl = decode_control_value(r.control_type if r.control_type is not None else -1, r.value)
