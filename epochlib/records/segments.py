@@ -199,7 +199,8 @@ def iter_batches(
     """Iterate over the log entries of a segment (or a byte range of one), lazily.
 
     Yields a :class:`Batch` per good entry and a :class:`BadBatch` for a CRC mismatch or an
-    undecodable entry (the walk continues at the next entry when the size field is sane);
+    undecodable entry (the walk continues at the next entry when the size field is sane; an insane one
+    ends the walk with one ``BadBatch`` whose reason names the bytes not read: :func:`stop_reason`);
     a torn tail (fewer than 17 bytes left, or an entry shorter than announced) yields a final
     ``BadBatch`` with reason ``"torn tail: N bytes"``. Positions are
     ``base_position + offset in buf``.
