@@ -266,6 +266,7 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
     gaps: dict[str, set[dt.date]] = {}
     quarantined: dict[str, list[str]] = {}
     unread: dict[str, dict[str, list[dt.date]]] = {}  # kind -> run -> its days, where it read no unit of the kind
+    mine: dict[str, dict[str, list[dt.date]]] = {}  # kind -> run -> its days, for the kinds it was configured with
     # the worst status of the runs chosen (one a version of this job does not know reads as partial)
     statuses = [r["status"] if r["status"] in _STATUS_RANK else "partial" for run in chosen for r in by_run[run]]
     cov.status = max(statuses, key=_STATUS_RANK.__getitem__, default=None)
@@ -279,13 +280,17 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
                 quarantined.setdefault(kind, []).append(f"{unit_count(r['units_quarantined'], r['unit'] or 'unit')} in "
                                                         f"run {run}")
         for kind in {r["source_kind"] for r in by_run[run]} - {None}:
+            mine.setdefault(kind, {})[run] = days
             if not any(r["units_read"] for r in by_run[run] if r["source_kind"] == kind):
                 unread.setdefault(kind, {})[run] = days
-    # a run that read no unit of a source kept the quarantine rows earlier runs stored for its days (L1 reads them)
-    for kind, n_run in _kept_bad_units(config, date_from, date_to, unread).items():
-        for run, n in n_run.items():
+    # a run kept the quarantine rows earlier runs stored for its days of a source it read no unit of, or for the
+    # days it had no input of (kept per day with their rows): L1 reads them
+    for kind, n_run in _kept_bad_units(config, date_from, date_to, mine).items():
+        for run, (n, days) in n_run.items():
+            why = ("which read none of this source" if run in unread.get(kind, {}) else
+                   f"which had no input of it on {spans(days)}")
             quarantined.setdefault(kind, []).append(f"{unit_count(n, 'unit')} stored by earlier runs and kept by run "
-                                                    f"{run}, which read none of this source")
+                                                    f"{run}, {why}")
     for kind in sorted(set(gaps) | set(quarantined)):
         if gaps.get(kind):
             cov.notes.append(f"input {kind}: {no_input_on(kind)} {spans(gaps[kind])}")  # as `run` says it
@@ -295,25 +300,27 @@ def run_coverage(config: Config, date_from: dt.date, date_to: dt.date) -> Covera
 
 
 def _kept_bad_units(config: Config, date_from: dt.date, date_to: dt.date,
-                    unread: dict[str, dict[str, list[dt.date]]]) -> dict[str, dict[str, int]]:
-    """Per source kind and run that read no unit of it (``unread``: the days it is the latest run of), the
-    ``quarantine`` rows of those days: what earlier runs stored and that run kept (it wrote none of its own)."""
+                    runs_of: dict[str, dict[str, list[dt.date]]]) -> dict[str, dict[str, tuple[int, list[dt.date]]]]:
+    """Per source kind and run (``runs_of``: kind -> run -> the days it is the latest run of), the ``quarantine``
+    rows of those days another run met: what earlier runs stored and that run kept (a source it read no unit of,
+    or the days it had no input of), with their days."""
     from .errors import NoTableError, SinkError
     from .sink import read_table_arrow
 
-    if not unread:
+    if not runs_of:
         return {}
     try:
         q = read_table_arrow("quarantine", config, cluster=config.cluster, date_range=(date_from, date_to),
-                             columns=["event_date", "source_kind"]).to_pylist()
+                             columns=["event_date", "source_kind", "run_id"]).to_pylist()
     except (NoTableError, SinkError):
         return {}
-    out: dict[str, dict[str, int]] = {}
-    for kind, runs in unread.items():
+    out: dict[str, dict[str, tuple[int, list[dt.date]]]] = {}
+    for kind, runs in runs_of.items():
         for run, days in runs.items():
-            n = sum(1 for r in q if r["source_kind"] == kind and r["event_date"] in set(days))
-            if n:
-                out.setdefault(kind, {})[run] = n
+            hit = [r["event_date"] for r in q if r["source_kind"] == kind and r["event_date"] in set(days)
+                   and r["run_id"] != run]
+            if hit:
+                out.setdefault(kind, {})[run] = (len(hit), sorted(set(hit)))
     return out
 
 

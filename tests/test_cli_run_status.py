@@ -537,6 +537,11 @@ def test_a_rerun_after_one_day_s_snapshot_folders_are_gone_keeps_that_day_s_line
     assert logs["rows_kept"] == len(day1) and logs["days_without_input"] == []
     assert logs["quarantine_kept"] == 1 and logs["days_kept"] == ["2024-03-01"]
     # the day's input is gone, as for a source kept whole: --fail-on-no-input says so
+    rerun = max(_runs(out), key=lambda r: r["finished_at"])["run_id"]
+    report = CliRunner().invoke(cli, ["report", "--from", "2024-03-01", "--to", "2024-03-02", "--output-root",
+                                      str(out), "--cluster", "tiny"])
+    assert (f"  input logdirs: quarantined 1 unit stored by earlier runs and kept by run {rerun}, which had no input "
+            "of it on 2024-03-01 (the quarantine table)") in report.output, report.output
     strict = CliRunner().invoke(cli, [*args, "--fail-on-no-input"])
     assert strict.exit_code == 6, strict.output
 
