@@ -124,6 +124,18 @@ def test_k1_epoch_never_assigned() -> None:
     assert found[0].evidence[0] == "checkpoint:b1/t-0/leader-epoch-checkpoint line 5"
 
 
+def test_k1_does_not_judge_the_epochs_assigned_in_a_hole_the_replay_went_on_after() -> None:
+    """The replay goes on from a later snapshot after a hole in the log (epoch 2 before it, 5 in the snapshot):
+    epochs 3 and 4 were assigned in the hole, not "never assigned" — a lineage naming them is no K1. Epoch 6, after
+    the snapshot and never in the log, still is."""
+    rows = [*history(), row(80, 8_000, 0, "snapshot", 5), row(90, 9_500, 0, "leader", 6)]
+    view = LogView.build(rows)
+    assert check_checkpoint_epochs(snap([(2, 10), (3, 20), (4, 30), (5, 40)], ts=9_000), view) == []
+    assert [f.numbers["leader_epoch"] for f in check_checkpoint_epochs(snap([(4, 30), (7, 50)], ts=9_000), view)] == [7]
+    (span,) = [s for s in view.spans[(T1, 0)] if s.epoch == 5]
+    assert span.start_ts is None  # when epoch 5 began is not known: somewhere in the hole
+
+
 def test_k1_nearest_negatives_and_edges() -> None:
     view = LogView.build(history())
     assert check_checkpoint_epochs(snap([(0, 0), (1, 5), (2, 10)]), view) == []  # all assigned

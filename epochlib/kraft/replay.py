@@ -199,6 +199,21 @@ class Replayer:
             self.last_offset = snap.end_offset - 1
             self._snapshot_end = snap.end_offset
 
+    def restart(self, snap: Snapshot, source: str = "") -> None:
+        """Start again from a later snapshot's image after a hole in the log, as a Raft follower whose leader no
+        longer holds the offsets it needs does (FetchSnapshot): the state before is dropped (what changed in the hole
+        is unknown), the rows and issues so far are kept, and the snapshot's rows have change ``snapshot``. A
+        transaction open at the hole is never applied (its End is in the hole)."""
+        if self._txn is not None:
+            self.issues.append(ReplayIssue(self.last_offset, f"transaction still open at a hole in the log: "
+                                           f"{len(self._txn)} record(s) not applied"))
+            self._txn = None
+        self.partitions, self.topics, self._topic_unit = {}, {}, {}
+        self._unit += 1
+        self._unit_key = None
+        self.last_offset = self._snapshot_end = None
+        self.load_snapshot(snap, source)
+
     def feed(self, item: MetadataEntry | MetadataError, source: str = "") -> None:
         """Apply one log entry (errors become issues; offsets must increase; an incomplete final entry, the end of
         a copy's log, is nothing)."""
@@ -398,26 +413,35 @@ def _merge(prev: PartitionState, d: Mapping[str, Any]) -> tuple[PartitionState, 
 
 def replay(entries: Iterable[MetadataEntry | MetadataError | tuple[str, MetadataEntry | MetadataError]], *,
            snapshot: Snapshot | None = None, source: str = "", snapshot_source: str = "",
-           upto: int | None = None) -> ReplayResult:
+           upto: int | None = None, restarts: Iterable[tuple[Snapshot, str]] = ()) -> ReplayResult:
     """Replay an optional snapshot then log entries (records below the snapshot's end offset
     are skipped; a gap between the snapshot and the log is an issue). Entries may be
     ``(source, entry)`` pairs (as :func:`merge_copies` returns); ``upto`` stops after that offset.
+    ``restarts``: (snapshot, its source) the replay starts again from (:meth:`Replayer.restart`) before the first
+    entry at or after its end offset, or at the end — a later snapshot bridging a hole the caller found in the log
+    (the caller leaves out the entries in the hole and up to the snapshot's end).
     """
     r = Replayer()
     if snapshot is not None:
         r.load_snapshot(snapshot, snapshot_source)
+    pending = sorted((x for x in restarts if x[0].end_offset is not None), key=lambda x: x[0].end_offset)
     first = True
     for item in entries:
         src, e = item if isinstance(item, tuple) else (source, item)
         if isinstance(e, MetadataEntry):
             if upto is not None and e.offset > upto:
                 break
+            while pending and e.offset >= pending[0][0].end_offset:
+                r.restart(*pending.pop(0))
             end = None if snapshot is None else snapshot.end_offset
             if first and end is not None and e.offset > end:
                 r.issues.append(ReplayIssue(e.offset, f"gap: snapshot ends at {end}, log resumes at {e.offset}",
                                             src, e.position))
             first = False
         r.feed(e, src)
+    for snap, src in pending:  # a snapshot with no log after it: its image is where the history ends
+        if upto is None or snap.end_offset - 1 <= upto:
+            r.restart(snap, src)
     return r.finish()
 
 

@@ -167,8 +167,11 @@ class LogView:
                     continue
                 if spans and spans[-1].epoch == r.leader_epoch:
                     continue
-                known = "snapshot" not in r.changes or spans
-                start = r.metadata_offset if known else _UNKNOWN_START
+                # a snapshot's epoch began before it, at a time the history does not hold: before the retained
+                # log, or — a snapshot after earlier rows, which the replay starts again from after a hole in the
+                # log — somewhere in the hole (its start_ts None: K1 then judges no epoch assigned in the hole)
+                known = "snapshot" not in r.changes
+                start = r.metadata_offset if known or spans else _UNKNOWN_START
                 if spans:
                     spans[-1] = _close(spans[-1], r.metadata_offset, r.controller_ts)
                 spans.append(EpochSpan(r.leader_epoch, start, r.controller_ts if known else None, None, None,
@@ -335,6 +338,9 @@ def check_checkpoint_epochs(snapshot: ReplicaSnapshot, view: LogView) -> list[Fi
     if not spans or spans[0].row.controller_ts > snapshot.snapshot_ts:
         return []
     assigned = {s.epoch for s in spans}
+    for prev, s in zip(spans, spans[1:], strict=False):
+        if s.start_ts is None:  # a snapshot after a hole in the log: the epochs between were assigned in the hole
+            assigned.update(range(prev.epoch + 1, s.epoch))
     oldest = spans[0].epoch
     unknown = [e for e in snapshot.entries if e.epoch > oldest and e.epoch not in assigned]
     if not unknown:

@@ -34,7 +34,11 @@ Two steps, both on the executors:
 The snapshot the replay starts from is :func:`epochlib.kraft.choose_snapshot` over every copy's snapshot
 names and the merged log's first offset (a copy holding only snapshots, like a log-dir snapshot taken
 after cleaning, gives the newest snapshot's image). Its rows are stored once, by the first run that replays from it
-(:func:`without_stored_snapshots`): every nightly run replays it again.
+(:func:`without_stored_snapshots`): every nightly run replays it again. Offsets no copy holds are holes, each
+quarantined — between runs of held offsets (:data:`RANGE` rows), and below the first one read where a segment's name
+(:data:`SEGMENT_BASE` rows) or an older snapshot says the log held them. The history stops at a hole and goes on
+from the first later snapshot that joins the log read after it (:meth:`epochlib.kraft.Replayer.restart`, as a Raft
+follower fetches a snapshot), else ends there.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -88,6 +93,10 @@ DAMAGED = "damaged_snapshot"
 #: ``end_offset``, NoOps and unreadable records included as the gaps they leave): the replay finds the log's holes
 #: from them, since the records it gets have their NoOps dropped.
 RANGE = "offset_range"
+#: ``file_kind`` of the one work row per segment file (a zero-byte one included) that gives its base offset (its file
+#: name's, ``offset``): the offset its log starts at, so that offsets below the first one read are a hole the replay
+#: names (an empty rolled segment, a first batch lost), not a log that starts later.
+SEGMENT_BASE = "segment_base"
 
 
 def _ranges(offsets: Iterable[int]) -> list[tuple[int, int]]:
@@ -277,6 +286,9 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     n_read = len(good_pos) + int(pc.sum(bad_batch.cast(pa.int64())).as_py() or 0)
     if is_kind == "log":  # the offsets this file holds, for the replay's hole check
         side.extend(_range_rows(src, copy_of(src), rb.column("offset").filter(pc.is_null(err)).to_pylist()))
+        if seg and (base := segment_base_offset(name)) is not None:
+            side.add({"row_kind": "record", "source": src, "copy": copy_of(src), "file_kind": SEGMENT_BASE,
+                      "offset": base})
     if is_kind == "snapshot":
         ctl = rb.column("control_type").filter(pc.is_null(err)).to_pylist()
         reason = _unbounded_reason(ctl[0] if ctl else None, ctl[-1] if ctl else None)
@@ -288,13 +300,19 @@ def _decode_file(row: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     n_good_records = int(pc.sum(pc.is_null(err).cast(pa.int64())).as_py() or 0)
     side.add(stats_row(src, "batch", n_read, n_bad, n_good_records, n_tail))
     noop = pc.equal(pc.fill_null(rb.column("api_key"), -1), NOOP_KEY)
-    # NoOps carry no state: dropped, except the file's first and last records, which tell the replay where
-    # the log starts (the gap check and the snapshot choice need the true first offset) and how far in time
-    # it reaches (the ``log_end`` row: a quiet cluster's last change may be days before its last heartbeat)
-    # (the first and last decoded ones: a bad batch or an incomplete entry at the end holds no record)
-    decoded = [i for i, ok in enumerate(pc.is_null(err).to_pylist()) if ok]
-    idx = pa.array(range(rb.num_rows), pa.int64())
-    edge = pc.or_(pc.equal(idx, decoded[0] if decoded else -1), pc.equal(idx, decoded[-1] if decoded else -1))
+    # NoOps carry no state: dropped, except the first and last records of each run of consecutive offsets (the
+    # file's first and last, and those next to a bad batch), which tell the replay where the log starts (the gap
+    # check and the snapshot choice need the true first offset) and how far in time it reaches (the ``log_end``
+    # row: a quiet cluster's last change may be days before its last heartbeat; after a hole, the offset before
+    # it) (decoded ones only: a bad batch or an incomplete entry at the end holds no record)
+    ok = pc.is_null(err)
+    decoded = np.flatnonzero(ok.to_numpy(zero_copy_only=False))
+    offs = rb.column("offset").filter(ok).to_numpy(zero_copy_only=False).astype(np.int64)
+    at_edge = np.zeros(rb.num_rows, dtype=bool)
+    if len(decoded):
+        step = offs[1:] != offs[:-1] + 1  # where a run of consecutive offsets ends and the next begins
+        at_edge[decoded[np.concatenate(([True], step)) | np.concatenate((step, [True]))]] = True
+    edge = pa.array(at_edge)
     keep = pc.and_(pc.is_null(err), pc.or_(pc.or_(rb.column("is_control"), pc.invert(noop)), edge))
     t = pa.Table.from_batches([rb]).filter(keep)
     values = pc.if_else(pc.and_(noop.filter(keep), pc.is_null(t.column("value"))), pa.scalar(NOOP_VALUE),
@@ -469,7 +487,7 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     file_of: dict[tuple[str, int], str] = {}  # (log copy, record offset) -> the segment file it was read from
     ranges = [(r["copy"], r["offset"], r["end_offset"]) for r in rows if r["file_kind"] == RANGE]
     for r in rows:
-        if r["file_kind"] in (DAMAGED, RANGE):
+        if r["file_kind"] in (DAMAGED, RANGE, SEGMENT_BASE):
             continue
         try:
             e = _entry(r)
@@ -501,31 +519,88 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     covered = sorted((a, min(b, cut[c] - 1) if c in cut else b) for c, a, b in ranges if c not in cut or a < cut[c])
     log_start = merged.entries[0][1].offset if merged.entries else None
     chosen = choose_snapshot(list(snaps), log_start)
-    snapshot = snap_src = None
-    if chosen is not None:
-        snap_src, entries = snaps[chosen]
-        entries.sort(key=lambda e: e.offset)
-        end, epoch = parse_snapshot_name(chosen) or (None, None)
+
+    def snapshot_of(name: str) -> Snapshot:
+        entries = sorted(snaps[name][1], key=lambda e: e.offset)
+        end, epoch = parse_snapshot_name(name) or (None, None)
         header = next((e for e in entries if e.control is not None and e.control.control_type == SNAPSHOT_HEADER
                        and e.control.data), None)
         last_ts = int(header.control.data.get("last_contained_log_timestamp", -1)) if header else -1
-        snapshot = Snapshot(end, epoch, last_ts, tuple(entries))
-    entries = merged.entries
-    hole = _first_hole(covered, snapshot.end_offset if snapshot is not None else log_start)
-    if hole is not None:  # the state after a hole is unknown: epochs counted across it would be wrong
-        cut, resume = hole
-        entries = [x for x in entries if x[1].offset < cut]
-        dropped = len(merged.entries) - len(entries)
+        return Snapshot(end, epoch, last_ts, tuple(entries))
+
+    snapshot = snapshot_of(chosen) if chosen is not None else None
+    snap_src = snaps[chosen][0] if chosen is not None else None
+    # the holes, each quarantined: where no copy holds some offsets, the state after them is unknown (epochs counted
+    # across a hole would be wrong); the replay starts again from the first later snapshot that joins the log read
+    # after it, as a follower the leader has no longer the records for fetches a snapshot, else the history ends
+    holes: list[tuple[str, str]] = []  # (source, reason)
+    restarts: list[tuple[Snapshot, str]] = []
+    ends = {name: (parse_snapshot_name(name) or (0, 0))[0] for name in snaps}
+    bases = [r["offset"] for r in rows if r["file_kind"] == SEGMENT_BASE]
+
+    def between(lo: int, hi: int | None) -> list[tuple[str, MetadataEntry]]:
+        return [x for x in merged.entries if x[1].offset >= lo and (hi is None or x[1].offset < hi)]
+
+    first_held = min(a for a, _ in covered) if covered else None
+    if first_held is not None:  # a hole before the first offset read: a segment starts below it, or a snapshot ends
+        lead = [(b, f"segment {b:020d}.log starts there") for b in bases if b < first_held]
+        lead += [(e, f"snapshot {n} ends there") for n, e in ends.items() if e < first_held]
+        start = snapshot.end_offset if snapshot is not None else first_held
+        if lead and start >= first_held and (snapshot is None or start > first_held):
+            lo, why = min(lead)
+            lost = between(first_held, start)
+            after = (f"the {len(lost)} records at offsets {first_held}..{start - 1} after it are not replayed; the "
+                     f"history starts from snapshot {chosen}" if snapshot is not None else
+                     f"the history starts at offset {first_held} without the state before it (changes to partitions "
+                     "created before it are not replayed)")
+            where = merged.entries[0][0] if merged.entries else snap_src or ""
+            holes.append((where, f"the log has a hole at offsets {lo}..{first_held - 1} ({why}; no copy read holds "
+                                 f"those records): {after}"))
+    pos = snapshot.end_offset if snapshot is not None else log_start
+    last_held = max((b for _, b in covered), default=None)
+    lo, cur_src, entries = -1, snap_src or "", []
+    while pos is not None:
+        hole = _first_hole(covered, pos)
+        beyond = [n for n, e in ends.items() if last_held is not None and e > max(last_held + 1, pos)]
+        if hole is None and not beyond:
+            entries += between(lo, None)
+            break
+        # a hole between runs of held offsets, or after the last one with a snapshot beyond it (a copy holding only
+        # a newer snapshot): the history goes on from the first later snapshot that joins the log read after the
+        # hole, or from that newer image
+        cut, resume = hole if hole is not None else (last_held + 1, None)
+        joins = [n for n, e in ends.items() if resume is not None and e >= resume
+                 and any(a <= e <= b + 1 for a, b in covered)]
+        bridge = min(joins, key=ends.get) if joins else max(beyond, key=ends.get) if beyond else None
+        part = between(lo, cut)
+        entries += part
+        src = part[-1][0] if part else cur_src
+        upto = resume if resume is not None else ends[bridge]
         where = (f"between snapshot {chosen} and the log's next offset {resume}" if snapshot is not None
-                 and cut == snapshot.end_offset else f"at offsets {cut}..{resume - 1}")
-        side.add(side_row(entries[-1][0] if entries else (snap_src or ""), None, "record",
-                          f"metadata replay: the log has a hole {where} (no copy read holds those records): the "
-                          f"history ends at offset {cut - 1}; {dropped} records after the hole are not replayed, "
-                          "since leader epochs cannot be counted across it"))
+                 and not restarts and cut == snapshot.end_offset and resume is not None else
+                 f"at offsets {cut}..{upto - 1}")
+        if bridge is None:
+            holes.append((src, f"the log has a hole {where} (no copy read holds those records): the history ends at "
+                               f"offset {cut - 1}; {len(between(cut, None))} records after the hole are not replayed, "
+                               "since leader epochs cannot be counted across it"))
+            break
+        skipped = len(between(cut, ends[bridge]))
+        holes.append((src, f"the log has a hole {where} (no copy read holds those records): the history stops at "
+                           f"offset {cut - 1} and goes on from snapshot {bridge} (its image as of offset "
+                           f"{ends[bridge] - 1}, as a follower fetches a snapshot), since leader epochs cannot be "
+                           "counted across the hole" + (f"; the {skipped} records read between the hole and the "
+                                                        "snapshot's end are not replayed" if skipped else "")))
+        cur_src = snaps[bridge][0]
+        restarts.append((snapshot_of(bridge), cur_src))
+        lo = pos = ends[bridge]
+    else:
+        entries = list(merged.entries)
+    for where, reason in holes:
+        side.add(side_row(where, None, "record", f"metadata replay: {reason}"))
     # each record is replayed under its segment file, not its copy's folder: the history's evidence is then a file
     # and byte position that `kafka-dump-log.sh` can re-read (the copies were merged by folder)
     entries = [(file_of.get((c, e.offset), c), e) if isinstance(e, MetadataEntry) else (c, e) for c, e in entries]
-    result = replay(entries, snapshot=snapshot, snapshot_source=snap_src or "")
+    result = replay(entries, snapshot=snapshot, snapshot_source=snap_src or "", restarts=restarts)
     for sup in merged.superseded:  # Raft's own reconciliation, not damage: a note, not quarantine
         side.add({"row_kind": "info", "source": sup.source, "position": None, "reason": (
             f"{sup.records} records from metadata offset {sup.offset} on (Raft epoch {sup.epoch}) are an uncommitted "
@@ -544,7 +619,7 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         side.add(side_row(src, None, "record", f"metadata replay: snapshot {name} not replayed: it is not whole (a "
                           "batch unreadable or the file cut short, quarantined), and a snapshot is loaded whole or "
                           f"not at all; the replay starts from {start}"))
-    n_conf, n_issue = len(merged.conflicts), len(result.issues) + len(rejected) + (hole is not None)
+    n_conf, n_issue = len(merged.conflicts), len(result.issues) + len(rejected) + len(holes)
     side.add(stats_row("", "record", len(entries) + n_conf + n_issue, n_conf + n_issue, len(result.rows)))
     rows = list(result.rows)
     if snapshot is None and entries:
@@ -554,12 +629,16 @@ def replay_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         rows.append(HistoryRow(e0.offset, e0.timestamp, e0.raft_epoch, None, "", None, None, None, None, None, None,
                                None, None, None, None, None, "log_start", False, None, None, src0, e0.position))
     last = entries[-1] if entries else None
-    if last is not None or snapshot is not None:
-        # how far the retained history reaches in time (K1 and M2 judge only inside it): the last record
-        src, e = last if last is not None else (snap_src or "", None)
-        ts = e.timestamp if e is not None else snapshot.last_contained_timestamp
+    # the image the history ends in when no record follows it: the last snapshot replayed from
+    final, final_src = (restarts[-1] if restarts and (last is None or restarts[-1][0].end_offset > last[1].offset)
+                        else (snapshot, snap_src or "") if last is None else (None, ""))
+    if last is not None or final is not None:
+        # how far the retained history reaches (K1 and M2 judge only inside it): the last record replayed — before a
+        # hole that ends the history, the one just before the hole (the decode keeps the NoOps at a hole's edges)
+        src, e = (final_src, None) if final is not None else last
+        ts = e.timestamp if e is not None else final.last_contained_timestamp
         rows.append(HistoryRow(result.last_offset if result.last_offset is not None else -1, ts,
-                               e.raft_epoch if e is not None else (snapshot.epoch or -1), None, "", None, None, None,
+                               e.raft_epoch if e is not None else (final.epoch or -1), None, "", None, None, None,
                                None, None, None, None, None, None, None, None, "log_end", False, None, None, src,
                                e.position if e is not None else -1))
     hist = history_arrow(rows)
