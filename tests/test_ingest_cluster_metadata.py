@@ -583,3 +583,16 @@ def test_an_empty_rolled_segment_is_named_as_the_hole_it_leaves(tmp_path: Path) 
                and "the history starts at offset 8 without the state before it" in r for r in q), q
     assert [r["metadata_offset"] for r in hist if r["change"] in ("log_start", "log_end")] == [8, 10]
 
+
+def test_a_folder_of_empty_segments_says_so(tmp_path: Path) -> None:
+    """A metadata-log folder holding only a zero-byte segment: the run said "configured but no input units found",
+    where offsets and logdirs say what was there ("(1 empty file)"). The segment is still decoded: its base offset
+    is where its log starts (an empty rolled segment is a hole)."""
+    from jobs.audit import empty_inputs
+
+    d = tmp_path / "n1" / "__cluster_metadata-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(b"")
+    inv = cm.discover_cluster_metadata(str(tmp_path))
+    assert empty_inputs(inv.reasons("cluster_metadata", "empty")) == "1 empty file"
+    assert [f.name for f in inv.files] == ["00000000000000000000.log"]

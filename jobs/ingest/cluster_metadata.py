@@ -74,7 +74,15 @@ from epochlib.records import IncompleteTail, segment_base_offset
 from jobs.fs import FileEntry, open_reader
 
 from ._rows import RAW_MAX, SIDE_FIELDS, RowBuffer, side_row, stats_row
-from .discover import InputFile, Inventory, Unrecognised, is_kafka_aux, mark_last_segments
+from .discover import (
+    EMPTY_FILE,
+    InputFile,
+    Inventory,
+    Skipped,
+    Unrecognised,
+    is_kafka_aux,
+    mark_last_segments,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -207,6 +215,9 @@ def discover_cluster_metadata(root: str | None, *, follow_symlinks: bool = False
     listing = list_root("cluster_metadata", root, follow_symlinks=follow_symlinks, exclude=exclude)
     inv = classify_cluster_metadata(listing.files)
     inv.files = mark_last_segments(inv.files, (KSEGMENT,))
+    # a zero-byte segment holds no unit, as in the other inputs (said "(N empty files)" when nothing else is read),
+    # but is still decoded: its base offset is where its log starts, a hole when no copy holds the offsets after it
+    inv.empty.extend(Skipped(KIND, f.source, EMPTY_FILE) for f in inv.files if f.form == KSEGMENT and f.size == 0)
     kept, lost = unread_units(KIND, root, listing.skipped, classify_cluster_metadata)
     inv.skipped.extend(kept)
     inv.unrecognised.extend(lost)
