@@ -229,6 +229,29 @@ def test_snapshot_plus_log_and_gap() -> None:
     assert not truncated.complete and any("SnapshotFooterRecord" in e.reason for e in truncated.errors)
 
 
+def test_a_restart_from_a_later_snapshot_drops_the_state_from_before_the_hole() -> None:
+    """Topics t and u before a hole; u deleted and t's leader moved inside it (unseen); the replay goes on from a
+    snapshot after the hole (``restarts``). Its image replaces the state: u is not carried on as alive, t's partition
+    is the snapshot's, and the log after it applies onto that image."""
+    log = Log()
+    log.batch((TOPIC, 0, {"name": "t", "topic_id": T1}), part(T1, 0))
+    log.batch((TOPIC, 0, {"name": "u", "topic_id": T2}), part(T2, 0))
+    snap = read_snapshot(encode_snapshot([(TOPIC, 0, {"name": "t", "topic_id": T1}),
+                                          (PART, 0, {**part(T1, 0)[2], "leader": 2, "leader_epoch": 4,
+                                                     "partition_epoch": 6})],
+                                         epoch=1, last_contained_timestamp=5000, timestamp=5100),
+                         name="00000000000000000050-0000000001.checkpoint")
+    after = encode_metadata_batch([pcr(T1, 0, leader=3)], base_offset=50, raft_epoch=1, timestamp=6000)
+    r = replay([*iter_metadata_log(log.bytes), *iter_metadata_log(after)], restarts=[(snap, "snap")])
+    assert set(r.partitions) == {(T1, 0)} and set(r.topics) == {T1}
+    assert [(x.metadata_offset, x.change, x.leader, x.leader_epoch) for x in r.history(T1, 0)] == [
+        (2, "created", 1, 0), (49, "snapshot", 2, 4), (50, "leader", 3, 5)]
+    assert r.last_offset == 50 and not r.issues
+    # a snapshot after the last record read: its image is where the history ends
+    r = replay(iter_metadata_log(log.bytes), restarts=[(snap, "snap")])
+    assert r.last_offset == 49 and r.partitions[(T1, 0)].leader_epoch == 4 and set(r.topics) == {T1}
+
+
 def test_snapshot_names_and_choice() -> None:
     assert parse_snapshot_name("00000000000000007259-0000000001.checkpoint") == (7259, 1)
     for bad in ("00000000000000007259-0000000001.checkpoint.part", "00000000000000007259-0000000001.checkpoint.deleted",
