@@ -483,6 +483,8 @@ def test_a_skip_record_metadata_dump_reads_as_the_normal_one(tmp_path: Path) -> 
     skipped, q = replayed(True, True)
     assert [r["reason"] for r in q] == []
     assert skipped == [{**r, "controller_ts": T + 200_500} if r["change"] == "snapshot" else r for r in normal]
+
+
 def _image(epoch0: int, leader0: int, epoch1: int, leader1: int, isr1: list[int]) -> list[tuple]:
     """The fixture log's image (orders, partitions 0 and 1) with these leaders and leader epochs."""
     def part(p: int, leader: int, epoch: int, isr: list[int]) -> tuple:
