@@ -336,6 +336,12 @@ def format_coverage(cov: Coverage) -> str:
     return "\n".join(map(printable, lines))
 
 
+def most_findings(counts: Counter, n: int) -> list[tuple[Any, int]]:
+    """The ``n`` subjects (brokers, clients, groups) with the most findings, ties by name: the same tables give the
+    same lines whatever order their files were read in (``Counter.most_common`` keeps the reading order)."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
 def summarise(config: Config, date_from: dt.date | str, date_to: dt.date | str, *, top_n: int = 5) -> Summary:
     """Read the three report tables for ``[date_from, date_to]`` (dates, or ISO strings as a simulation's
     ``date_range`` gives them), count their findings and group them into incidents.
@@ -364,7 +370,7 @@ def summarise(config: Config, date_from: dt.date | str, date_to: dt.date | str, 
         # only the most severe rows are kept in full: a day can have many info findings
         worst = [r for r in finding_rows(report, t) if r["severity"] != "info"] or finding_rows(report, t)
         rows.extend(sorted(worst, key=_rank)[:top_n])
-    out.top = {name: c.most_common(top_n) for name, c in subjects.items() if c}
+    out.top = {name: most_findings(c, top_n) for name, c in subjects.items() if c}
     out.top_findings = sorted(rows, key=_rank)[:top_n]
     out.incidents = group_incidents(report_rows(tables))
     return out

@@ -397,3 +397,14 @@ def test_roots_are_compared_in_the_form_the_evidence_names_files(tmp_path) -> No
     assert roots == {"offsets": "s3://bucket/in"}
     assert relative_path("s3://bucket/in/broker=1/__consumer_offsets-3/0.log", roots) == \
         "$OFFSETS/broker=1/__consumer_offsets-3/0.log"
+
+
+def test_the_top_subjects_tie_by_name_not_by_the_order_the_tables_were_read_in() -> None:
+    from collections import Counter
+
+    from jobs.summary import most_findings
+
+    one, other = Counter(["payments-api", "inventory-dashboard", "inventory-dashboard", "payments-api", "z"]), \
+        Counter(["inventory-dashboard", "payments-api", "payments-api", "inventory-dashboard", "z"])
+    assert most_findings(one, 2) == most_findings(other, 2) == [("inventory-dashboard", 2), ("payments-api", 2)]
+    assert most_findings(Counter({10: 1, 2: 1, 3: 5}), 3) == [(3, 5), (2, 1), (10, 1)]  # brokers by number
