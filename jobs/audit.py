@@ -315,6 +315,8 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             empty = getattr(result.ingest, "empty", None) or {}
             # the days a source with units in the run kept (none of its units dated then): said with their rows
             kept_days = getattr(result.ingest, "kept_days", None) or {}
+            # and the batch rows of the snapshots of such days, carried over whatever day they are dated on
+            carried = getattr(result.ingest, "kept_snapshots", None) or {}
             # and with the bad units it kept: a source kept whole, all its quarantine rows of the range (it read
             # none); one kept per day, its rows of the days its unit-dated table kept (the run had none dated then)
             bad_days = {k: set(kept_days.get(UNIT_DATED_BY_SOURCE.get(k, ""), ())) for k in configured}
@@ -325,7 +327,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
                                  kept={d: n[k] for d, n in result.rows_per_day.items() if n.get(k)} if k in kept else None,
                                  quarantine_kept=sum(n for (kind, d), n in bad.items() if kind == k and (
                                      k in kept or d in bad_days[k])),
-                                 empty=empty_inputs(empty.get(k)), kept_days=kept_rows(tables, k, kept_days))
+                                 empty=empty_inputs(empty.get(k)), kept_days=kept_rows(tables, k, kept_days, carried))
                 for k in configured
             }
             hint = no_exchange_hint(getattr(result.ingest, "infos", ()) or (), config.inputs.broker_ports)
@@ -509,12 +511,18 @@ def by_source(per_table: dict[dt.date, dict[str, int]],
 
 
 def kept_rows(per_table: dict[dt.date, dict[str, int]], source_kind: str,
-              kept_days: dict[str, tuple[dt.date, ...]]) -> dict[dt.date, int]:
-    """Day -> the rows of ``source_kind``'s tables on the days each table kept (:attr:`IngestResult.kept_days`)."""
+              kept_days: dict[str, tuple[dt.date, ...]],
+              carried: dict[str, dict[dt.date, int]] | None = None) -> dict[dt.date, int]:
+    """Day -> the rows of ``source_kind``'s tables on the days each table kept (:attr:`IngestResult.kept_days`),
+    plus the rows a write carried over from the snapshots of a kept day (:attr:`IngestResult.kept_snapshots`, by
+    snapshot day: the batches a removed snapshot held, dated on that day or earlier ones)."""
     out: dict[dt.date, int] = {}
     for table in SILVER_BY_SOURCE.get(source_kind, ()):
         for d in kept_days.get(table, ()):
             if n := per_table.get(d, {}).get(table, 0):
+                out[d] = out.get(d, 0) + n
+        for d, n in (carried or {}).get(table, {}).items():
+            if n:
                 out[d] = out.get(d, 0) + n
     return out
 

@@ -546,6 +546,82 @@ def test_a_rerun_after_one_day_s_snapshot_folders_are_gone_keeps_that_day_s_line
     assert strict.exit_code == 6, strict.output
 
 
+def _snapshot_with_batches(logdirs: Path, snap: str, batches: list[tuple[int, int, int]]) -> None:
+    """Broker 1's snapshot ``snap`` of ``orders-0``: lineage epochs 0 at 0 and 2 at 10, and one segment holding the
+    batches (base offset, partition leader epoch, max timestamp ms)."""
+    from epochlib import checkpoint, records
+    from epochlib.records import NewRecord
+
+    pdir = logdirs / "broker=1" / f"snapshot={snap}" / "orders-0"
+    pdir.mkdir(parents=True)
+    (pdir / "leader-epoch-checkpoint").write_text(checkpoint.format_leader_epoch_checkpoint([(0, 0), (2, 10)]))
+    (pdir / "00000000000000000000.log").write_bytes(b"".join(
+        records.encode_batch([NewRecord(b"k", b"v", ts)], base_offset=base, partition_leader_epoch=epoch)
+        for base, epoch, ts in batches))
+
+
+def _batches(out: Path) -> list[tuple]:
+    """(snapshot_ts, event_date, base_offset) of every stored record_batches row."""
+    t = DeltaTable(str(out / "record_batches")).to_pyarrow_table(columns=["snapshot_ts", "event_date", "base_offset"])
+    return sorted((str(r["snapshot_ts"]), str(r["event_date"]), r["base_offset"]) for r in t.to_pylist())
+
+
+_H = 3_600_000
+_MAR1, _MAR2 = 1709251200000, 1709337600000  # 2024-03-01T00:00Z, 2024-03-02T00:00Z
+
+
+@pytest.mark.parametrize("stages_files", [True, False], ids=["delta-rs", "delta-spark-path"])
+def test_a_rerun_after_one_day_s_snapshot_folders_are_gone_keeps_that_snapshot_s_record_batches(
+        spark, tmp_path: Path, monkeypatch, stages_files: bool) -> None:
+    """The first day's snapshot held a stale leader's batch (L3 batch_epoch_regression, critical) that the second
+    day's snapshot no longer holds, though its older segment still dates two batches on the first day. A rerun after
+    the first day's snapshot folder is removed keeps every record_batches row of that snapshot (and its finding),
+    re-derives the second snapshot's without duplicating them, and counts the kept batches in ``rows_kept``. The
+    same through delta-spark's path (no staged files: the frame is written whole, the state from the work rows)."""
+    import shutil
+
+    import jobs.sink
+
+    if not stages_files:
+        monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)
+    logdirs = tmp_path / "logdirs"
+    _snapshot_with_batches(logdirs, "20240301T060000Z",
+                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (20, 1, _MAR1 + 3 * _H)])
+    _snapshot_with_batches(logdirs, "20240302T060000Z",
+                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (30, 2, _MAR2 + _H)])
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--logdirs", str(logdirs), "--output-root",
+            str(out), "--cluster", "tiny", "-q", "--summary-json", str(tmp_path / "s.json")]
+    first = CliRunner().invoke(cli, args)
+    assert "L3 batch_epoch_regression" in first.stdout, first.output
+    before = _batches(out)
+    assert len(before) == 6
+    day1_snapshot = [r for r in before if r[0].startswith("2024-03-01")]
+    shutil.rmtree(logdirs / "broker=1" / "snapshot=20240301T060000Z")
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == EXIT_FINDINGS or again.exit_code == 0, again.output
+    after = _batches(out)
+    assert [r for r in after if r[0].startswith("2024-03-01")] == day1_snapshot, again.output  # all kept
+    assert after == before  # the second snapshot's rows re-derived once: none twice, none lost
+    assert "L3 batch_epoch_regression" in again.stdout, again.output
+    logs = json.loads((tmp_path / "s.json").read_text())["sources"]["logdirs"]
+    assert logs["rows_kept"] == 1 + len(day1_snapshot), logs  # the day's lineage row and its snapshot's batches
+    assert (f"input logdirs: partial (kept the {1 + len(day1_snapshot)} rows earlier runs stored for 2024-03-01 "
+            "(no input of it that day))") in again.stdout, again.output
+
+
+def test_a_first_run_whose_first_day_has_no_snapshot_writes_the_batches_later_snapshots_date_on_it(
+        spark, tmp_path: Path) -> None:
+    """No stored rows to keep: the batches the second day's snapshot dates on the first day are written."""
+    logdirs = tmp_path / "logdirs"
+    _snapshot_with_batches(logdirs, "20240302T060000Z", [(0, 0, _MAR1 + _H), (10, 2, _MAR2 + _H)])
+    out = tmp_path / "tables"
+    res = CliRunner().invoke(cli, ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--logdirs", str(logdirs),
+                                   "--output-root", str(out), "--cluster", "tiny", "-q"])
+    assert res.exit_code in (0, EXIT_FINDINGS), res.output
+    assert [(d, b) for _, d, b in _batches(out)] == [("2024-03-01", 0), ("2024-03-02", 10)], res.output
+
+
 def test_a_rerun_replaces_a_day_whose_input_changed_or_is_now_bad(spark, tmp_path: Path) -> None:
     """Only a day the source has no unit of is kept: a day whose dumps now hold other commits is replaced by them,
     and one whose dumps now hold only a bad line (quarantined, on the range's first day) is replaced by none."""

@@ -23,7 +23,9 @@
    input unit at all (:attr:`IngestResult.kept`) is not written: its rows of the range stay as earlier runs
    stored them (dumps rotated away must not erase what was collected). So, per table and day, is a day of the range
    a source with input gets no row of the table on and no bad unit on (:attr:`IngestResult.kept_days`,
-   ``write_table(keep_days=...)``): the inputs of that day are gone, not empty. The rows dated in the lookback days
+   ``write_table(keep_days=...)``): the inputs of that day are gone, not empty. The ``record_batches`` rows of the
+   snapshots of a day ``epoch_lineage`` kept are written again with the run's own (:attr:`IngestResult.kept_snapshots`):
+   a later snapshot dates batches on that day too, and must not replace the ones only the removed snapshot held. The rows dated in the lookback days
    before ``from`` (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`:
    detection state the reports add to what earlier runs wrote for those days (a first run, or an
    incident run into a fresh output root, has no earlier runs). A table's state comes from its one write:
@@ -120,7 +122,13 @@ class IngestResult:
     """Silver table -> the days of the range its write left as earlier runs stored them: its source (one of
     :data:`_UNIT_DATED`'s) had units in the run, but the table got no row on the day and the source no bad unit
     (its dumps of that day rotated away, that day's snapshot folder removed). The source's quarantine rows of a
-    day its unit-dated table kept are kept too."""
+    day its unit-dated table kept are kept too, and so are the ``record_batches`` rows of the snapshots taken on a
+    day ``epoch_lineage`` kept, whatever day their batches are dated on (:attr:`kept_snapshots`): a later
+    snapshot's segments date batches on that day too, so that table's day is written, not kept, yet the batches
+    only the removed snapshots held must stay."""
+    kept_snapshots: dict[str, dict[dt.date, int]] = field(default_factory=dict)
+    """Silver table (``record_batches``) -> day of the snapshots -> the rows earlier runs stored from the snapshots
+    of that day (a day :attr:`kept_days` names for ``epoch_lineage``) that its write carried over unchanged."""
 
     def release(self) -> None:
         """Drop the lookback and lookahead state (cached frames, held-back staging files) once the reports have
@@ -168,6 +176,13 @@ def _event_date(ts: Column, default: dt.date) -> Column:
     us, day = F.unix_micros(ts), F.lit(86_400_000_000)
     days = F.round((us - F.pmod(us, day)) / day).cast("int")
     return F.coalesce(F.date_from_unix_date(days), F.lit(default))
+
+
+def _utc_day(ms: int | None, default: dt.date) -> dt.date:
+    """UTC date of epoch milliseconds (a snapshot's time, as :func:`_event_date` dates it); ``default`` when None."""
+    if ms is None:
+        return default
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).date()
 
 
 def _dated(df: DataFrame, run: RunContext, days: tuple[dt.date, dt.date] | None = None) -> DataFrame:
@@ -471,8 +486,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             # the lookback days and the range, whose lookback days' files the sink holds back from the table
             # as this run's state (read back columnar; usually there are none, and then there is no state)
             days = state_days(name)
-            frame = rows if isinstance(rows, PassFiles) else _dated(  # a pass dates its own
-                rows.get(), run, (days[0] if days is not None else run.range_from, run.range_to))
+            frame = rows if isinstance(rows, PassFiles) else with_kept_snapshots(name, _dated(  # a pass dates its own
+                rows.get(), run, (days[0] if days is not None else run.range_from, run.range_to)))
             res = write_table(frame, name, config=config, mode="replace_range", date_range=run.date_range,
                               hold_back=days, keep_days=keeper(name))
             if res.held is not None:
@@ -569,8 +584,37 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                                mode="replace_range", date_range=run.date_range)
 
         def dated_write(name: str, rows: Once[DataFrame]) -> SinkResult:
-            return write_table(_dated(rows.get(), run), name, config=config, mode="replace_range",
-                               date_range=run.date_range, keep_days=keeper(name))
+            return write_table(with_kept_snapshots(name, _dated(rows.get(), run)), name, config=config,
+                               mode="replace_range", date_range=run.date_range, keep_days=keeper(name))
+
+        # the days of the range a leader-epoch-checkpoint file of the inputs is dated on (its snapshot's): on each,
+        # epoch_lineage gets a row or the log dirs a bad unit, so lineage keeps none of them (driver: names only)
+        lec_days = {_utc_day(f.snapshot_ms, run.range_from) for f in logdir_files if f.form == LEC}
+        lineage_may_keep = "epoch_lineage" in silver and any(d not in lec_days for d in days_of(*run.date_range))
+        carried: dict[str, dict[dt.date, int]] = {}  # table -> snapshot day -> stored rows carried into its write
+
+        def with_kept_snapshots(name: str, frame: DataFrame) -> DataFrame:
+            # a snapshot whose folders are gone cannot be re-derived: the record_batches rows earlier runs stored
+            # from the snapshots of the days epoch_lineage kept stay, whatever day their batches are dated on
+            # (later snapshots' segments date batches on those days too, and replaced them: the batches only the
+            # removed snapshots held went, with their L3 findings). The rows of the snapshots the run has are
+            # re-derived, so none is twice. Only when some day of the range has no checkpoint in the inputs does
+            # this wait for lineage's write (a nightly run has one on every day: no wait, no extra job).
+            if name != "record_batches" or not lineage_may_keep:
+                return frame
+            days = done_once["epoch_lineage"].get().kept_days
+            if not days:
+                return frame
+            from jobs.reports._frames import read_silver
+
+            snap_day = _event_date(F.col("snapshot_ts"), run.range_from)
+            stored = read_silver(spark, config, name, run.cluster, run.date_range).where(
+                snap_day.isin(list(days)))
+            counted = stored.groupBy(snap_day.alias("d")).count().collect()  # one small job, only on such reruns
+            carried[name] = {r["d"]: int(r["count"]) for r in counted}
+            if not counted:
+                return frame
+            return frame.unionByName(stored.select(*(F.col(c).cast(frame.schema[c].dataType) for c in frame.columns)))
 
         # the silver tables, the quarantine, the lookback states, the counts and the notes are independent steps
         # over the work rows: submitted at once (jobs.session.run_concurrently), so one write's scheduling gaps
@@ -756,7 +800,8 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
     return IngestResult(run=run, counts=counts, tables=tables, files=files, skipped=skipped, empty=empty,
                         infos=tuple(infos), lookback=lookback, input_bytes=input_bytes, held=tuple(held),
                         lookahead=lookahead, kept=kept,
-                        kept_days={n: r.kept_days for n, r in tables.items() if n in SILVER and r.kept_days})
+                        kept_days={n: r.kept_days for n, r in tables.items() if n in SILVER and r.kept_days},
+                        kept_snapshots={n: by for n, by in carried.items() if by})
 
 
 def store_history_gaps(spark: SparkSession, config: Config, run: RunContext, state: DataFrame) -> int:
