@@ -24,10 +24,10 @@
    stored them (dumps rotated away must not erase what was collected). So, per table and day, is a day of the range
    a source with input gets no row of the table on and no bad unit on (:attr:`IngestResult.kept_days`,
    ``write_table(keep_days=...)``): the inputs of that day are gone, not empty. The ``record_batches`` rows of the
-   snapshots of a day ``epoch_lineage`` kept are written again with the run's own (:attr:`IngestResult.kept_snapshots`):
-   a later snapshot dates batches on that day too, and must not replace the ones only the removed snapshot held. The rows dated in the lookback days
-   before ``from`` (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`:
-   detection state the reports add to what earlier runs wrote for those days (a first run, or an
+   snapshots of a day ``epoch_lineage`` kept are written again with the run's own
+   (:attr:`IngestResult.kept_snapshots`): a later snapshot dates batches on that day too, and must not replace the
+   ones only the removed snapshot held. The rows dated in the lookback days before ``from``
+   (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`: detection state the reports add to what earlier runs wrote for those days (a first run, or an
    incident run into a fresh output root, has no earlier runs). A table's state comes from its one write:
    it stages the lookback days too and the sink holds those files back from the table
    (``write_table(hold_back=...)``) until :meth:`IngestResult.release` — every table's on the delta-rs sink,
