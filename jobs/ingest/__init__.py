@@ -551,30 +551,26 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         done_once: dict[str, Once[SinkResult]] = {}  # the silver writes, which the quarantine write may wait for
 
         def silver_writes(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
-            out = [(name, _once(name, fn)) for name, fn in silver_steps(names)]
-            return [(name, o.get) for name, o in out]
-
-        def _once(name: str, fn: Callable[[], SinkResult]) -> Once[SinkResult]:
-            done_once[name] = pass_writes[name] if name in pass_writes else Once(fn)
-            return done_once[name]
-
-        def silver_steps(names: tuple[str, ...]) -> list[tuple[str, Callable[[], SinkResult]]]:
+            # one step per silver table, each run once (a pass's write is the pass's own): the quarantine step
+            # waits for some of them through done_once
             out: list[tuple[str, Callable[[], SinkResult]]] = []
             for name in names:
                 if name in pass_writes:
-                    out.append((name, pass_writes[name].get))
+                    once = pass_writes[name]
                 elif (rows := silver.get(name)) is None:
                     # configured, but not one unit read (a folder emptied, dumps rotated away): the rows earlier
                     # runs stored for the range stay, and the reports read them (a nightly catch-up after the
                     # offsets dumps rotated away wiped the day's commits and 44 of its 66 findings); a source
                     # whose files were all unrecognised read units, and its rows are replaced by none
-                    if getattr(config.inputs, _SOURCE_OF[name]) and _SOURCE_OF[name] not in kept:
-                        out.append((name, functools.partial(cleared_write, name)))
-                    continue
+                    if not getattr(config.inputs, _SOURCE_OF[name]) or _SOURCE_OF[name] in kept:
+                        continue
+                    once = Once(functools.partial(cleared_write, name))
                 elif name in held_state:
-                    out.append((name, functools.partial(held_write, name, rows)))
+                    once = Once(functools.partial(held_write, name, rows))
                 else:
-                    out.append((name, functools.partial(dated_write, name, rows)))
+                    once = Once(functools.partial(dated_write, name, rows))
+                done_once[name] = once
+                out.append((name, once.get))
             return out
 
         def cleared_write(name: str) -> SinkResult:
