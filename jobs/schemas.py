@@ -405,7 +405,7 @@ SILVER_BY_SOURCE: dict[str, tuple[str, ...]] = {
 #: once, and the rules judged its commits by the next day's rounds (hundreds of false F2 errors).
 COVERAGE_BY_SOURCE: dict[str, tuple[str, ...]] = {**SILVER_BY_SOURCE, "logdirs": ("epoch_lineage",)}
 #: The silver table of each source dated as its input units are: a rerun keeps a day of the range that table gets
-#: no row on and the source no bad unit on, and the source's quarantine rows of the day with it
+#: no row on and the source no bad unit dated on, and the source's quarantine rows of the day with it
 #: (:attr:`jobs.ingest.IngestResult.kept_days`). Not the metadata log, whose replay judges the whole retained log
 #: in every run.
 UNIT_DATED_BY_SOURCE: dict[str, str] = {"offsets": "offset_commits", "logdirs": "epoch_lineage",

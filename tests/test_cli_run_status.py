@@ -624,7 +624,10 @@ def test_a_first_run_whose_first_day_has_no_snapshot_writes_the_batches_later_sn
 
 def test_a_rerun_replaces_a_day_whose_input_changed_or_is_now_bad(spark, tmp_path: Path) -> None:
     """Only a day the source has no unit of is kept: a day whose dumps now hold other commits is replaced by them,
-    and one whose dumps now hold only a bad line (quarantined, on the range's first day) is replaced by none."""
+    and one whose dumps now hold only a bad line of that day's time is replaced by none. A bad unit without a date
+    (a line without a time) says nothing of its day: the day is kept, whether it is rerun alone or in a longer range
+    (stored on the from date, it replaced a day rerun alone and kept it in a longer rerun), and its quarantine row
+    is stored once."""
     inputs = write_tiny_inputs(tmp_path / "in")
     day2 = 1709251200000 + 86_400_000 + 3_600_000  # 2024-03-02T01:00:00Z
     dumps = Path(inputs["offsets"])
@@ -639,8 +642,19 @@ def test_a_rerun_replaces_a_day_whose_input_changed_or_is_now_bad(spark, tmp_pat
         t = DeltaTable(str(out / "offset_commits")).to_pyarrow_table().to_pylist()
         return tuple(sum(1 for r in t if str(r["event_date"]) == d) for d in ("2024-03-01", "2024-03-02"))
 
+    def bad_lines() -> list[str]:
+        return [r["reason"][:40] for r in DeltaTable(str(out / "quarantine")).to_pyarrow_table().to_pylist()]
+
     assert commits_on() == (3, 3)
     (dumps / "commits.jsonl").write_text("not a commit\n")
+    for rerun in ([*args[:4], "2024-03-01", *args[5:]], args, args):  # the first day alone, then both days, twice
+        again = CliRunner().invoke(cli, rerun)
+        assert commits_on() == (3, 3), again.output
+        assert "S1e spurious_rewind" in again.stdout and "kept the 3 rows" in again.stdout, again.output
+        assert len(bad_lines()) == 1, bad_lines()
+    t0 = 1709251200000 + 3_600_000  # 2024-03-01T01:00:00Z: a bad line with the day's time
+    (dumps / "commits.jsonl").write_text(json.dumps({"key": "AAAA", "value": "AAAA", "partition": 7, "offset": 0,
+                                                     "timestamp": t0}) + "\n")
     (dumps / "commits-0302.jsonl").write_text(commit_lines("g2", (10, 20), day2, log_partition=8))
     again = CliRunner().invoke(cli, args)
     assert commits_on() == (0, 2), again.output

@@ -22,7 +22,7 @@
    rows without any time of their own land on the ``from`` date. A configured source of which the run finds no
    input unit at all (:attr:`IngestResult.kept`) is not written: its rows of the range stay as earlier runs
    stored them (dumps rotated away must not erase what was collected). So, per table and day, is a day of the range
-   a source with input gets no row of the table on and no bad unit on (:attr:`IngestResult.kept_days`,
+   a source with input gets no row of the table on and no bad unit dated on (:attr:`IngestResult.kept_days`,
    ``write_table(keep_days=...)``): the inputs of that day are gone, not empty. The ``record_batches`` rows of the
    snapshots of a day ``epoch_lineage`` kept are written again with the run's own
    (:attr:`IngestResult.kept_snapshots`): a later snapshot dates batches on that day too, and must not replace the
@@ -120,7 +120,7 @@ class IngestResult:
     were not replaced (the rows earlier runs stored stay, and the reports read them), nor their quarantine rows."""
     kept_days: dict[str, tuple[dt.date, ...]] = field(default_factory=dict)
     """Silver table -> the days of the range its write left as earlier runs stored them: its source (one of
-    :data:`_UNIT_DATED`'s) had units in the run, but the table got no row on the day and the source no bad unit
+    :data:`_UNIT_DATED`'s) had units in the run, but the table got no row on the day and the source no bad unit dated
     (its dumps of that day rotated away, that day's snapshot folder removed). The source's quarantine rows of a
     day its unit-dated table kept are kept too, and so are the ``record_batches`` rows of the snapshots taken on a
     day ``epoch_lineage`` kept, whatever day their batches are dated on (:attr:`kept_snapshots`): a later
@@ -511,20 +511,23 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
         sides = {kind: Once(functools.partial(side_rows, kind)) for kind, name in pass_kinds.items() if name in passes}
 
         def bad_days_of(kind: str) -> frozenset[dt.date]:
-            # the days of the source's bad units in the run (an undated one's: the from date): it had input then
+            # the days of the source's dated bad units in the run: it had input then. Not an undated one's (a line
+            # without a time, a broken link, a file of no known kind): it says nothing of the day it held, and
+            # stored on the from date it kept or replaced a day by the range a rerun was given (a broken link
+            # replaced a day's commits by none when the day was rerun alone, and kept them in a longer rerun)
             name = pass_kinds.get(kind, "")
             w = passes[name].side if name in passes else works.get(kind)  # a pass's side rows: staged by now
-            days = {run.range_from} if any(u.kind == kind for u in inv.unrecognised) else set()
-            if w is not None:
-                days |= {r["d"] for r in w.filter(F.col("row_kind") == "quarantine").select(
-                    _event_date(F.timestamp_millis("q_ms"), run.range_from).alias("d")).distinct().collect()}
-            return frozenset(days)
+            if w is None:
+                return frozenset()
+            return frozenset(r["d"] for r in w.filter((F.col("row_kind") == "quarantine") & F.col("q_ms").isNotNull())
+                             .select(_event_date(F.timestamp_millis("q_ms"), run.range_from).alias("d"))
+                             .distinct().collect())
 
         bad_days = {kind: Once(functools.partial(bad_days_of, kind)) for kind in _UNIT_DATED}
 
         def keeper(name: str) -> Callable[[frozenset[dt.date]], list[dt.date]] | None:
             # a rerun keeps, per table and day, what its input no longer yields: the days of the range the table
-            # gets no row on and its source no bad unit on are left as earlier runs stored them (a two-day rerun
+            # gets no row on and its source no bad unit dated on are left as earlier runs stored them (a two-day rerun
             # after one day's dumps rotated away replaced that day's commits by none, and its findings went)
             kind = _SOURCE_OF[name]
             if kind not in _UNIT_DATED:
@@ -644,7 +647,18 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             # waits for that table's write, which never waits for this one
             kept_bad = {kind: set(res.kept_days) for kind, name in _UNIT_DATED.items()
                         if name in done_once and (res := done_once[name].get()).kept_days}
-            driver_rows += _quarantine_of_other_kinds(spark, config, run, owned, kept_bad)
+            # this run's undated bad units are stored on the from date: on a day kept there, a stored row of the
+            # same unit (an earlier run's, of the same from date) is not written again beside this run's
+            undated = sorted(k for k, days in kept_bad.items() if run.range_from in days)
+            mine: set[tuple] = set()
+            if undated:
+                mine = {tuple(r) for r in union_all(qparts).where(
+                    (F.col("event_date") == F.lit(run.range_from)) & F.col("source_kind").isin(undated)).select(
+                    "source_kind", *_Q_KEY).collect()} if qparts else set()
+                mine |= {(r["source_kind"], *(r[c] for c in _Q_KEY)) for r in driver_rows}
+            driver_rows += [r for r in _quarantine_of_other_kinds(spark, config, run, owned, kept_bad)
+                            if r["event_date"] != run.range_from or (r["source_kind"], *(r[c] for c in _Q_KEY))
+                            not in mine]
             if driver_rows:
                 qparts.append(spark.createDataFrame(driver_rows, spark_schema("quarantine")))
             if not qparts:  # nothing read: the range's earlier bad units are replaced by none, as the silver rows
