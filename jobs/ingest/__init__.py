@@ -767,11 +767,15 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             if res is not None and res.held is not None and res.held.frame is not None:
                 lookback[name] = res.held.frame
         if lookback.get("partition_history") is not None:
-            n = store_history_gaps(spark, config, run, lookback["partition_history"])
+            n, added = store_history_gaps(spark, config, run, lookback["partition_history"])
             if n:
                 infos.append(f"cluster_metadata: the metadata log's changes of {n} earlier day{'s' if n != 1 else ''} "
                              "that no run had stored were written to partition_history (a --reports-only run reads "
                              "the history from the table)")
+            if added:
+                infos.append("cluster_metadata: partition_history lacked changes of stored days that the metadata log "
+                             "holds (an earlier run's copy ended before them); added " + ", ".join(
+                                 f"{c} of {d.isoformat()}" for d, c in sorted(added.items())))
 
         for u in unrecognised.get():
             t = totals.setdefault((u.kind, "file"), [0, 0, 0, None])
@@ -814,31 +818,41 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                         kept_snapshots={n: by for n, by in carried.items() if by})
 
 
-def store_history_gaps(spark: SparkSession, config: Config, run: RunContext, state: DataFrame) -> int:
+def store_history_gaps(spark: SparkSession, config: Config, run: RunContext,
+                       state: DataFrame) -> tuple[int, dict[dt.date, int]]:
     """Write the replayed metadata log's changes of the days before the range (``state``: this run's
-    ``partition_history`` state) that ``partition_history`` holds no rows of yet; the number of days written.
+    ``partition_history`` state) that ``partition_history`` lacks: the days it holds no rows of, whole, and on the
+    days it holds, the changes at offsets it has no row of. Gives the number of days written whole and the
+    changes added per stored day.
 
     A run stores its own range only, and uses the history before it as state, from the log it replays. A
     ``--reports-only`` run has no log to replay: it reads the history from the table, and without the days
     before the first run's range it took epochs assigned then for "never assigned" (hundreds of false K1
-    errors). Days the table already holds are left as they are (each run that stored one stored it whole), so
-    each day is written once, by the first run that replays it; a catalog table (whose files are not listed here)
-    is left alone."""
+    errors). A stored day is not always whole: the run that stored it may have read a copy of the log collected
+    mid-day (a nightly collection at 23:00 audited at 01:00), so a later run that replays more of that day appends
+    the changes the day lacks, by metadata offset (a record's changes are replayed and stored together; the rows a
+    day holds are never replaced, nor duplicated); so every day is completed by the first run that replays it
+    further. The stored offsets are read through delta-rs on the driver: no Spark job when nothing is missing.
+    A catalog table (whose files are not listed here) is left alone."""
     from pyspark.sql import functions as F
 
     from jobs.errors import NoTableError, SinkError
-    from jobs.sink import table_files, write_table
+    from jobs.sink import read_table_arrow, table_files, write_table
 
-    days = sorted(r[0] for r in state.select("event_date").distinct().collect())
+    # the state's changes per day and offset (one small collect: the retained log's changes before the range)
+    offsets: dict[dt.date, Counter[int]] = {}
+    for d, o in state.select("event_date", "metadata_offset").collect():
+        offsets.setdefault(d, Counter())[o] += 1
+    days = sorted(offsets)
     if not days:
-        return 0
+        return 0, {}
     try:
         listed = table_files("partition_history", config, cluster=run.cluster, date_range=(days[0], days[-1]))
         stored = {f.values.get("event_date") for f in listed.files if f.rows is None or f.rows > 0}
     except NoTableError:
         stored = set()
     except SinkError:
-        return 0
+        return 0, {}
     blocks: list[list[dt.date]] = []
     for d in sorted(set(days) | {x for x in stored if isinstance(x, dt.date)}):
         if d in stored:
@@ -852,7 +866,26 @@ def store_history_gaps(spark: SparkSession, config: Config, run: RunContext, sta
         write_table(state.where(F.col("event_date").between(F.lit(b[0]), F.lit(b[-1]))), "partition_history",
                     config=config, mode="replace_range", date_range=(b[0], b[-1]))
         written += len(b)
-    return written
+    kept = [d for d in days if d in stored]
+    if not kept:
+        return written, {}
+    held: dict[dt.date, set[int]] = {}
+    for r in read_table_arrow("partition_history", config, cluster=run.cluster, date_range=(kept[0], kept[-1]),
+                              columns=["event_date", "metadata_offset", "change"]).to_pylist():
+        if r["change"] not in _STATE_ROWS:  # a snapshot's rows carry its end offset, log_end the last record's
+            held.setdefault(r["event_date"], set()).add(r["metadata_offset"])
+    missing = {d: sorted(set(offsets[d]) - held.get(d, set())) for d in kept}
+    missing = {d: m for d, m in missing.items() if m}
+    if not missing:
+        return written, {}
+    lacking = functools.reduce(lambda a, b: a | b, (
+        (F.col("event_date") == F.lit(d)) & F.col("metadata_offset").isin(m) for d, m in missing.items()))
+    write_table(state.where(lacking), "partition_history", config=config, mode="append")
+    return written, {d: sum(offsets[d][o] for o in m) for d, m in missing.items()}
+
+
+#: ``partition_history`` rows that are no change of the log: the state a replay starts from and how far it reaches.
+_STATE_ROWS = frozenset({"snapshot", "log_start", "log_end"})
 
 
 def _release(held: list[HeldRows] | tuple[HeldRows, ...], *states: dict[str, DataFrame]) -> None:
