@@ -248,23 +248,34 @@ def _one_row(day: dt.date):
     return pa.table({"cluster": ["c1"], "event_date": pa.array([day], pa.date32()), "x": [1]})
 
 
-def test_a_run_whose_lease_was_taken_over_stops_before_its_next_commit(tmp_path) -> None:
+@pytest.mark.parametrize("spelling", ["absolute", "relative", "file-uri"])
+def test_a_run_whose_lease_was_taken_over_stops_before_its_next_commit(tmp_path, monkeypatch, spelling) -> None:
     """A run paused past its lease (a stopped VM) wakes to find the next run holding it: its next table write
     fails naming that run (exit 4), and the table stays as that run left it; while the lease is its own, writes go
-    through."""
+    through. However the output root is spelt (the demo's config has a relative one)."""
+    import pyarrow as pa
     from deltalake import DeltaTable
 
     from jobs.errors import RunLeaseLost
     from jobs.sink import write_small
 
-    config, day = _config(tmp_path / "t"), dt.date(2024, 3, 1)
+    monkeypatch.chdir(tmp_path)
+    root = {"absolute": str(tmp_path / "t"), "relative": "./t", "file-uri": f"file://{tmp_path / 't'}"}[spelling]
+    config, day = Config(cluster="c1", output=Output(root=root)), dt.date(2024, 3, 1)
     with hold_run(config, "r1"):
         write_small(_one_row(day), "things", config=config, mode="replace_range", date_range=(day, day))
         version = DeltaTable(str(tmp_path / "t" / "things")).version()
         _plant(tmp_path / "t", run="r2", seconds=600)  # taken over while this run was paused
         with pytest.raises(RunLeaseLost, match="held by run r2 on host .* now: this run stopped renewing it"):
             write_small(_one_row(day), "things", config=config, mode="replace_range", date_range=(day, day))
+        # its failure is still recorded: audit_runs rows are appends under its own run id
+        from jobs.schemas import arrow_schema
+
+        row = {"cluster": "c1", "event_date": day, "run_id": "r1", "status": "failed"}
+        write_small(pa.Table.from_pylist([row], schema=arrow_schema("audit_runs")), "audit_runs", config=config,
+                    mode="append")
     assert DeltaTable(str(tmp_path / "t" / "things")).version() == version
+    assert DeltaTable(str(tmp_path / "t" / "audit_runs")).to_pyarrow_table().num_rows == 1
     assert issubclass(RunLeaseLost, cli_mod.SinkError)  # exit 4, one line
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobs.errors import RunLeaseHeld, RunLeaseLost, SinkError
-from jobs.fs import filesystem
+from jobs.fs import filesystem, resolve
 
 from ._lease import _HOST, _PIDNS, _pid_running, same_pid_space
 
@@ -90,6 +90,8 @@ class RunLease:
     """The warning said when a dead run's lease was taken over, else None."""
     _fs: pafs.FileSystem | None = None
     _native: str = ""
+    _key: str = ""
+    """The lease file as :func:`_lease_key` names it (what a table write under the same root looks up)."""
     _stop: threading.Event | None = None
     _thread: threading.Thread | None = None
 
@@ -114,6 +116,12 @@ def _lease_file(config: Config, verb: str) -> tuple[str, pafs.FileSystem, str]:
     except _fs_errors() as exc:  # an unreachable store or credentials that get no token
         raise SinkError(f"cannot {verb} the run lease {path}: {_first_line(exc)}") from exc
     return path, fs, f"{native_root.rstrip('/')}/{LEASE_DIR}/{config.cluster}.lease"
+
+
+def _lease_key(root: str, cluster: str) -> str:
+    """The run lease file of ``cluster`` under ``root`` in one spelling whatever the root's (relative, ``file://``,
+    ``s3a://``): a table write finds the lease its run holds by the table's own location."""
+    return f"{resolve(root).native.rstrip('/')}/{LEASE_DIR}/{cluster}.lease"
 
 
 def _fs_errors() -> tuple[type[BaseException], ...]:
@@ -286,7 +294,7 @@ def _acquire(config: Config, run_id: str, seconds: float) -> RunLease:
                 if _mine(fs, native, run_id):
                     fs.delete_file(native)
             raise
-        return RunLease(path, run_id, started, why, fs, native)
+        return RunLease(path, run_id, started, why, fs, native, _lease_key(config.output.root or "", config.cluster))
     holder = _read(fs, native)
     raise _refusal(holder if holder is not None else 0.0, path, config.cluster)
 
@@ -335,11 +343,12 @@ def check_still_held(location: str, cluster: str) -> None:
     Raises:
         RunLeaseLost: another run holds the lease now (named), or it is gone.
     """
-    path = f"{location.rstrip('/').rsplit('/', 1)[0]}/{LEASE_DIR}/{cluster}.lease"
+    key = _lease_key(resolve(location).native.rstrip("/").rsplit("/", 1)[0], cluster)
     with _HELD_LOCK:
-        lease = _HELD.get(path)
+        lease = next((held for held in _HELD.values() if held._key == key), None)
     if lease is None or lease._fs is None:
         return
+    path = lease.path
     try:
         holder = _read(lease._fs, lease._native)
     except _fs_errors():
