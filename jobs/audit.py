@@ -320,7 +320,7 @@ def _run(spark: SparkSession, config: Config, start: dt.date, end: dt.date, run:
             # and with the bad units it kept: a source kept whole, all its quarantine rows of the range (it read
             # none); one kept per day, its rows of the days its unit-dated table kept (the run had none dated then)
             bad_days = {k: set(kept_days.get(UNIT_DATED_BY_SOURCE.get(k, ""), ())) for k in configured}
-            bad = quarantined_per_source(spark, config, start, end, by_day=True) if kept or any(
+            bad = quarantined_per_source(spark, config, start, end, by_day=True, other_than=run.run_id) if kept or any(
                 bad_days.values()) else Counter()
             result.sources = {
                 k: source_status(k, counts, covered_days(tables, k), (start, end),
@@ -475,15 +475,17 @@ def empty_inputs(by_reason: Mapping[str, int] | None) -> str:
 
 
 def quarantined_per_source(spark: SparkSession, config: Config, start: dt.date, end: dt.date, *,
-                           by_day: bool = False) -> Counter:
+                           by_day: bool = False, other_than: str | None = None) -> Counter:
     """``quarantine`` rows per source kind (``by_day``: per (source kind, event date)) in ``[start, end]`` for
-    ``config.cluster`` (none when the table is not there)."""
+    ``config.cluster`` (none when the table is not there); with ``other_than``, only the rows other runs met (what
+    that run kept, not its own)."""
     from .runlog import read_quarantine
 
     if not by_day:
         return Counter(r["source_kind"] for r in read_quarantine(spark, config, (start, end), ["source_kind"]))
     return Counter((r["source_kind"], _as_date(r["event_date"]))
-                   for r in read_quarantine(spark, config, (start, end), ["source_kind", "event_date"]))
+                   for r in read_quarantine(spark, config, (start, end), ["source_kind", "event_date", "run_id"])
+                   if other_than is None or r["run_id"] != other_than)
 
 
 def _as_date(v: dt.date | str) -> dt.date:

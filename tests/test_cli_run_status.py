@@ -622,6 +622,42 @@ def test_a_first_run_whose_first_day_has_no_snapshot_writes_the_batches_later_sn
     assert [(d, b) for _, d, b in _batches(out)] == [("2024-03-01", 0), ("2024-03-02", 10)], res.output
 
 
+def test_an_undated_bad_unit_is_stored_once_and_counted_as_kept_only_when_an_earlier_run_stored_it(
+        spark, tmp_path: Path) -> None:
+    """A line without a time, stored by a nightly run on its date, is not stored again on the from date of a rerun
+    that keeps that night (its dumps gone); and a run's own quarantine row of a kept day is not counted as kept."""
+    inputs = write_tiny_inputs(tmp_path / "in")
+    day2 = 1709251200000 + 86_400_000 + 3_600_000  # 2024-03-02T01:00:00Z
+    dumps = Path(inputs["offsets"])
+    (dumps / "commits-0302.jsonl").write_text(commit_lines("g2", (10, 20, 30), day2, log_partition=8))
+    (dumps / "bad.jsonl").write_text("not a commit\n")
+    out = tmp_path / "tables"
+    base = ["--offsets", inputs["offsets"], "--output-root", str(out), "--cluster", "tiny", "-q",
+            "--summary-json", str(tmp_path / "s.json")]
+
+    def stored() -> list[tuple[str, str]]:
+        return sorted((str(r["event_date"]), r["source"].rsplit("/", 1)[-1]) for r in
+                      DeltaTable(str(out / "quarantine")).to_pyarrow_table().to_pylist())
+
+    nightly = CliRunner().invoke(cli, ["run", "--from", "2024-03-02", "--to", "2024-03-02", *base])
+    assert stored() == [("2024-03-02", "bad.jsonl")], nightly.output
+    (dumps / "commits-0302.jsonl").unlink()
+    rerun = CliRunner().invoke(cli, ["run", "--from", "2024-03-01", "--to", "2024-03-02", *base])
+    assert stored() == [("2024-03-02", "bad.jsonl")], rerun.output  # not again under 2024-03-01
+    assert json.loads((tmp_path / "s.json").read_text())["sources"]["offsets"]["quarantine_kept"] == 1
+
+    (tmp_path / "in2").mkdir()
+    inputs = write_tiny_inputs(tmp_path / "in2" / "x")
+    out = tmp_path / "tables2"
+    base[1], base[3] = inputs["offsets"], str(out)
+    CliRunner().invoke(cli, ["run", "--from", "2024-03-01", "--to", "2024-03-01", *base])
+    (Path(inputs["offsets"]) / "commits.jsonl").write_text("not a commit\n")  # the day's input gone: kept
+    again = CliRunner().invoke(cli, ["run", "--from", "2024-03-01", "--to", "2024-03-01", *base])
+    offsets = json.loads((tmp_path / "s.json").read_text())["sources"]["offsets"]
+    assert (offsets["units_quarantined"], offsets["quarantine_kept"], offsets["rows_kept"]) == (1, 0, 3), again.output
+    assert "quarantined unit (the quarantine table)" not in again.stdout, again.output
+
+
 def test_a_rerun_replaces_a_day_whose_input_changed_or_is_now_bad(spark, tmp_path: Path) -> None:
     """Only a day the source has no unit of is kept: a day whose dumps now hold other commits is replaced by them,
     and one whose dumps now hold only a bad line of that day's time is replaced by none. A bad unit without a date

@@ -636,29 +636,29 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                                      not in recorded.get().get(u.kind, ())])
 
         def quarantine_rows() -> DataFrame:
-            qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run, known.get().get(_WORK_KIND.get(kind, kind)))
-                      for kind, w in all_works().items()]
             # a kept source's bad units of the range stay with its kept rows (L1 reads them; its status said so)
             owned = ({k for k in SILVER_BY_SOURCE if getattr(config.inputs, k)} | (
                 {"cluster_metadata"} if kraft_files else set())) - set(kept)
-            driver_rows = quarantine_table([make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
-                                                      reason=u.reason, raw=None) for u in unrecognised.get()]).to_pylist()
             # and a source's rows of the days its unit-dated table kept (it had no unit dated then, bad or good):
             # waits for that table's write, which never waits for this one
             kept_bad = {kind: set(res.kept_days) for kind, name in _UNIT_DATED.items()
                         if name in done_once and (res := done_once[name].get()).kept_days}
-            # this run's undated bad units are stored on the from date: on a day kept there, a stored row of the
-            # same unit (an earlier run's, of the same from date) is not written again beside this run's
-            undated = sorted(k for k, days in kept_bad.items() if run.range_from in days)
-            mine: set[tuple] = set()
-            if undated:
-                mine = {tuple(r) for r in union_all(qparts).where(
-                    (F.col("event_date") == F.lit(run.range_from)) & F.col("source_kind").isin(undated)).select(
-                    "source_kind", *_Q_KEY).collect()} if qparts else set()
-                mine |= {(r["source_kind"], *(r[c] for c in _Q_KEY)) for r in driver_rows}
-            driver_rows += [r for r in _quarantine_of_other_kinds(spark, config, run, owned, kept_bad)
-                            if r["event_date"] != run.range_from or (r["source_kind"], *(r[c] for c in _Q_KEY))
-                            not in mine]
+            stored = _quarantine_of_other_kinds(spark, config, run, owned, kept_bad)
+            # an undated bad unit of this run that is one of those kept rows (stored on the from date of an earlier
+            # run, a day now kept) stays where it is, as one stored outside the range does: not written twice
+            also = {}
+            for r in stored:
+                if r["source_kind"] in kept_bad:
+                    also.setdefault(r["source_kind"], set()).add(tuple(r[k] for k in _Q_KEY))
+            known_keys = {k: keys | also.get(k, set()) for k, keys in recorded.get().items()} | {
+                k: keys for k, keys in also.items() if k not in recorded.get()}
+            known_now = {k: _known_frame(spark, keys) for k, keys in known_keys.items()} if also else known.get()
+            qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run, known_now.get(_WORK_KIND.get(kind, kind)))
+                      for kind, w in all_works().items()]
+            driver_rows = quarantine_table([make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
+                                                      reason=u.reason, raw=None) for u in unrecognised.get()
+                                            if (u.source, 0, "file", u.reason) not in also.get(u.kind, ())]).to_pylist()
+            driver_rows += stored
             if driver_rows:
                 qparts.append(spark.createDataFrame(driver_rows, spark_schema("quarantine")))
             if not qparts:  # nothing read: the range's earlier bad units are replaced by none, as the silver rows
