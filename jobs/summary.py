@@ -339,7 +339,10 @@ def format_coverage(cov: Coverage) -> str:
 def most_findings(counts: Counter, n: int) -> list[tuple[Any, int]]:
     """The ``n`` subjects (brokers, clients, groups) with the most findings, ties by name: the same tables give the
     same lines whatever order their files were read in (``Counter.most_common`` keeps the reading order)."""
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    def name(v: Any) -> tuple[int, int, str]:  # a broker id (text in the tables) by number: 2 before 10
+        return (0, int(v), "") if str(v).isdigit() else (1, 0, str(v))
+
+    return sorted(counts.items(), key=lambda kv: (-kv[1], name(kv[0])))[:n]
 
 
 def summarise(config: Config, date_from: dt.date | str, date_to: dt.date | str, *, top_n: int = 5) -> Summary:

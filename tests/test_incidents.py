@@ -407,4 +407,4 @@ def test_the_top_subjects_tie_by_name_not_by_the_order_the_tables_were_read_in()
     one, other = Counter(["payments-api", "inventory-dashboard", "inventory-dashboard", "payments-api", "z"]), \
         Counter(["inventory-dashboard", "payments-api", "payments-api", "inventory-dashboard", "z"])
     assert most_findings(one, 2) == most_findings(other, 2) == [("inventory-dashboard", 2), ("payments-api", 2)]
-    assert most_findings(Counter({10: 1, 2: 1, 3: 5}), 3) == [(3, 5), (2, 1), (10, 1)]  # brokers by number
+    assert most_findings(Counter({"10": 1, "2": 1, "3": 5}), 3) == [("3", 5), ("2", 1), ("10", 1)]  # brokers by number
