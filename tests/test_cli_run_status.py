@@ -610,6 +610,25 @@ def test_a_rerun_after_one_day_s_snapshot_folders_are_gone_keeps_that_snapshot_s
             "(no input of it that day))") in again.stdout, again.output
 
 
+def test_a_snapshot_whose_checkpoint_is_gone_but_whose_segments_are_there_is_not_carried_over_twice(
+        spark, tmp_path: Path) -> None:
+    """Lineage keeps the day (its leader-epoch-checkpoint is gone), but the run still reads that snapshot's
+    segments: its batches are re-derived, not carried over beside the stored ones."""
+    logdirs = tmp_path / "logdirs"
+    _snapshot_with_batches(logdirs, "20240301T060000Z",
+                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (20, 1, _MAR1 + 3 * _H)])
+    _snapshot_with_batches(logdirs, "20240302T060000Z",
+                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (30, 2, _MAR2 + _H)])
+    out = tmp_path / "tables"
+    args = ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--logdirs", str(logdirs), "--output-root",
+            str(out), "--cluster", "tiny", "-q"]
+    CliRunner().invoke(cli, args)
+    before = _batches(out)
+    (logdirs / "broker=1" / "snapshot=20240301T060000Z" / "orders-0" / "leader-epoch-checkpoint").unlink()
+    again = CliRunner().invoke(cli, args)
+    assert sorted(_batches(out)) == sorted(before), again.output
+
+
 def test_a_first_run_whose_first_day_has_no_snapshot_writes_the_batches_later_snapshots_date_on_it(
         spark, tmp_path: Path) -> None:
     """No stored rows to keep: the batches the second day's snapshot dates on the first day are written."""

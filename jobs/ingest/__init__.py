@@ -609,6 +609,12 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             snap_day = _event_date(F.col("snapshot_ts"), run.range_from)
             stored = read_silver(spark, config, name, run.cluster, run.date_range).where(
                 snap_day.isin(list(days)))
+            # not a snapshot the run still reads segments of (its checkpoint gone, its logs there): re-derived
+            have = sorted({f"{int(f.broker)}|{f.snapshot_ms}" for f in inv.of("logdirs")
+                           if f.broker is not None and str(f.broker).isdigit() and f.snapshot_ms is not None})
+            if have:
+                stored = stored.where(~F.concat_ws("|", F.col("broker").cast("string"),
+                                                   F.unix_millis("snapshot_ts").cast("string")).isin(have))
             counted = stored.groupBy(snap_day.alias("d")).count().collect()  # one small job, only on such reruns
             carried[name] = {r["d"]: int(r["count"]) for r in counted}
             if not counted:
