@@ -570,6 +570,19 @@ _H = 3_600_000
 _MAR1, _MAR2 = 1709251200000, 1709337600000  # 2024-03-01T00:00Z, 2024-03-02T00:00Z
 
 
+def _two_snapshots(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """Broker 1's snapshots of 03-01 (batches of epochs 0, 2, 1: a critical L3) and 03-02 (the first two batches,
+    still dated 03-01, and one of 03-02); the log dirs, the output root and a `run` over both days."""
+    logdirs = tmp_path / "logdirs"
+    _snapshot_with_batches(logdirs, "20240301T060000Z",
+                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (20, 1, _MAR1 + 3 * _H)])
+    _snapshot_with_batches(logdirs, "20240302T060000Z",
+                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (30, 2, _MAR2 + _H)])
+    out = tmp_path / "tables"
+    return logdirs, out, ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--logdirs", str(logdirs),
+                          "--output-root", str(out), "--cluster", "tiny", "-q"]
+
+
 @pytest.mark.parametrize("stages_files", [True, False], ids=["delta-rs", "delta-spark-path"])
 def test_a_rerun_after_one_day_s_snapshot_folders_are_gone_keeps_that_snapshot_s_record_batches(
         spark, tmp_path: Path, monkeypatch, stages_files: bool) -> None:
@@ -584,14 +597,8 @@ def test_a_rerun_after_one_day_s_snapshot_folders_are_gone_keeps_that_snapshot_s
 
     if not stages_files:
         monkeypatch.setattr(jobs.sink, "adopts_files", lambda *a, **k: False)
-    logdirs = tmp_path / "logdirs"
-    _snapshot_with_batches(logdirs, "20240301T060000Z",
-                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (20, 1, _MAR1 + 3 * _H)])
-    _snapshot_with_batches(logdirs, "20240302T060000Z",
-                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (30, 2, _MAR2 + _H)])
-    out = tmp_path / "tables"
-    args = ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--logdirs", str(logdirs), "--output-root",
-            str(out), "--cluster", "tiny", "-q", "--summary-json", str(tmp_path / "s.json")]
+    logdirs, out, args = _two_snapshots(tmp_path)
+    args += ["--summary-json", str(tmp_path / "s.json")]
     first = CliRunner().invoke(cli, args)
     assert "L3 batch_epoch_regression" in first.stdout, first.output
     before = _batches(out)
@@ -614,14 +621,7 @@ def test_a_snapshot_whose_checkpoint_is_gone_but_whose_segments_are_there_is_not
         spark, tmp_path: Path) -> None:
     """Lineage keeps the day (its leader-epoch-checkpoint is gone), but the run still reads that snapshot's
     segments: its batches are re-derived, not carried over beside the stored ones."""
-    logdirs = tmp_path / "logdirs"
-    _snapshot_with_batches(logdirs, "20240301T060000Z",
-                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (20, 1, _MAR1 + 3 * _H)])
-    _snapshot_with_batches(logdirs, "20240302T060000Z",
-                           [(0, 0, _MAR1 + _H), (10, 2, _MAR1 + 2 * _H), (30, 2, _MAR2 + _H)])
-    out = tmp_path / "tables"
-    args = ["run", "--from", "2024-03-01", "--to", "2024-03-02", "--logdirs", str(logdirs), "--output-root",
-            str(out), "--cluster", "tiny", "-q"]
+    logdirs, out, args = _two_snapshots(tmp_path)
     CliRunner().invoke(cli, args)
     before = _batches(out)
     (logdirs / "broker=1" / "snapshot=20240301T060000Z" / "orders-0" / "leader-epoch-checkpoint").unlink()
