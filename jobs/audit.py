@@ -483,14 +483,9 @@ def quarantined_per_source(spark: SparkSession, config: Config, start: dt.date, 
 
     if not by_day:
         return Counter(r["source_kind"] for r in read_quarantine(spark, config, (start, end), ["source_kind"]))
-    return Counter((r["source_kind"], _as_date(r["event_date"]))
+    return Counter((r["source_kind"], r["event_date"])
                    for r in read_quarantine(spark, config, (start, end), ["source_kind", "event_date", "run_id"])
                    if other_than is None or r["run_id"] != other_than)
-
-
-def _as_date(v: dt.date | str) -> dt.date:
-    # a partition column comes back as a date or, from some readers, as its text
-    return v if isinstance(v, dt.date) else dt.date.fromisoformat(str(v)[:10])
 
 
 def rows_per_day(spark: SparkSession, config: Config, start: dt.date, end: dt.date,

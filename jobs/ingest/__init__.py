@@ -27,8 +27,9 @@
    snapshots of a day ``epoch_lineage`` kept are written again with the run's own
    (:attr:`IngestResult.kept_snapshots`): a later snapshot dates batches on that day too, and must not replace the
    ones only the removed snapshot held. The rows dated in the lookback days before ``from``
-   (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`: detection state the reports add to what earlier runs wrote for those days (a first run, or an
-   incident run into a fresh output root, has no earlier runs). A table's state comes from its one write:
+   (``[rules] lookback_days``) are kept, not written, as :attr:`IngestResult.lookback`: detection state the reports
+   add to what earlier runs wrote for those days (a first run, or an incident run into a fresh output root, has no
+   earlier runs). A table's state comes from its one write:
    it stages the lookback days too and the sink holds those files back from the table
    (``write_table(hold_back=...)``) until :meth:`IngestResult.release` — every table's on the delta-rs sink,
    the commits' with delta-spark, where the other tables' state is cached from the work rows;
@@ -69,9 +70,6 @@ SILVER = ("offset_commits", "group_metadata", "record_batches", "epoch_lineage",
 _SOURCE_OF = {table: kind for kind, tables in SILVER_BY_SOURCE.items() for table in tables}
 #: Work frames whose side rows belong to another source kind (the metadata-log replay step).
 _WORK_KIND = {"cluster_metadata_replay": "cluster_metadata"}
-#: The sources whose tables keep, per day, what a rerun cannot re-derive, each with its table dated as its input
-#: units are (:data:`jobs.schemas.UNIT_DATED_BY_SOURCE`, :attr:`IngestResult.kept_days`).
-_UNIT_DATED = UNIT_DATED_BY_SOURCE
 
 
 @dataclass(frozen=True)
@@ -120,8 +118,8 @@ class IngestResult:
     were not replaced (the rows earlier runs stored stay, and the reports read them), nor their quarantine rows."""
     kept_days: dict[str, tuple[dt.date, ...]] = field(default_factory=dict)
     """Silver table -> the days of the range its write left as earlier runs stored them: its source (one of
-    :data:`_UNIT_DATED`'s) had units in the run, but the table got no row on the day and the source no bad unit dated
-    (its dumps of that day rotated away, that day's snapshot folder removed). The source's quarantine rows of a
+    :data:`~jobs.schemas.UNIT_DATED_BY_SOURCE`'s) had units in the run, but the table got no row on the day and
+    the source no bad unit dated (its dumps of that day rotated away, that day's snapshot folder removed). The source's quarantine rows of a
     day its unit-dated table kept are kept too, and so are the ``record_batches`` rows of the snapshots taken on a
     day ``epoch_lineage`` kept, whatever day their batches are dated on (:attr:`kept_snapshots`): a later
     snapshot's segments date batches on that day too, so that table's day is written, not kept, yet the batches
@@ -523,14 +521,14 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                              .select(_event_date(F.timestamp_millis("q_ms"), run.range_from).alias("d"))
                              .distinct().collect())
 
-        bad_days = {kind: Once(functools.partial(bad_days_of, kind)) for kind in _UNIT_DATED}
+        bad_days = {kind: Once(functools.partial(bad_days_of, kind)) for kind in UNIT_DATED_BY_SOURCE}
 
         def keeper(name: str) -> Callable[[frozenset[dt.date]], list[dt.date]] | None:
             # a rerun keeps, per table and day, what its input no longer yields: the days of the range the table
             # gets no row on and its source no bad unit dated on are left as earlier runs stored them (a two-day rerun
             # after one day's dumps rotated away replaced that day's commits by none, and its findings went)
             kind = _SOURCE_OF[name]
-            if kind not in _UNIT_DATED:
+            if kind not in UNIT_DATED_BY_SOURCE:
                 return None
 
             def keep(written: frozenset[dt.date]) -> list[dt.date]:
@@ -647,7 +645,7 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
                 {"cluster_metadata"} if kraft_files else set())) - set(kept)
             # and a source's rows of the days its unit-dated table kept (it had no unit dated then, bad or good):
             # waits for that table's write, which never waits for this one
-            kept_bad = {kind: set(res.kept_days) for kind, name in _UNIT_DATED.items()
+            kept_bad = {kind: set(res.kept_days) for kind, name in UNIT_DATED_BY_SOURCE.items()
                         if name in done_once and (res := done_once[name].get()).kept_days}
             stored = _quarantine_of_other_kinds(spark, config, run, owned, kept_bad)
             # an undated bad unit of this run that is one of those kept rows (stored on the from date of an earlier
@@ -656,9 +654,9 @@ def _ingest(spark: SparkSession, config: Config, run: RunContext, inv: Inventory
             for r in stored:
                 if r["source_kind"] in kept_bad:
                     also.setdefault(r["source_kind"], set()).add(tuple(r[k] for k in _Q_KEY))
-            known_keys = {k: keys | also.get(k, set()) for k, keys in recorded.get().items()} | {
-                k: keys for k, keys in also.items() if k not in recorded.get()}
-            known_now = {k: _known_frame(spark, keys) for k, keys in known_keys.items()} if also else known.get()
+            known_now = known.get() if not also else {
+                k: _known_frame(spark, recorded.get().get(k, set()) | also.get(k, set()))
+                for k in recorded.get().keys() | also.keys()}
             qparts = [_quarantine(w, _WORK_KIND.get(kind, kind), run, known_now.get(_WORK_KIND.get(kind, kind)))
                       for kind, w in all_works().items()]
             driver_rows = quarantine_table([make_qrow(run, source_kind=u.kind, source=u.source, position=0, unit="file",
